@@ -1,0 +1,313 @@
+"""Build the project's container images locally, only when missing; nothing here needs a registry.
+
+Images (all tags are content hashes of their build inputs, never ``latest``):
+
+* ``k8s-slurm-poc/base:<release>``: Debian. ``docker pull debian:<release>`` where a registry is
+  reachable, else ``debootstrap --variant=minbase`` + ``docker import``. The rootfs tarball is cached
+  under ``$POC_CACHE_DIR/rootfs`` so a rebuild takes seconds.
+* ``k8s-slurm-poc/worker:<release>-<hash>``: Python 3 + Debian's torch (CPU, gloo) + numpy. The same
+  image runs as Kubernetes pods and under Slurm.
+* ``k8s-slurm-poc/slurm:<release>-<hash>``: FROM the worker image, plus slurmctld, slurmd, slurmdbd,
+  slurm-client, munge, openssh-server.
+* ``k8s-slurm-poc/mariadb:<release>-<hash>``: Debian's MariaDB for slurmdbd.
+
+Every docker call is an argv list. Failures raise ``ClusterError`` with the command's output.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from harness.errors import ClusterError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+IMAGES_DIR = REPO_ROOT / "images"
+PREFIX = "k8s-slurm-poc"
+DEFAULT_RELEASE = "trixie"
+SUPPORTED_RELEASES = ("bookworm", "trixie")
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# Bump when the way an image is built changes in a way its context files do not show.
+RECIPE_VERSION = "1"
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+def cache_dir() -> Path:
+    """``$POC_CACHE_DIR`` or ``~/.cache/k8s-slurm-poc``."""
+    return Path(os.environ.get("POC_CACHE_DIR") or Path.home() / ".cache" / "k8s-slurm-poc")
+
+
+def _check_release(release: str) -> str:
+    if release not in SUPPORTED_RELEASES:
+        raise ClusterError(
+            f"unsupported Debian release {release!r}",
+            f"use one of: {', '.join(SUPPORTED_RELEASES)}",
+        )
+    return release
+
+
+def run(argv: Sequence[str], *, timeout: float | None = None, input: bytes | None = None,
+        check: bool = True, what: str | None = None) -> subprocess.CompletedProcess:
+    """Run argv (no shell), capture output as text; raise ClusterError with the output on failure."""
+    argv = [str(a) for a in argv]
+    try:
+        proc = subprocess.run(argv, input=input, capture_output=True, timeout=timeout)
+    except FileNotFoundError as exc:
+        raise ClusterError(f"{argv[0]} is not installed ({exc})",
+                           f"install {argv[0]} (see README: local clusters)") from exc
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode(errors="replace")[-3000:]
+        err = (exc.stderr or b"").decode(errors="replace")[-3000:]
+        raise ClusterError(f"{what or 'command'} timed out after {timeout:.0f}s: {' '.join(argv)}\n"
+                           f"--- stdout ---\n{out}\n--- stderr ---\n{err}") from exc
+    res = subprocess.CompletedProcess(argv, proc.returncode,
+                                      proc.stdout.decode(errors="replace"),
+                                      proc.stderr.decode(errors="replace"))
+    if check and res.returncode != 0:
+        raise ClusterError(
+            f"{what or 'command'} failed (exit {res.returncode}): {' '.join(argv)}\n"
+            f"--- stdout ---\n{res.stdout.strip()[-4000:]}\n--- stderr ---\n{res.stderr.strip()[-4000:]}",
+            "is the Docker daemon running and reachable (`docker info`)?" if argv[0] == "docker" else None,
+        )
+    return res
+
+
+# ---------------------------------------------------------------- image queries
+
+def image_exists(ref: str) -> bool:
+    return run(["docker", "image", "inspect", "--format", "{{.Id}}", ref], check=False).returncode == 0
+
+
+def image_digest(ref: str) -> str:
+    """The local image ID (``sha256:...``) of ref; ClusterError when the image is missing."""
+    res = run(["docker", "image", "inspect", "--format", "{{.Id}}", ref], check=False)
+    if res.returncode != 0:
+        raise ClusterError(f"image {ref} does not exist locally", "build it with `poc cluster up`")
+    return res.stdout.strip()
+
+
+def image_size(ref: str) -> int:
+    """Size in bytes of the local image ref."""
+    return int(run(["docker", "image", "inspect", "--format", "{{.Size}}", ref]).stdout.strip())
+
+
+def base_ref(release: str = DEFAULT_RELEASE) -> str:
+    return f"{PREFIX}/base:{_check_release(release)}"
+
+
+def context_hash(context: Path, *extra: str) -> str:
+    """sha256 over every file (path + mode + bytes) under context, plus extra strings; 12 hex digits."""
+    h = hashlib.sha256()
+    h.update(f"recipe={RECIPE_VERSION}\n".encode())
+    for e in extra:
+        h.update(f"extra={e}\n".encode())
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        rel = path.relative_to(context).as_posix()
+        h.update(f"file={rel} mode={path.stat().st_mode & 0o777:o}\n".encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def worker_ref(release: str = DEFAULT_RELEASE) -> str:
+    """The content-hashed worker image ref for release (whether or not it is built)."""
+    return f"{PREFIX}/worker:{release}-{context_hash(IMAGES_DIR / 'worker', _check_release(release))}"
+
+
+def slurm_ref(release: str = DEFAULT_RELEASE) -> str:
+    """The content-hashed Slurm image ref; its hash covers the worker's ref, so it follows the worker."""
+    return f"{PREFIX}/slurm:{release}-{context_hash(IMAGES_DIR / 'slurm', release, worker_ref(release))}"
+
+
+def mariadb_ref(release: str = DEFAULT_RELEASE) -> str:
+    return f"{PREFIX}/mariadb:{release}-{context_hash(IMAGES_DIR / 'mariadb', _check_release(release))}"
+
+
+def image_ref(kind: str, release: str = DEFAULT_RELEASE) -> str:
+    """Ref of one of the project's images: kind in base, worker, slurm, mariadb."""
+    table = {"base": base_ref, "worker": worker_ref, "slurm": slurm_ref, "mariadb": mariadb_ref}
+    if kind not in table:
+        raise ClusterError(f"unknown image kind {kind!r}", f"use one of: {', '.join(table)}")
+    return table[kind](release)
+
+
+# ---------------------------------------------------------------- builders
+
+@dataclass(frozen=True)
+class BuildRecord:
+    ref: str
+    built: bool          # False when it already existed
+    seconds: float
+    how: str             # "present", "pulled", "debootstrap", "cached-rootfs", "docker build"
+
+
+_log: list[BuildRecord] = []
+
+
+def build_log() -> list[BuildRecord]:
+    """What ensure_* did in this process (for timing notes and reports)."""
+    return list(_log)
+
+
+def _record(ref: str, built: bool, t0: float, how: str) -> str:
+    _log.append(BuildRecord(ref, built, round(time.monotonic() - t0, 2), how))
+    return ref
+
+
+def _no_pull() -> bool:
+    return os.environ.get("POC_NO_PULL", "").lower() in ("1", "true", "yes")
+
+
+def ensure_base(release: str = DEFAULT_RELEASE) -> str:
+    """Make sure ``k8s-slurm-poc/base:<release>`` exists; returns its ref.
+
+    Order: already present; ``docker pull debian:<release>`` (unless POC_NO_PULL=1); a cached rootfs
+    tarball; ``debootstrap --variant=minbase`` (needs root and the debootstrap package).
+    """
+    ref = base_ref(release)
+    t0 = time.monotonic()
+    if image_exists(ref):
+        return _record(ref, False, t0, "present")
+    if not _no_pull():
+        pulled = run(["docker", "pull", f"debian:{release}"], check=False, timeout=600)
+        if pulled.returncode == 0:
+            run(["docker", "tag", f"debian:{release}", ref], what="docker tag")
+            return _record(ref, True, t0, "pulled")
+    tarball = cache_dir() / "rootfs" / f"debian-{release}-minbase.tar"
+    how = "cached-rootfs"
+    if not tarball.exists():
+        _debootstrap(release, tarball)
+        how = "debootstrap"
+    with tarball.open("rb") as fh:
+        try:
+            proc = subprocess.run(
+                ["docker", "import", "--change", 'CMD ["/bin/bash"]',
+                 "--change", "ENV LANG=C.UTF-8", "-", ref],
+                stdin=fh, capture_output=True, timeout=600)
+        except FileNotFoundError as exc:
+            raise ClusterError("docker is not installed", "install docker.io and start dockerd") from exc
+    if proc.returncode != 0:
+        raise ClusterError(
+            f"docker import of {tarball} failed (exit {proc.returncode}):\n"
+            f"{proc.stderr.decode(errors='replace')[-3000:]}",
+            f"delete {tarball} to bootstrap it again")
+    return _record(ref, True, t0, how)
+
+
+def _debootstrap(release: str, tarball: Path) -> None:
+    if shutil.which("debootstrap") is None:
+        raise ClusterError(
+            f"cannot pull debian:{release} and debootstrap is not installed",
+            "apt-get install debootstrap (and run as root), or make a registry reachable")
+    if os.geteuid() != 0:
+        raise ClusterError("debootstrap needs root", "run `poc cluster up` as root, or pull debian:* images")
+    mirror = os.environ.get("POC_DEBIAN_MIRROR", DEFAULT_MIRROR)
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"debootstrap-{release}-", dir=tarball.parent) as tmp:
+        root = Path(tmp) / "root"
+        run(["debootstrap", "--variant=minbase", release, str(root), mirror],
+            timeout=1800, what=f"debootstrap {release}")
+        # The rootfs's sources.list is what debootstrap used; drop caches to keep the tarball small.
+        for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            d = root / sub
+            if d.is_dir():
+                for p in d.iterdir():
+                    if p.is_file():
+                        p.unlink()
+        partial = tarball.with_suffix(".tar.partial")
+        run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(partial), "."],
+            timeout=600, what="tar rootfs")
+        os.replace(partial, tarball)
+
+
+def _docker_build(ref: str, context: Path, build_args: dict[str, str], timeout: float = 3600) -> None:
+    argv = ["docker", "build", "--label", f"{PREFIX}.ref={ref}", "-t", ref]
+    for k, v in build_args.items():
+        argv += ["--build-arg", f"{k}={v}"]
+    argv.append(str(context))
+    env = dict(os.environ, DOCKER_BUILDKIT="0")  # BuildKit is not installed here; be explicit
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"docker build of {ref} timed out after {timeout:.0f}s") from exc
+    if proc.returncode != 0:
+        out = (proc.stdout + proc.stderr).decode(errors="replace")
+        raise ClusterError(f"docker build of {ref} failed (exit {proc.returncode}):\n{out[-6000:]}",
+                           "check that containers reach the Debian mirror (apt-get update inside a container)")
+
+
+def _ensure_built(ref: str, context: Path, build_args: dict[str, str]) -> str:
+    t0 = time.monotonic()
+    if image_exists(ref):
+        return _record(ref, False, t0, "present")
+    _docker_build(ref, context, build_args)
+    return _record(ref, True, t0, "docker build")
+
+
+def ensure_worker_image(release: str = DEFAULT_RELEASE) -> str:
+    """Build (when missing) and return the worker image ref: Python 3 + Debian's torch + numpy."""
+    base = ensure_base(release)
+    return _ensure_built(worker_ref(release), IMAGES_DIR / "worker", {"BASE": base})
+
+
+def ensure_slurm_image(release: str = DEFAULT_RELEASE) -> str:
+    """Build (when missing) and return the Slurm image ref (FROM the worker image)."""
+    worker = ensure_worker_image(release)
+    return _ensure_built(slurm_ref(release), IMAGES_DIR / "slurm", {"WORKER": worker})
+
+
+def ensure_mariadb_image(release: str = DEFAULT_RELEASE) -> str:
+    """Build (when missing) and return the MariaDB image ref used by slurmdbd."""
+    base = ensure_base(release)
+    return _ensure_built(mariadb_ref(release), IMAGES_DIR / "mariadb", {"BASE": base})
+
+
+def save_image(ref: str, dest: Path) -> Path:
+    """``docker save`` ref to dest (a tar that ``ctr images import`` accepts); skips when dest exists
+    and records the image ID beside it. Used to load the worker image into containerd."""
+    dest = Path(dest)
+    digest = image_digest(ref)
+    stamp = dest.with_suffix(dest.suffix + ".id")
+    if dest.exists() and stamp.exists() and stamp.read_text().strip() == digest:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_suffix(dest.suffix + ".partial")
+    run(["docker", "save", "-o", str(partial), ref], timeout=1800, what="docker save")
+    os.replace(partial, dest)
+    stamp.write_text(digest + "\n")
+    return dest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m harness.clusters.images [worker|slurm|mariadb|all] [--release R]``: build, print refs."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m harness.clusters.images")
+    ap.add_argument("what", nargs="?", default="all", choices=["base", "worker", "slurm", "mariadb", "all"])
+    ap.add_argument("--release", default=DEFAULT_RELEASE, choices=SUPPORTED_RELEASES)
+    args = ap.parse_args(argv)
+    fns = {"base": ensure_base, "worker": ensure_worker_image, "slurm": ensure_slurm_image,
+           "mariadb": ensure_mariadb_image}
+    todo = list(fns) if args.what == "all" else [args.what]
+    try:
+        for k in todo:
+            fns[k](args.release)
+    except ClusterError as exc:
+        print(f"ERROR {exc.message}")
+        if exc.tip:
+            print(f"TIP {exc.tip}")
+        return 1
+    for rec in build_log():
+        size = image_size(rec.ref) / 1e6
+        print(f"{rec.ref}\t{rec.how}\t{rec.seconds:.1f}s\t{size:.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
