@@ -219,9 +219,10 @@ def ensure_bridge(name: str, cidr: str) -> None:
     run(["ip", "link", "set", name, "up"])
 
 
-def ensure_dummy(name: str, cidr: str) -> None:
+def ensure_local_address(name: str, cidr: str) -> None:
+    """A device that only holds a local address (a port-less bridge: `dummy` is not built into every kernel)."""
     if not link_exists(name):
-        run(["ip", "link", "add", name, "type", "dummy"])
+        run(["ip", "link", "add", name, "type", "bridge"])
     addrs = run(["ip", "-4", "-o", "addr", "show", "dev", name]).stdout.decode()
     if cidr.split("/")[0] not in addrs:
         run(["ip", "addr", "add", cidr, "dev", name])

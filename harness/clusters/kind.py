@@ -1,0 +1,80 @@
+"""A kind cluster with JobSet and Kueue, for users whose Docker can pull from a registry.
+
+Not exercised in this project's CI (no registry is reachable there); the offline provider is
+``native_k8s``. Versions are the same pins as the native cluster's (``k8s/builds.py``).
+
+    choose_provider()           # "kind" when kind can get its node image, else "native"
+    up(); down()
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from harness.clusters.k8s import builds
+from harness.errors import ClusterError, CommandError
+
+CLUSTER_NAME = "k8s-slurm-poc"
+CONFIG = Path(__file__).resolve().parents[2] / "manifests" / "kind-cluster.yaml"
+# kind publishes node images per Kubernetes patch release; the tag is not verified here (no registry).
+NODE_IMAGE = "kindest/node:" + builds.KUBERNETES_VERSION
+JOBSET_MANIFEST = f"https://github.com/kubernetes-sigs/jobset/releases/download/{builds.JOBSET_VERSION}/manifests.yaml"
+KUEUE_MANIFEST = f"https://github.com/kubernetes-sigs/kueue/releases/download/{builds.KUEUE_VERSION}/manifests.yaml"
+
+
+def _run(argv: list[str], timeout: float = 600) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise CommandError(argv, proc.returncode, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def kubeconfig_path() -> Path:
+    base = os.environ.get("POC_STATE_DIR") or Path.home() / ".local" / "state" / "k8s-slurm-poc"
+    return Path(base) / "kind" / "kubeconfig"
+
+
+def can_use_kind(try_pull: bool = True) -> bool:
+    """kind is installed and its node image is local or can be pulled."""
+    if not (shutil.which("kind") and shutil.which("docker")):
+        return False
+    if subprocess.run(["docker", "image", "inspect", NODE_IMAGE], capture_output=True).returncode == 0:
+        return True
+    if not try_pull:
+        return False
+    return subprocess.run(["docker", "pull", NODE_IMAGE], capture_output=True, timeout=900).returncode == 0
+
+
+def choose_provider(try_pull: bool = True) -> str:
+    return "kind" if can_use_kind(try_pull) else "native"
+
+
+def up() -> Path:
+    if not shutil.which("kind"):
+        raise ClusterError("kind is not installed", tip="install kind, or use `--provider native`")
+    kc = kubeconfig_path()
+    kc.parent.mkdir(parents=True, exist_ok=True)
+    clusters = _run(["kind", "get", "clusters"]).split()
+    if CLUSTER_NAME not in clusters:
+        _run(["kind", "create", "cluster", "--name", CLUSTER_NAME, "--config", str(CONFIG),
+              "--image", NODE_IMAGE, "--kubeconfig", str(kc), "--wait", "180s"], timeout=900)
+    else:
+        kc.write_text(_run(["kind", "get", "kubeconfig", "--name", CLUSTER_NAME]))
+    kubectl = ["kubectl", "--kubeconfig", str(kc)]
+    _run([*kubectl, "apply", "--server-side", "-f", JOBSET_MANIFEST])
+    _run([*kubectl, "apply", "--server-side", "-f", KUEUE_MANIFEST])
+    for ns, deploy in (("jobset-system", "jobset-controller-manager"), ("kueue-system", "kueue-controller-manager")):
+        _run([*kubectl, "-n", ns, "rollout", "status", f"deployment/{deploy}", "--timeout=300s"], timeout=330)
+    return kc
+
+
+def down() -> None:
+    if shutil.which("kind"):
+        _run(["kind", "delete", "cluster", "--name", CLUSTER_NAME])
+    kubeconfig_path().unlink(missing_ok=True)
+
+
+def import_image(image_ref: str) -> None:
+    _run(["kind", "load", "docker-image", image_ref, "--name", CLUSTER_NAME], timeout=1800)

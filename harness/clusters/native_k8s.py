@@ -1,0 +1,1095 @@
+"""A real Kubernetes cluster on this one machine that needs no container registry.
+
+Every part is an upstream component built from the Go module proxy (see ``k8s/builds.py``):
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler, N kubelets (each on its own
+containerd), CoreDNS, and the JobSet and Kueue controllers with their webhooks. Pods get their
+network from Debian's CNI plugins (one bridge per node; the host routes between bridges).
+
+Python API (what ``poc cluster up --k8s --provider native`` calls)::
+
+    info = up(nodes=3)          # -> ClusterInfo; info.kubeconfig is <state>/kubeconfig
+    status()                    # -> [ComponentStatus(name, pid, alive, log)]
+    import_image("ref:tag")     # docker save | ctr import, on every node where it is missing
+    stop_kubelet("poc-n2"); start_kubelet("poc-n2")   # node-loss fault injection
+    down()                      # kills by pid, unmounts, deletes devices and cgroups
+
+State lives in ``$POC_STATE_DIR/k8s-native`` (default ``~/.local/state/k8s-slurm-poc``); logs in
+``<state>/logs/<name>.log``. Must run as root (containerd, mounts, network devices, cgroups).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from harness.clusters.k8s import builds, host, pki
+from harness.errors import ClusterError, CommandError, PocError
+
+# ------------------------------------------------------------------ settings (recorded in ClusterInfo)
+
+CLUSTER_CIDR = "10.244.0.0/16"          # node i gets 10.244.i.0/24 on bridge pocbr<i>, gateway .1
+SERVICE_CIDR = "10.96.0.0/16"
+DNS_IP = "10.96.0.10"                   # CoreDNS on the host, on device pocdns0
+CLUSTER_DOMAIN = "cluster.local"
+BRIDGE_PREFIX = "pocbr"
+DNS_LINK = "pocdns0"
+IPTABLES_CHAIN = "POC-NATIVE-K8S"
+CGROUP_PARENT = "poc-native-k8s"
+PAUSE_IMAGE = "poc.local/pause:3.10"
+
+ETCD_CLIENT_PORT, ETCD_PEER_PORT = 12379, 12380
+APISERVER_PORT = 16443
+KCM_PORT, SCHEDULER_PORT = 20257, 20259
+JOBSET_PORTS = {"webhook": 29443, "metrics": 28443, "health": 28081}
+KUEUE_PORTS = {"webhook": 29444, "metrics": 28444, "health": 28082}
+COREDNS_HEALTH, COREDNS_READY = 28053, 28054
+
+# How fast a lost node is noticed and its pods are replaced. A recovery-time number means
+# nothing without these beside it.
+NODE_MONITOR_GRACE_PERIOD = "20s"
+NODE_LEASE_DURATION_SECONDS = 20        # kubelet renews every quarter of this (5 s)
+NODE_STATUS_UPDATE_FREQUENCY = "4s"
+TOLERATION_SECONDS = 30                 # default not-ready / unreachable NoExecute toleration
+
+
+def kubelet_port(i: int) -> int:
+    return 21000 + 10 * i
+
+
+def kubelet_healthz_port(i: int) -> int:
+    return 21001 + 10 * i
+
+
+def node_name(i: int) -> str:
+    return f"poc-n{i}"
+
+
+def node_ip(i: int) -> str:
+    return f"10.244.{i}.1"
+
+
+def state_root(state_dir: str | Path | None = None) -> Path:
+    if state_dir:
+        return Path(state_dir)
+    base = os.environ.get("POC_STATE_DIR") or Path.home() / ".local" / "state" / "k8s-slurm-poc"
+    return Path(base) / "k8s-native"
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    pid: int | None
+    alive: bool
+    log: str
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    kubeconfig: Path
+    state_dir: Path
+    server: str
+    nodes: tuple[str, ...]
+    versions: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    up_seconds: float = 0.0
+    reused: bool = False
+
+
+class Layout:
+    """Every path of one cluster instance."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.pki = root / "pki"
+        self.logs = root / "logs"
+        self.etcd = root / "etcd"
+        self.manifests = root / "manifests"
+        self.config = root / "config"
+        self.nodes_dir = root / "nodes"
+        self.state_file = root / "state.json"
+        self.kubeconfig = root / "kubeconfig"
+        self.admin_kubeconfig = self.pki / "admin.kubeconfig"
+
+    def node(self, name: str) -> Path:
+        return self.nodes_dir / name
+
+    def containerd_sock(self, name: str) -> Path:
+        return self.node(name) / "containerd.sock"
+
+    def log(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+
+# ------------------------------------------------------------------ state file
+
+def _load_state(L: Layout) -> dict:
+    if L.state_file.exists():
+        return json.loads(L.state_file.read_text())
+    return {"components": {}}
+
+
+def _save_state(L: Layout, state: dict) -> None:
+    tmp = L.state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, default=str))
+    tmp.replace(L.state_file)
+
+
+# ------------------------------------------------------------------ processes
+
+def _component_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env["NO_PROXY"] = "127.0.0.1,localhost,10.0.0.0/8"
+    env["PATH"] = env.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    return env
+
+
+def _spawn(L: Layout, state: dict, name: str, argv: list[str], env: dict | None = None,
+           cgroup: str | None = None) -> int:
+    """Start a component detached, in its own cgroup, logging to logs/<name>.log; record its pid."""
+    L.logs.mkdir(parents=True, exist_ok=True)
+    cg = f"{CGROUP_PARENT}/{cgroup or name}"
+    host.make_cgroup(cg)
+    procs_files = [str(h / cg / "cgroup.procs") for h in host.hierarchies()]
+
+    def into_cgroup():
+        pid = str(os.getpid())
+        for f in procs_files:
+            try:
+                with open(f, "w") as fh:
+                    fh.write(pid)
+            except OSError:
+                pass
+
+    log = open(L.log(name), "ab")
+    log.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {' '.join(argv)}\n".encode())
+    log.flush()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            env=env or _component_env(), start_new_session=True, preexec_fn=into_cgroup)
+    log.close()
+    state["components"][name] = {"pid": proc.pid, "exe": Path(argv[0]).name, "argv": argv,
+                                 "log": str(L.log(name)), "cgroup": cg}
+    _save_state(L, state)
+    return proc.pid
+
+
+def _alive(entry: dict) -> bool:
+    return host.pid_alive(entry["pid"], entry.get("exe"))
+
+
+def _log_tail(path: str | Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# ------------------------------------------------------------------ waiting
+
+def _wait(what: str, check, timeout: float, L: Layout | None = None, logs: tuple[str, ...] = (),
+          interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    last_err = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception as e:  # noqa: BLE001 - any failure means "not yet"
+            last_err = e
+        if L is not None:
+            state = _load_state(L)
+            for name in logs:
+                entry = state["components"].get(name)
+                if entry and not _alive(entry):
+                    raise ClusterError(f"{name} exited while waiting for {what}:\n{_log_tail(entry['log'])}",
+                                       tip=f"see {entry['log']}; then `poc cluster down --k8s`")
+        time.sleep(interval)
+    detail = f" (last error: {last_err})" if last_err else ""
+    hints = "; ".join(str(L.log(n)) for n in logs) if L else ""
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{detail}",
+                       tip=f"see {hints or 'the logs'}; then `poc cluster down --k8s`")
+
+
+def _https_get(url: str, cert: pki.CertPair | None = None, ca: Path | None = None, timeout: float = 3) -> tuple[int, str]:
+    ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()  # noqa: S323
+    if cert:
+        ctx.load_cert_chain(str(cert.cert), str(cert.key))
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=timeout) as r:  # noqa: S310 - loopback only
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+def _http_get(url: str, timeout: float = 3) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - loopback only
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+def _kubectl(L: Layout, *args: str, input: str | None = None, check: bool = True, timeout: float = 60):
+    argv = [str(builds.KUBERNETES.path("kubectl")), "--kubeconfig", str(L.admin_kubeconfig), *args]
+    proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout, env=_component_env())
+    if check and proc.returncode != 0:
+        raise CommandError(argv, proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+# ------------------------------------------------------------------ certificates and kubeconfigs
+
+def _ensure_pki(L: Layout, n: int) -> dict:
+    P = L.pki
+    ca = pki.ensure_ca(P)
+    c = {"ca": ca}
+    server = f"https://127.0.0.1:{APISERVER_PORT}"
+    c["apiserver"] = pki.ensure_cert(
+        P, "apiserver", ca, "kube-apiserver", server=True, client=False,
+        dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+             f"kubernetes.default.svc.{CLUSTER_DOMAIN}"),
+        ips=("127.0.0.1", "10.96.0.1"))
+    c["apiserver-kubelet-client"] = pki.ensure_cert(P, "apiserver-kubelet-client", ca, "kube-apiserver-kubelet-client",
+                                                    orgs=("system:masters",))
+    c["sa"] = pki.ensure_service_account_keys(P)
+    c["webhook"] = pki.ensure_cert(P, "webhook", ca, "poc-webhooks", server=True, client=False,
+                                   dns=("localhost",), ips=("127.0.0.1",))
+    # (name, CN, O). The host-run controllers (CoreDNS, JobSet, Kueue) get system:masters: they
+    # run outside the cluster with a certificate, not as a service account with their RBAC.
+    users = [
+        ("admin", "poc-admin", ("system:masters",)),
+        ("controller-manager", "system:kube-controller-manager", ()),
+        ("scheduler", "system:kube-scheduler", ()),
+        ("coredns", "poc:coredns", ("system:masters",)),
+        ("jobset", "poc:jobset-controller", ("system:masters",)),
+        ("kueue", "poc:kueue-controller", ("system:masters",)),
+    ]
+    for i in range(1, n + 1):
+        users.append((f"kubelet-{node_name(i)}", f"system:node:{node_name(i)}", ("system:nodes",)))
+        c[f"kubelet-server-{node_name(i)}"] = pki.ensure_cert(
+            P, f"kubelet-server-{node_name(i)}", ca, f"system:node:{node_name(i)}", server=True, client=False,
+            dns=(node_name(i), "localhost"), ips=(node_ip(i), "127.0.0.1"))
+    for name, cn, orgs in users:
+        pair = pki.ensure_cert(P, name, ca, cn, orgs=orgs)
+        c[name] = pair
+        pki.write_kubeconfig(P / f"{name}.kubeconfig", server, ca, pair, cn)
+    # controller-runtime reads tls.crt / tls.key from a directory
+    wh = P / "webhook-certs"
+    wh.mkdir(exist_ok=True)
+    shutil.copyfile(c["webhook"].cert, wh / "tls.crt")
+    shutil.copyfile(c["webhook"].key, wh / "tls.key")
+    return c
+
+
+# ------------------------------------------------------------------ pause image
+
+PAUSE_GO = """package main
+
+// pause: the pod sandbox process. Waits for a signal, reaps children, exits 0 on INT/TERM.
+
+import (
+\t"os"
+\t"os/signal"
+\t"syscall"
+)
+
+func main() {
+\tc := make(chan os.Signal, 8)
+\tsignal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
+\tfor s := range c {
+\t\tif s != syscall.SIGCHLD {
+\t\t\tos.Exit(0)
+\t\t}
+\t\tfor {
+\t\t\tvar ws syscall.WaitStatus
+\t\t\tpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+\t\t\tif pid <= 0 || err != nil {
+\t\t\t\tbreak
+\t\t\t}
+\t\t}
+\t}
+}
+"""
+
+
+def ensure_pause_image() -> None:
+    """A tiny static pause program in a FROM scratch image, built locally with docker."""
+    if host.run(["docker", "image", "inspect", PAUSE_IMAGE], check=False).returncode == 0:
+        return
+    src = builds.cache_dir() / "src" / "pause"
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "go.mod").write_text("module poc.local/pause\n\ngo 1.24\n")
+    (src / "main.go").write_text(PAUSE_GO)
+    (src / "Dockerfile").write_text('FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n')
+    env = builds.go_env()
+    proc = subprocess.run([builds.go_binary(), "build", "-trimpath", "-ldflags", "-s -w", "-o", "pause", "."],
+                          cwd=src, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CommandError(["go", "build", "pause"], proc.returncode, proc.stdout, proc.stderr)
+    host.run(["docker", "build", "-q", "-t", PAUSE_IMAGE, str(src)], timeout=300)
+
+
+BUSYBOX_IMAGE = "poc.local/busybox:1.35"
+
+
+def ensure_busybox_image() -> str:
+    """A 2 MB test image (Debian's busybox-static in a FROM scratch image): sh, nslookup, sleep, nc."""
+    if host.run(["docker", "image", "inspect", BUSYBOX_IMAGE], check=False).returncode == 0:
+        return BUSYBOX_IMAGE
+    busybox = Path("/bin/busybox")
+    if not busybox.exists():
+        raise ClusterError("/bin/busybox is missing", tip="apt-get install busybox-static")
+    ctx = builds.cache_dir() / "src" / "busybox-image"
+    if ctx.exists():
+        shutil.rmtree(ctx)
+    (ctx / "bin").mkdir(parents=True)
+    shutil.copy2(busybox, ctx / "bin" / "busybox")
+    applets = host.run([str(busybox), "--list"]).stdout.decode().split()
+    for a in applets:
+        if a != "busybox":
+            (ctx / "bin" / a).symlink_to("busybox")
+    (ctx / "Dockerfile").write_text('FROM scratch\nCOPY bin /bin\nENV PATH=/bin\nCMD ["/bin/sh"]\n')
+    host.run(["docker", "build", "-q", "-t", BUSYBOX_IMAGE, str(ctx)], timeout=300)
+    return BUSYBOX_IMAGE
+
+
+# ------------------------------------------------------------------ images into containerd
+
+def _normalize_ref(ref: str) -> str:
+    """The name containerd's CRI (and `ctr import`) gives a docker reference."""
+    name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        name = f"docker.io/library/{name}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = f"docker.io/{name}"
+    return f"{name}:{tag}"
+
+
+def _ctr(L: Layout, node: str, *args: str, input: bytes | None = None, check: bool = True, timeout: float = 600):
+    return host.run(["ctr", "--address", str(L.containerd_sock(node)), "--namespace", "k8s.io", *args],
+                    check=check, input=input, timeout=timeout)
+
+
+def import_image(image_ref: str, state_dir: str | Path | None = None, nodes: list[str] | None = None) -> dict[str, str]:
+    """Import a local docker image into every node's containerd where it is missing (or stale).
+
+    Returns {node: "imported" | "present"}. Pods must use imagePullPolicy Never/IfNotPresent.
+    """
+    L = Layout(state_root(state_dir))
+    state = _load_state(L)
+    nodes = nodes or state.get("nodes") or []
+    inspect = host.run(["docker", "image", "inspect", "-f", "{{.Id}}", image_ref], check=False)
+    if inspect.returncode != 0:
+        raise ClusterError(f"image {image_ref} is not in the local docker engine",
+                           tip="build it first (harness.clusters.images.ensure_worker_image)")
+    image_id = inspect.stdout.decode().strip()
+    name = _normalize_ref(image_ref)
+    todo, result = [], {}
+    for node in nodes:
+        record = L.node(node) / "images.json"
+        known = json.loads(record.read_text()) if record.exists() else {}
+        present = name in _ctr(L, node, "images", "ls", "-q").stdout.decode().split()
+        if present and known.get(name) == image_id:
+            result[node] = "present"
+        else:
+            todo.append(node)
+    if not todo:
+        return result
+    tar_dir = builds.cache_dir() / "images"
+    tar_dir.mkdir(parents=True, exist_ok=True)
+    tar = tar_dir / f"{image_id.replace(':', '-')[:32]}.tar"
+    if not tar.exists():
+        tmp = tar.with_suffix(".partial")
+        host.run(["docker", "save", "-o", str(tmp), image_ref], timeout=1800)
+        tmp.replace(tar)
+    procs = {}
+    for node in todo:
+        argv = ["ctr", "--address", str(L.containerd_sock(node)), "--namespace", "k8s.io",
+                "images", "import", "--snapshotter", "overlayfs", str(tar)]
+        procs[node] = (argv, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    for node, (argv, p) in procs.items():
+        out, err = p.communicate(timeout=1800)
+        if p.returncode != 0:
+            raise CommandError(argv, p.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+        record = L.node(node) / "images.json"
+        known = json.loads(record.read_text()) if record.exists() else {}
+        known[name] = image_id
+        record.write_text(json.dumps(known, indent=2))
+        result[node] = "imported"
+    return result
+
+
+# ------------------------------------------------------------------ component configs
+
+def _containerd_config(L: Layout, node: str) -> Path:
+    d = L.node(node)
+    for sub in ("containerd-root", "containerd-state", "cni/net.d", "cni/ipam", "runc"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    toml = f"""version = 2
+root = "{d / 'containerd-root'}"
+state = "{d / 'containerd-state'}"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+                    "io.containerd.tracing.processor.v1.otlp"]
+
+[grpc]
+  address = "{L.containerd_sock(node)}"
+
+[ttrpc]
+  address = "{L.containerd_sock(node)}.ttrpc"
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d / 'containerd-opt'}"
+
+[{cri}]
+  sandbox_image = "{PAUSE_IMAGE}"
+  enable_selinux = false
+  disable_apparmor = true
+  # this host (and containers generally) lack CAP_SYS_RESOURCE: runc cannot lower oom_score_adj
+  restrict_oom_score_adj = true
+  max_container_log_line_size = 16384
+
+[{cri}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+  discard_unpacked_layers = false
+
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[{cri}.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+  Root = "{d / 'runc'}"
+
+[{cri}.cni]
+  bin_dir = "/usr/lib/cni"
+  conf_dir = "{d / 'cni/net.d'}"
+  max_conf_num = 1
+"""
+    path = d / "containerd.toml"
+    path.write_text(toml)
+    return path
+
+
+def _cni_config(L: Layout, node: str, i: int) -> None:
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": "poc-native",
+        "plugins": [{
+            "type": "bridge",
+            "bridge": f"{BRIDGE_PREFIX}{i}",
+            "isGateway": True,
+            "ipMasq": False,
+            "hairpinMode": True,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": f"10.244.{i}.0/24", "gateway": node_ip(i)}]],
+                "routes": [{"dst": "0.0.0.0/0"}],
+                "dataDir": str(L.node(node) / "cni/ipam"),
+            },
+        }],
+    }
+    (L.node(node) / "cni/net.d/10-poc-native.conflist").write_text(json.dumps(conf, indent=2))
+
+
+def _kubelet_config(L: Layout, node: str, i: int, certs: dict) -> Path:
+    d = L.node(node)
+    (d / "kubelet").mkdir(parents=True, exist_ok=True)
+    (d / "volume-plugins").mkdir(parents=True, exist_ok=True)
+    server = certs[f"kubelet-server-{node}"]
+    cfg = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": node_ip(i),
+        "port": kubelet_port(i),
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": kubelet_healthz_port(i),
+        "tlsCertFile": str(server.cert),
+        "tlsPrivateKeyFile": str(server.key),
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                           "x509": {"clientCAFile": str(certs["ca"].cert)}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": f"/{CGROUP_PARENT}/{node}",
+        "cgroupsPerQOS": True,
+        "containerRuntimeEndpoint": f"unix://{L.containerd_sock(node)}",
+        "clusterDNS": [DNS_IP],
+        "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": "/etc/resolv.conf",
+        "failSwapOn": False,
+        "imageGCHighThresholdPercent": 100,   # containerd 1.6.20 does not pin the sandbox image
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                         "nodefs.inodesFree": "1%"},
+        "nodeStatusUpdateFrequency": NODE_STATUS_UPDATE_FREQUENCY,
+        "nodeLeaseDurationSeconds": NODE_LEASE_DURATION_SECONDS,
+        "rotateCertificates": False,
+        "serializeImagePulls": False,
+        "maxPods": 60,
+        "volumePluginDir": str(d / "volume-plugins"),
+        # per node: a kubelet deletes log directories of pods it does not know
+        "podLogsDir": str(d / "pod-logs"),
+        "registerNode": True,
+        "shutdownGracePeriod": "0s",
+        "localStorageCapacityIsolation": True,
+    }
+    path = d / "kubelet-config.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def _coredns_config(L: Layout) -> Path:
+    L.config.mkdir(parents=True, exist_ok=True)
+    corefile = f""".:53 {{
+    bind {DNS_IP}
+    errors
+    health 127.0.0.1:{COREDNS_HEALTH}
+    ready 127.0.0.1:{COREDNS_READY}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {L.pki / 'coredns.kubeconfig'} poc-native
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }}
+    forward . /etc/resolv.conf
+    loop
+}}
+"""
+    path = L.config / "Corefile"
+    path.write_text(corefile)
+    return path
+
+
+def _jobset_config(L: Layout) -> Path:
+    cfg = {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"port": JOBSET_PORTS["webhook"], "host": "127.0.0.1", "certDir": str(L.pki / "webhook-certs")},
+        "metrics": {"bindAddress": f"127.0.0.1:{JOBSET_PORTS['metrics']}"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{JOBSET_PORTS['health']}"},
+    }
+    path = L.config / "jobset.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def _kueue_config(L: Layout) -> Path:
+    cfg = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "namespace": "kueue-system",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{KUEUE_PORTS['health']}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{KUEUE_PORTS['metrics']}"},
+        "webhook": {"port": KUEUE_PORTS["webhook"], "host": "127.0.0.1", "certDir": str(L.pki / "webhook-certs")},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "manageJobsWithoutQueueName": False,
+        "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+    }
+    path = L.config / "kueue.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+# Kueue webhooks we install: those for the integrations we enable and Kueue's own objects.
+# (Pod/Deployment/StatefulSet and the Kubeflow/Ray ones are no-ops with those integrations off,
+# but they fail closed, so every pod create would fail while Kueue is down.)
+KUEUE_WEBHOOK_GROUPS = {"batch", "jobset.x-k8s.io", "kueue.x-k8s.io"}
+
+
+def _webhook_manifests(L: Layout, certs: dict) -> Path:
+    """JobSet's and Kueue's webhook configurations, rewritten from service to url + caBundle."""
+    ca_b64 = pki.ca_bundle_b64(certs["ca"])
+    out = []
+    for who, version, ports, prefix in (("jobset", builds.JOBSET_VERSION, JOBSET_PORTS, "jobset-"),
+                                        ("kueue", builds.KUEUE_VERSION, KUEUE_PORTS, "kueue-")):
+        src = builds.module_dir(f"sigs.k8s.io/{who}", version) / "config/components/webhook/manifests.yaml"
+        for doc in yaml.safe_load_all(src.read_text()):
+            if not doc:
+                continue
+            doc = copy.deepcopy(doc)
+            doc["metadata"] = {"name": prefix + doc["metadata"]["name"]}
+            hooks = []
+            for hook in doc.get("webhooks", []):
+                groups = {g for r in hook.get("rules", []) for g in r.get("apiGroups", [])}
+                if who == "kueue" and not groups <= KUEUE_WEBHOOK_GROUPS:
+                    continue
+                if who == "jobset" and hook["name"] in ("mpod.kb.io", "vpod.kb.io"):
+                    # the upstream kustomize patch: only pods that belong to a JobSet
+                    hook["objectSelector"] = {"matchExpressions": [
+                        {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
+                path = hook["clientConfig"]["service"].get("path", "/")
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{ports['webhook']}{path}", "caBundle": ca_b64}
+                hook["timeoutSeconds"] = 10
+                hooks.append(hook)
+            doc["webhooks"] = hooks
+            out.append(doc)
+    path = L.manifests / "webhooks.yaml"
+    path.write_text(yaml.safe_dump_all(out, sort_keys=False))
+    return path
+
+
+def _crd_manifests(L: Layout) -> Path:
+    docs = []
+    for who, version in (("jobset", builds.JOBSET_VERSION), ("kueue", builds.KUEUE_VERSION)):
+        bases = builds.module_dir(f"sigs.k8s.io/{who}", version) / "config/components/crd/bases"
+        for f in sorted(bases.glob("*.yaml")):
+            docs.extend(d for d in yaml.safe_load_all(f.read_text()) if d)
+    docs.extend({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+                for ns in ("jobset-system", "kueue-system"))
+    path = L.manifests / "crds.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return path
+
+
+# ------------------------------------------------------------------ starting components
+
+def _start_kubelet(L: Layout, state: dict, i: int) -> int:
+    node = node_name(i)
+    d = L.node(node)
+    argv = [str(builds.KUBERNETES.path("kubelet")),
+            f"--config={d / 'kubelet-config.yaml'}",
+            f"--kubeconfig={L.pki / f'kubelet-{node}.kubeconfig'}",
+            f"--root-dir={d / 'kubelet'}",
+            f"--cert-dir={d / 'kubelet-pki'}",
+            f"--hostname-override={node}",
+            f"--node-ip={node_ip(i)}",
+            f"--node-labels=poc.k8s-slurm/node-index={i}",
+            "--v=1"]
+    return _spawn(L, state, f"kubelet-{node}", argv, cgroup=f"kubelet-{node}")
+
+
+def _tls_port_open(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+
+
+def _nodes_ready(L: Layout, n: int) -> bool:
+    out = _kubectl(L, "get", "nodes", "-o", "json", check=False)
+    if out.returncode != 0:
+        return False
+    ready = 0
+    for item in json.loads(out.stdout)["items"]:
+        for cond in item["status"].get("conditions", []):
+            if cond["type"] == "Ready" and cond["status"] == "True":
+                ready += 1
+    return ready >= n
+
+
+BAD_JOBSET = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+    "metadata": {"name": "poc-webhook-probe", "namespace": "default"},
+    "spec": {"successPolicy": {"operator": "All", "targetReplicatedJobs": ["does-not-exist"]},
+             "replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {"spec": {
+                 "restartPolicy": "Never", "containers": [{"name": "c", "image": PAUSE_IMAGE}]}}}}}]},
+}
+
+QUEUED_JOB = {
+    "apiVersion": "batch/v1", "kind": "Job",
+    "metadata": {"name": "poc-webhook-probe", "namespace": "default",
+                 "labels": {"kueue.x-k8s.io/queue-name": "poc-probe"}},
+    "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                   "containers": [{"name": "c", "image": PAUSE_IMAGE}]}}},
+}
+
+
+def _jobset_webhook_answers(L: Layout) -> bool:
+    out = _kubectl(L, "create", "--dry-run=server", "-f", "-", input=json.dumps(BAD_JOBSET), check=False)
+    return out.returncode != 0 and "does-not-exist" in out.stderr and "admission webhook" in out.stderr
+
+
+def _kueue_webhook_answers(L: Layout) -> bool:
+    out = _kubectl(L, "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(QUEUED_JOB), check=False)
+    return out.returncode == 0 and json.loads(out.stdout)["spec"].get("suspend") is True
+
+
+def _test_pod_runs(L: Layout) -> bool:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "poc-smoke", "namespace": "default"},
+           "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "pause", "image": PAUSE_IMAGE, "imagePullPolicy": "Never"}]}}
+    _kubectl(L, "delete", "pod", "poc-smoke", "--ignore-not-found", "--grace-period=0", "--force", check=False)
+    _wait("the default service account",
+          lambda: _kubectl(L, "get", "serviceaccount", "default", check=False).returncode == 0, 60, L)
+    _kubectl(L, "create", "-f", "-", input=json.dumps(pod))
+    try:
+        _wait("the smoke-test pod to run",
+              lambda: _kubectl(L, "get", "pod", "poc-smoke", "-o", "jsonpath={.status.phase}").stdout == "Running",
+              120, L)
+    finally:
+        _kubectl(L, "delete", "pod", "poc-smoke", "--ignore-not-found", "--wait=false", check=False)
+    return True
+
+
+# ------------------------------------------------------------------ public API
+
+def is_up(state_dir: str | Path | None = None) -> bool:
+    L = Layout(state_root(state_dir))
+    state = _load_state(L)
+    return bool(state.get("ready")) and bool(state["components"]) and all(_alive(e) for e in state["components"].values())
+
+
+def info(state_dir: str | Path | None = None) -> ClusterInfo:
+    L = Layout(state_root(state_dir))
+    state = _load_state(L)
+    return ClusterInfo(kubeconfig=L.kubeconfig, state_dir=L.root, server=f"https://127.0.0.1:{APISERVER_PORT}",
+                       nodes=tuple(state.get("nodes", [])), versions=state.get("versions", {}),
+                       settings=state.get("settings", {}), up_seconds=state.get("up_seconds", 0.0), reused=True)
+
+
+def _preflight() -> None:
+    if os.geteuid() != 0:
+        raise ClusterError("the native cluster must run as root (containerd, mounts, network devices, cgroups)",
+                           tip="run as root, or use `--provider kind` where a registry is reachable")
+    missing = [b for b in ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "iptables", "docker", "mount")
+               if not shutil.which(b)]
+    if not Path("/usr/lib/cni/bridge").exists():
+        missing.append("/usr/lib/cni/bridge")
+    if missing:
+        raise ClusterError(f"missing host tools: {', '.join(missing)}",
+                           tip="apt-get install containerd runc containernetworking-plugins iptables iproute2 docker.io")
+    if not hasattr(host, "hierarchies") or not host.hierarchies():
+        raise ClusterError("no cgroup hierarchy is mounted under /sys/fs/cgroup")
+
+
+def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600) -> ClusterInfo:
+    """Bring the cluster up (building what is missing) and return once it is usable."""
+    _preflight()
+    L = Layout(state_root(state_dir))
+    if is_up(state_dir) and len(_load_state(L).get("nodes", [])) == nodes:
+        return info(state_dir)
+    if L.state_file.exists():
+        down(state_dir)
+    t0 = time.monotonic()
+    build_times = builds.ensure_built()
+    ensure_pause_image()
+    for d in (L.root, L.logs, L.manifests, L.config, L.nodes_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    names = [node_name(i) for i in range(1, nodes + 1)]
+    certs = _ensure_pki(L, nodes)
+    settings = {
+        "node_monitor_grace_period": NODE_MONITOR_GRACE_PERIOD,
+        "node_lease_duration_seconds": NODE_LEASE_DURATION_SECONDS,
+        "node_status_update_frequency": NODE_STATUS_UPDATE_FREQUENCY,
+        "default_not_ready_toleration_seconds": TOLERATION_SECONDS,
+        "default_unreachable_toleration_seconds": TOLERATION_SECONDS,
+        "cluster_cidr": CLUSTER_CIDR, "service_cidr": SERVICE_CIDR, "cluster_dns": DNS_IP,
+        "kube_proxy": "none (headless services and DNS only)",
+    }
+    versions = {b.component: b.version for b in builds.ALL}
+    state = {"components": {}, "nodes": names, "ready": False, "settings": settings, "versions": versions,
+             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "build_seconds": build_times}
+    _save_state(L, state)
+
+    # host network: one bridge per node (its gateway is the node's IP), DNS on a device of its own
+    Path("/proc/sys/net/ipv4/ip_forward").write_text("1")
+    for i in range(1, nodes + 1):
+        host.ensure_bridge(f"{BRIDGE_PREFIX}{i}", f"{node_ip(i)}/24")
+    host.ensure_local_address(DNS_LINK, f"{DNS_IP}/32")
+    host.ensure_forward_accept(IPTABLES_CHAIN, CLUSTER_CIDR)
+    host.make_cgroup(CGROUP_PARENT)
+
+    # etcd, containerds
+    L.etcd.mkdir(parents=True, exist_ok=True)
+    _spawn(L, state, "etcd", [
+        str(builds.ETCD.path("etcd")), "--name=poc", f"--data-dir={L.etcd / 'data'}",
+        f"--listen-client-urls=http://127.0.0.1:{ETCD_CLIENT_PORT}",
+        f"--advertise-client-urls=http://127.0.0.1:{ETCD_CLIENT_PORT}",
+        f"--listen-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}",
+        f"--initial-advertise-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}",
+        f"--initial-cluster=poc=http://127.0.0.1:{ETCD_PEER_PORT}",
+        "--listen-metrics-urls=", "--log-level=warn", "--quota-backend-bytes=2147483648"])
+    for i, node in enumerate(names, 1):
+        cfg = _containerd_config(L, node)
+        _cni_config(L, node, i)
+        _spawn(L, state, f"containerd-{node}", ["containerd", "--config", str(cfg), "--log-level", "warn"],
+               cgroup=f"containerd-{node}")
+    _wait("etcd", lambda: '"health":"true"' in _http_get(f"http://127.0.0.1:{ETCD_CLIENT_PORT}/health")[1],
+          60, L, ("etcd",))
+
+    P = L.pki
+    _spawn(L, state, "kube-apiserver", [
+        str(builds.KUBERNETES.path("kube-apiserver")),
+        f"--etcd-servers=http://127.0.0.1:{ETCD_CLIENT_PORT}",
+        "--bind-address=127.0.0.1", f"--secure-port={APISERVER_PORT}",
+        "--endpoint-reconciler-type=none",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        f"--client-ca-file={certs['ca'].cert}",
+        f"--tls-cert-file={certs['apiserver'].cert}", f"--tls-private-key-file={certs['apiserver'].key}",
+        f"--kubelet-client-certificate={certs['apiserver-kubelet-client'].cert}",
+        f"--kubelet-client-key={certs['apiserver-kubelet-client'].key}",
+        f"--kubelet-certificate-authority={certs['ca'].cert}",
+        "--kubelet-preferred-address-types=InternalIP",
+        f"--service-account-issuer=https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
+        f"--service-account-key-file={certs['sa'].cert}",
+        f"--service-account-signing-key-file={certs['sa'].key}",
+        "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+        "--allow-privileged=true",
+        f"--default-not-ready-toleration-seconds={TOLERATION_SECONDS}",
+        f"--default-unreachable-toleration-seconds={TOLERATION_SECONDS}",
+        "--profiling=false", "--v=1"])
+
+    # while the apiserver starts: the pause image into every containerd
+    for node in names:
+        _wait(f"containerd on {node}", lambda node=node: _ctr(L, node, "version", check=False).returncode == 0,
+              60, L, (f"containerd-{node}",))
+    import_image(PAUSE_IMAGE, state_dir=L.root, nodes=names)
+
+    _wait("kube-apiserver /readyz",
+          lambda: _https_get(f"https://127.0.0.1:{APISERVER_PORT}/readyz", certs["admin"], certs["ca"].cert)[0] == 200,
+          120, L, ("kube-apiserver",))
+
+    _spawn(L, state, "kube-controller-manager", [
+        str(builds.KUBERNETES.path("kube-controller-manager")),
+        f"--kubeconfig={P / 'controller-manager.kubeconfig'}",
+        f"--authentication-kubeconfig={P / 'controller-manager.kubeconfig'}",
+        f"--authorization-kubeconfig={P / 'controller-manager.kubeconfig'}",
+        "--bind-address=127.0.0.1", f"--secure-port={KCM_PORT}", "--leader-elect=false",
+        f"--root-ca-file={certs['ca'].cert}",
+        f"--service-account-private-key-file={certs['sa'].key}",
+        f"--cluster-signing-cert-file={certs['ca'].cert}", f"--cluster-signing-key-file={certs['ca'].key}",
+        "--use-service-account-credentials=true",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}",
+        "--node-monitor-period=2s",
+        "--profiling=false", "--v=1"])
+    _spawn(L, state, "kube-scheduler", [
+        str(builds.KUBERNETES.path("kube-scheduler")),
+        f"--kubeconfig={P / 'scheduler.kubeconfig'}",
+        f"--authentication-kubeconfig={P / 'scheduler.kubeconfig'}",
+        f"--authorization-kubeconfig={P / 'scheduler.kubeconfig'}",
+        "--bind-address=127.0.0.1", f"--secure-port={SCHEDULER_PORT}", "--leader-elect=false",
+        "--profiling=false", "--v=1"])
+    for i in range(1, nodes + 1):
+        host.make_cgroup(f"{CGROUP_PARENT}/{node_name(i)}")
+        _kubelet_config(L, node_name(i), i, certs)
+        _start_kubelet(L, state, i)
+    _spawn(L, state, "coredns", [str(builds.COREDNS.path("coredns")), "-conf", str(_coredns_config(L))])
+
+    # JobSet and Kueue: CRDs first, then the controllers, then their webhook configurations
+    _kubectl(L, "apply", "--server-side", "--force-conflicts", "-f", str(_crd_manifests(L)), timeout=120)
+    _kubectl(L, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all", timeout=90)
+    jobset_env = _component_env() | {"KUBECONFIG": str(P / "jobset.kubeconfig")}
+    _spawn(L, state, "jobset", [str(builds.JOBSET.path("jobset-manager")), f"--config={_jobset_config(L)}",
+                                "--zap-log-level=info"], env=jobset_env)
+    kueue_env = _component_env() | {"KUBECONFIG": str(P / "kueue.kubeconfig")}
+    _spawn(L, state, "kueue", [str(builds.KUEUE.path("kueue-manager")), f"--config={_kueue_config(L)}",
+                               "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2"], env=kueue_env)
+
+    all_names = tuple(state["components"])
+    _wait(f"{nodes} nodes Ready", lambda: _nodes_ready(L, nodes), 180, L, all_names, interval=1)
+    _wait("kube-controller-manager /healthz",
+          lambda: _https_get(f"https://127.0.0.1:{KCM_PORT}/healthz")[0] == 200, 60, L, all_names)
+    _wait("kube-scheduler /healthz",
+          lambda: _https_get(f"https://127.0.0.1:{SCHEDULER_PORT}/healthz")[0] == 200, 60, L, all_names)
+    _wait("JobSet readyz", lambda: _http_get(f"http://127.0.0.1:{JOBSET_PORTS['health']}/readyz")[0] == 200,
+          120, L, all_names)
+    _wait("Kueue readyz", lambda: _http_get(f"http://127.0.0.1:{KUEUE_PORTS['health']}/readyz")[0] == 200,
+          120, L, all_names)
+    _kubectl(L, "apply", "--server-side", "--force-conflicts", "-f", str(_webhook_manifests(L, certs)))
+    _wait("JobSet's webhook to reject a bad JobSet", lambda: _jobset_webhook_answers(L), 60, L, all_names)
+    _wait("Kueue's webhook to suspend a queued Job", lambda: _kueue_webhook_answers(L), 60, L, all_names)
+    _wait("CoreDNS ready", lambda: _http_get(f"http://127.0.0.1:{COREDNS_READY}/ready")[0] == 200, 60, L, all_names)
+    _test_pod_runs(L)
+
+    shutil.copyfile(L.admin_kubeconfig, L.kubeconfig)
+    L.kubeconfig.chmod(0o600)
+    state["ready"] = True
+    state["up_seconds"] = round(time.monotonic() - t0, 1)
+    _save_state(L, state)
+    return ClusterInfo(kubeconfig=L.kubeconfig, state_dir=L.root, server=f"https://127.0.0.1:{APISERVER_PORT}",
+                       nodes=tuple(names), versions=versions, settings=settings, up_seconds=state["up_seconds"])
+
+
+def status(state_dir: str | Path | None = None) -> list[ComponentStatus]:
+    L = Layout(state_root(state_dir))
+    state = _load_state(L)
+    return [ComponentStatus(name=n, pid=e["pid"], alive=_alive(e), log=e["log"])
+            for n, e in state["components"].items()]
+
+
+def memory_mib(state_dir: str | Path | None = None) -> dict[str, float]:
+    """Resident memory (RSS, MiB) of each component, and in total of every process in the
+    cluster's cgroups (components, containerd shims and pod processes)."""
+    def rss(pid: int) -> float:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
+    out = {s.name: round(rss(s.pid), 1) for s in status(state_dir) if s.alive}
+    out["total_in_cgroups"] = round(sum(rss(p) for p in host.cgroup_pids(CGROUP_PARENT)), 1)
+    return out
+
+
+def stop_kubelet(node: str, state_dir: str | Path | None = None) -> int:
+    """Fault injection: SIGKILL one node's kubelet (its containers keep running, as on a real lost node)."""
+    L = Layout(state_root(state_dir))
+    state = _load_state(L)
+    entry = state["components"].get(f"kubelet-{node}")
+    if not entry:
+        raise ClusterError(f"no kubelet for node {node}", tip=f"nodes: {', '.join(state.get('nodes', []))}")
+    if _alive(entry):
+        os.kill(entry["pid"], 9)
+    return entry["pid"]
+
+
+def start_kubelet(node: str, state_dir: str | Path | None = None) -> int:
+    L = Layout(state_root(state_dir))
+    state = _load_state(L)
+    i = state["nodes"].index(node) + 1
+    entry = state["components"].get(f"kubelet-{node}")
+    if entry and _alive(entry):
+        return entry["pid"]
+    return _start_kubelet(L, state, i)
+
+
+def down(state_dir: str | Path | None = None) -> dict:
+    """Stop everything `up` started and remove its mounts, devices, iptables rules and cgroups.
+
+    Keeps the certificates and each node's containerd image store (so images are not re-imported).
+    Returns what was found and removed.
+    """
+    L = Layout(state_root(state_dir))
+    state = _load_state(L)
+    comps = state.get("components", {})
+    report = {"stopped": [], "killed_in_cgroups": 0, "unmounted_left": [], "netns_removed": [], "links_removed": []}
+    order = ["kueue", "jobset", "coredns", "kube-scheduler", "kube-controller-manager"]
+    order += [n for n in comps if n.startswith("kubelet-")]
+    for name in order:
+        entry = comps.get(name)
+        if entry:
+            host.stop_pid(entry["pid"], entry.get("exe"), grace=5)
+            report["stopped"].append(name)
+    # containers: delete them through each containerd while it runs, so the image store stays clean
+    for name, entry in comps.items():
+        if name.startswith("containerd-") and _alive(entry):
+            node = name[len("containerd-"):]
+            _delete_all_containers(L, node)
+    for name in ("kube-apiserver", "etcd"):
+        entry = comps.get(name)
+        if entry:
+            host.stop_pid(entry["pid"], entry.get("exe"), grace=10)
+            report["stopped"].append(name)
+    for name, entry in comps.items():
+        if name.startswith("containerd-"):
+            host.stop_pid(entry["pid"], entry.get("exe"), grace=10)
+            report["stopped"].append(name)
+    # anything left in our cgroups (containers, shims) is killed by pid
+    report["killed_in_cgroups"] = len(host.kill_cgroup_tree(CGROUP_PARENT))
+    for ns in host.netns_with_addresses_in("10.244."):
+        host.remove_netns(ns)
+        report["netns_removed"].append(ns)
+    report["unmounted_left"] = host.unmount_under([L.root])
+    for link in host.links_with_prefix(BRIDGE_PREFIX) + ([DNS_LINK] if host.link_exists(DNS_LINK) else []):
+        for port in host.bridge_ports(link):
+            host.delete_link(port)
+        host.delete_link(link)
+        report["links_removed"].append(link)
+    host.remove_forward_accept(IPTABLES_CHAIN)
+    # kubelets link container logs from /var/log/containers (a fixed path) into their podLogsDir
+    containers_logs = Path("/var/log/containers")
+    if containers_logs.is_dir():
+        for link in containers_logs.iterdir():
+            if link.is_symlink() and os.readlink(link).startswith(str(L.nodes_dir)):
+                link.unlink()
+    host.remove_cgroup_tree(CGROUP_PARENT)
+    # runtime state goes; certificates and image stores stay
+    for path in (L.etcd, L.manifests, L.config, L.kubeconfig):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists():
+            path.unlink()
+    if L.nodes_dir.exists():
+        for node_dir in L.nodes_dir.iterdir():
+            for sub in node_dir.iterdir():
+                if sub.name in ("containerd-root", "images.json"):
+                    continue
+                if sub.is_dir():
+                    shutil.rmtree(sub, ignore_errors=True)
+                else:
+                    sub.unlink(missing_ok=True)
+    if L.state_file.exists():
+        L.state_file.unlink()
+    return report
+
+
+def _delete_all_containers(L: Layout, node: str) -> None:
+    """Kill and remove every container (pods and sandboxes) in one node's containerd."""
+    out = _ctr(L, node, "containers", "ls", "-q", check=False, timeout=30)
+    ids = out.stdout.decode().split()
+    for cid in ids:
+        _ctr(L, node, "tasks", "kill", "-s", "SIGKILL", cid, check=False, timeout=30)
+    for cid in ids:
+        _ctr(L, node, "tasks", "delete", "-f", cid, check=False, timeout=30)
+        _ctr(L, node, "containers", "delete", cid, check=False, timeout=30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m harness.clusters.native_k8s up [--nodes N] | down | status | import IMAGE"""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m harness.clusters.native_k8s")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p_up = sub.add_parser("up")
+    p_up.add_argument("--nodes", type=int, default=3)
+    sub.add_parser("down")
+    sub.add_parser("status")
+    p_imp = sub.add_parser("import")
+    p_imp.add_argument("image")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "up":
+            ci = up(nodes=args.nodes)
+            print(json.dumps(_asdict(ci), indent=2))
+        elif args.cmd == "down":
+            print(json.dumps(down(), indent=2))
+        elif args.cmd == "status":
+            for s in status():
+                print(f"{s.name:28} {s.pid or '-':>8} {'alive' if s.alive else 'DEAD ':5} {s.log}")
+        elif args.cmd == "import":
+            print(json.dumps(import_image(args.image), indent=2))
+    except PocError as e:
+        print(f"ERROR {e.message}")
+        if e.tip:
+            print(f"TIP {e.tip}")
+        return 1
+    return 0
+
+
+def describe() -> dict:
+    """Versions and settings, without starting anything (for reports)."""
+    return {"versions": {b.component: b.version for b in builds.ALL}}
+
+
+def _asdict(ci: ClusterInfo) -> dict:
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(ci).items()}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
