@@ -317,13 +317,48 @@ def _wait(what: str, probe, timeout: float, names: Sequence[str], interval: floa
         "see the logs above; `poc cluster down --slurm` then `up` again starts from scratch")
 
 
-def _sinfo_nodes() -> tuple[bool, str]:
-    res = _exec(LOGIN_CONTAINER, ["sinfo", "-h", "-N", "-o", "%N %T"], timeout=30)
+def _started_at(container: str) -> float:
+    """When docker last started container (epoch seconds, UTC)."""
+    from datetime import datetime
+
+    res = run(["docker", "inspect", "-f", "{{.State.StartedAt}}", container], check=False)
+    text = res.stdout.strip()
+    if res.returncode != 0 or not text:
+        return 0.0
+    text = re.sub(r"\.(\d{6})\d*", r".\1", text).replace("Z", "+00:00")
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _nodes_ready(started: dict[str, float]) -> tuple[bool, str]:
+    """True when every compute node is IDLE (no not-responding flag) and its slurmd registered after
+    its container (re)started: a restarted controller restores old node states from its state files."""
+    from datetime import datetime, timezone
+
+    res = _exec(LOGIN_CONTAINER, ["scontrol", "show", "node", "-o"], timeout=30)
     if res.returncode != 0:
         return False, (res.stderr or res.stdout).strip()
-    states = dict(line.split() for line in res.stdout.strip().splitlines() if line.strip())
-    ok = all(states.get(n, "").rstrip("*~#!%$@^-") == "idle" for n in COMPUTE_NODES)
-    return ok, res.stdout.strip()
+    seen = {}
+    for line in res.stdout.splitlines():
+        f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        if "NodeName" in f:
+            seen[f["NodeName"]] = f
+    problems = []
+    for n in COMPUTE_NODES:
+        f = seen.get(n)
+        if f is None:
+            problems.append(f"{n}: unknown")
+            continue
+        if f.get("State") != "IDLE":
+            problems.append(f"{n}: {f.get('State')} {f.get('Reason', '')}".strip())
+            continue
+        try:
+            t = datetime.fromisoformat(f.get("SlurmdStartTime", "")).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            problems.append(f"{n}: slurmd not registered")
+            continue
+        if t + 2 < started.get(n, 0.0):
+            problems.append(f"{n}: slurmd not yet registered since the container started")
+    return not problems, "; ".join(problems) or "c1..c3 idle"
 
 
 def _ssh_banner(port: int) -> tuple[bool, str]:
@@ -377,7 +412,8 @@ def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DE
     timings["start_containers"] = round(time.monotonic() - t1, 2)
 
     t2 = time.monotonic()
-    _wait("c1..c3 idle in sinfo", _sinfo_nodes, max(10.0, timeout - (t2 - t0)), names)
+    started = {n: _started_at(f"poc-slurm-{n}") for n in COMPUTE_NODES}
+    _wait("c1..c3 idle in Slurm", lambda: _nodes_ready(started), max(10.0, timeout - (t2 - t0)), names)
     timings["nodes_idle"] = round(time.monotonic() - t2, 2)
     port = int(env["POC_SLURM_SSH_PORT"])
     _wait(f"sshd on 127.0.0.1:{port}", lambda: _ssh_banner(port), 30, [LOGIN_CONTAINER])
@@ -398,6 +434,8 @@ def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DE
         compute_nodes=COMPUTE_NODES, shared_dir=SHARED_DIR, containers=status(state_dir_base),
         timings_s=timings)
     _atomic_json(sdir / "ssh.json", {"version": 1, **asdict(ssh), "login_container": LOGIN_CONTAINER,
+                                     "controller_container": CTLD_CONTAINER,
+                                     "node_containers": {n: f"poc-slurm-{n}" for n in COMPUTE_NODES},
                                      "release": release, "slurm_version": info.slurm_version,
                                      "shared_dir": SHARED_DIR})
     _atomic_json(sdir / "cluster.json", {"version": 1, **info.to_dict()})

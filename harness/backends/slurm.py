@@ -1,0 +1,302 @@
+"""Slurm: submit with sbatch, observe with squeue/sacct in batches, faults through the transport.
+
+Where the numbers come from (Slurm's own clocks, epoch seconds):
+* queue: ``submitted`` = Submit of the first attempt, ``allocated`` = Start of the first attempt
+  (squeue --json while it runs; sacct -D -X -P afterwards). Per-attempt rows (requeues) are in
+  ``Collected.attempts``, each with submitted/eligible/allocated/ended.
+* startup and recovery come from the workload's events (harness/metrics.py).
+* The settings that shape these numbers (``scontrol show config``: SchedulerParameters, AuthInfo
+  cred_expire, SlurmctldTimeout, the Slurm version...) are returned by preflight() and stored
+  with every run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from .. import events as evmod
+from .. import slurm_parse as sp
+from ..config import Config, Slurm
+from ..errors import BackendError, CommandError, SubmitError, TransportError
+from ..paths import state_dir
+from ..render.local import workload_script
+from ..render.sbatch import render_sbatch
+from ..spec import JobSpec
+from ..states import JobState
+from ..transports import LocalTransport, Transport, make_transport
+from .base import Backend, Collected, FaultRecord, Handle, Observation, Rendered
+
+TIME_ENV = {"SLURM_TIME_FORMAT": "%s"}
+_RUNNING_OR_AFTER = {JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED,
+                     JobState.CANCELLED, JobState.TIMEOUT}
+
+
+def docker_cluster_settings(path: str | os.PathLike | None = None) -> dict | None:
+    """The ssh.json that `poc cluster up --slurm` wrote, or None."""
+    p = Path(path) if path else state_dir() / "slurm" / "ssh.json"
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise BackendError(f"{p} is not valid JSON: {exc}", tip="run `poc cluster up --slurm` again") from exc
+
+
+class SlurmBackend(Backend):
+    platform = "slurm"
+
+    def __init__(self, cfg: Slurm, transport: Transport, docker: dict | None = None,
+                 query_budget: int = 5, docker_runner=subprocess.run):
+        self.cfg = cfg
+        self.t = transport
+        self.docker = docker or None   # the local Docker cluster's container names, for node faults
+        self.query_budget = query_budget
+        self._failed_queries = 0
+        self._docker_run = docker_runner
+        self._seen: dict[str, set] = {}
+        self._first: dict[str, dict] = {}
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_config(cls, cfg: Config) -> "SlurmBackend":
+        s = cfg.slurm
+        settings = None
+        if s.transport == "ssh" and not s.host:
+            settings = docker_cluster_settings(s.connection_file)
+            if settings is None:
+                raise BackendError("no Slurm login node configured and no local cluster found",
+                                   tip="run `poc cluster up --slurm`, or set slurm.host/user/key_file")
+        elif s.transport == "local":
+            settings = docker_cluster_settings(s.connection_file)
+        docker = None
+        if settings and settings.get("login_container"):
+            docker = {"login": settings["login_container"],
+                      "controller": settings.get("controller_container", "poc-slurm-slurmctld"),
+                      "nodes": settings.get("node_containers") or {}}
+        if s.transport == "ssh":
+            if s.host:
+                t = make_transport("ssh", host=s.host, port=s.port, user=s.user, key_file=s.key_file,
+                                   known_hosts=s.known_hosts, accept_unknown_host=s.accept_unknown_host)
+            else:
+                t = make_transport("ssh", host=settings["host"], port=settings["port"], user=settings["user"],
+                                   key_file=settings["key_path"], known_hosts=settings["known_hosts_path"],
+                                   accept_unknown_host=s.accept_unknown_host)
+        elif s.transport == "local":
+            prefix: list[str] = []
+            if shutil.which("sbatch") is None and docker:
+                # Not on a login node, but the local Docker cluster is up: run inside its login node.
+                prefix = ["docker", "exec", "-i", "-u", settings.get("user", "poc"), docker["login"]]
+            t = LocalTransport(prefix)
+        else:
+            t = make_transport(s.transport)
+        return cls(s, t, docker=docker)
+
+    # ------------------------------------------------------------------ helpers
+    def _q(self, argv, *, env=None, timeout=60, input=None):
+        """A query that may fail a few times in a row before the run gives up."""
+        try:
+            res = self.t.run(argv, env=env, timeout=timeout, input=input, check=True)
+            self._failed_queries = 0
+            return res
+        except (TransportError, CommandError):
+            self._failed_queries += 1
+            if self._failed_queries > self.query_budget:
+                raise
+            return None
+
+    def _put(self, path: str, text: str, mode: str = "644") -> None:
+        self.t.run(["sh", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1" && chmod "$2" "$1"', "sh", path, mode],
+                   input=text, timeout=60)
+
+    # ------------------------------------------------------------------ interface
+    def render(self, spec: JobSpec) -> Rendered:
+        job = render_sbatch(spec, self.cfg)
+        return Rendered("slurm", {"job.sbatch": job.script}, payload=job)
+
+    def preflight(self) -> dict:
+        ver = self.t.run(["sinfo", "--version"], timeout=30).stdout.strip()
+        conf = sp.show_config(self.t.run(["scontrol", "show", "config"], timeout=30).stdout)
+        if self.cfg.partition:
+            parts = self.t.run(["sinfo", "-h", "-o", "%R"], timeout=30).stdout.split()
+            if self.cfg.partition not in parts:
+                raise BackendError(f"Slurm partition {self.cfg.partition!r} does not exist "
+                                   f"(partitions: {', '.join(parts) or 'none'})",
+                                   tip="set slurm.partition to one of them, or null for the default")
+        nodes = self.t.run(["sinfo", "-h", "-N", "-o", "%N|%T|%c|%m"], timeout=30).stdout
+        return {"scheduler": "slurm", "scheduler_version": ".".join(map(str, sp.parse_version(ver))),
+                "slurm_settings": sp.timing_settings(conf), "transport": self.t.describe(),
+                "nodes": [dict(zip(("node", "state", "cpus", "memory_mb"), ln.split("|")))
+                          for ln in nodes.splitlines() if ln.strip()],
+                "torchrun_max_restarts": 0}
+
+    def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
+        job = rendered.payload
+        self.t.run(["rm", "-rf", job.run_dir], timeout=60)  # a resumed campaign re-runs from scratch
+        self._put(job.workload_path, workload_script().read_text())
+        self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
+        submitted = time.time()
+        try:
+            res = self.t.run(["sbatch", "--parsable", f"{job.run_dir}/job.sbatch"], timeout=60)
+        except CommandError as exc:
+            raise SubmitError(f"sbatch refused the job: {exc.stderr.strip() or exc.stdout.strip()}",
+                              tip="check partition, account, qos and resources against `sinfo`") from exc
+        job_id = res.stdout.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise SubmitError(f"sbatch printed no job id: {res.stdout!r} {res.stderr!r}")
+        self._seen[spec.run_id] = set()
+        return Handle("slurm", spec.run_id, [job_id], submitted,
+                      data={"job_id": job_id, "run_dir": job.run_dir, "events_dir": job.events_dir,
+                            "lost_nodes": []})
+
+    def _query_jobs(self, ids: list[str]) -> dict[str, sp.SlurmJob]:
+        """One squeue --json for every id; sacct -P (all attempts) for those squeue no longer knows."""
+        found: dict[str, sp.SlurmJob] = {}
+        res = self._q(["squeue", "--json", "--jobs=" + ",".join(ids)], timeout=60)
+        if res is not None:
+            try:
+                for j in sp.squeue_json(res.stdout):
+                    found[j.job_id] = j
+            except (ValueError, KeyError):
+                pass
+        missing = [i for i in ids if i not in found]
+        if missing:
+            res = self._q(["sacct", "-X", "-P", "-j", ",".join(missing), "-o", ",".join(sp.SACCT_FIELDS)],
+                          env=TIME_ENV, timeout=60)
+            if res is not None:
+                for j in sp.sacct_attempts(res.stdout):
+                    found[j.job_id] = j
+        return found
+
+    def _events(self, h: Handle) -> list[dict]:
+        d = h.data["events_dir"]
+        res = self._q(["sh", "-c", 'cat "$1"/*.jsonl 2>/dev/null; true', "sh", d], timeout=60)
+        if res is None:
+            return []
+        seen = self._seen.setdefault(h.run_id, set())
+        new = []
+        for e in evmod.parse_lines(res.stdout.splitlines()):
+            k = evmod.event_key(e)
+            if k not in seen:
+                seen.add(k)
+                new.append(e)
+        return new
+
+    def _times(self, h: Handle, j: sp.SlurmJob | None) -> dict:
+        first = self._first.setdefault(h.run_id, {})
+        if j is not None:
+            if j.submit and "submitted" not in first:
+                first["submitted"] = float(j.submit)
+            if j.eligible and "eligible" not in first:
+                first["eligible"] = float(j.eligible)
+            if j.start and j.state in _RUNNING_OR_AFTER and "allocated" not in first:
+                first["allocated"] = float(j.start)
+        times = dict(first)
+        if j is not None and j.state.terminal and j.end:
+            times["ended"] = float(j.end)
+        return times
+
+    def observe(self, handles: list[Handle]) -> dict[str, Observation]:
+        jobs = self._query_jobs([h.data["job_id"] for h in handles])
+        out = {}
+        for h in handles:
+            j = jobs.get(h.data["job_id"])
+            new = self._events(h)
+            if j is None:
+                out[h.run_id] = Observation(JobState.UNKNOWN, events=new, times=self._times(h, None),
+                                            native_state="not found", reason="squeue and sacct do not know the job")
+                continue
+            out[h.run_id] = Observation(j.state, events=new, times=self._times(h, j),
+                                        native_state=j.native_state + ("+" + ",".join(j.flags) if j.flags else ""),
+                                        reason=j.reason if j.reason not in ("None", "") else "")
+        return out
+
+    def supported_faults(self) -> set[str]:
+        return {"kill_rank", "lose_node", "requeue"}
+
+    def inject(self, handle: Handle, kind: str, target_event: dict) -> FaultRecord:
+        job_id = handle.data["job_id"]
+        host = str(target_event.get("host") or "")
+        target = {k: target_event.get(k) for k in ("rank", "host", "pid", "attempt", "step")}
+        if kind == "kill_rank":
+            pid = int(target_event["pid"])
+            argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
+                    "kill", "-9", str(pid)]
+            t = time.time()
+            self.t.run(argv, timeout=60)
+            return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "srun --overlap"})
+        if kind == "lose_node":
+            if self.docker and host in self.docker["nodes"]:
+                t = time.time()
+                self._docker(["docker", "kill", self.docker["nodes"][host]])
+                handle.data.setdefault("lost_nodes", []).append(host)
+                return FaultRecord(kind, t, target, {"how": "docker kill of the node's container",
+                                                      "container": self.docker["nodes"][host]})
+            t = time.time()
+            self.t.run(["scontrol", "update", f"nodename={host}", "state=down", "reason=poc-lose-node-fault"])
+            handle.data.setdefault("lost_nodes", []).append(host)
+            return FaultRecord(kind, t, target, {"how": "scontrol update state=down (needs operator rights)"})
+        if kind == "requeue":
+            t = time.time()
+            self.t.run(["scontrol", "requeue", job_id], timeout=60)
+            return FaultRecord(kind, t, target, {"how": "scontrol requeue"})
+        raise BackendError(f"fault {kind!r} is not available on Slurm", tip="use kill_rank, lose_node or requeue")
+
+    def _docker(self, argv: list[str]) -> None:
+        p = self._docker_run(argv, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            raise BackendError(f"{' '.join(argv)} failed: {p.stderr.strip()}")
+
+    def _restore_nodes(self, handle: Handle) -> None:
+        """Bring back nodes a lose_node fault took away, so the next run finds them idle."""
+        for host in handle.data.get("lost_nodes") or []:
+            if self.docker and host in self.docker["nodes"]:
+                self._docker(["docker", "start", self.docker["nodes"][host]])
+                deadline, resumed = time.time() + 90, False
+                while time.time() < deadline:
+                    st = self.t.run(["sinfo", "-h", "-n", host, "-o", "%T"], check=False).stdout.strip()
+                    if st.rstrip("*~#!%$@^-") in ("idle", "mixed", "allocated"):
+                        break
+                    if not resumed and time.time() > deadline - 60:  # ReturnToService did not bring it back
+                        self._docker_run(["docker", "exec", self.docker["controller"], "scontrol", "update",
+                                          f"nodename={host}", "state=resume"], capture_output=True, timeout=30)
+                        resumed = True
+                    time.sleep(2)
+            else:
+                self.t.run(["scontrol", "update", f"nodename={host}", "state=resume"], check=False)
+        handle.data["lost_nodes"] = []
+
+    def collect(self, handle: Handle) -> Collected:
+        job_id = handle.data["job_id"]
+        rdir = handle.data["run_dir"]
+        self._seen[handle.run_id] = set()
+        events = evmod.dedupe(self._events(handle))
+        res = self.t.run(["sacct", "-D", "-X", "-P", "-j", job_id, "-o", ",".join(sp.SACCT_FIELDS)],
+                         env=TIME_ENV, timeout=60, check=False)
+        rows = sp.sacct_attempts(res.stdout) if res.ok else []
+        attempts = [{"job_id": r.job_id, "state": r.native_state, "submitted": r.submit, "eligible": r.eligible,
+                     "allocated": r.start, "ended": r.end, "nodes": r.nodes, "exit_code": r.exit_code}
+                    for r in rows]
+        times = dict(self._first.get(handle.run_id, {}))
+        if rows:
+            times.setdefault("submitted", float(rows[0].submit) if rows[0].submit else None)
+            if rows[0].start:
+                times.setdefault("allocated", float(rows[0].start))
+            if rows[-1].end and rows[-1].state.terminal:
+                times["ended"] = float(rows[-1].end)
+        times = {k: v for k, v in times.items() if v is not None}
+        logs = {}
+        out = self.t.run(["sh", "-c", 'for f in "$1"/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; tail -c 200000 "$f"; }; done; true',
+                          "sh", rdir], timeout=60, check=False)
+        if out.stdout:
+            logs["slurm.out"] = out.stdout
+        info = {"job_id": job_id, "run_dir": rdir, "sacct_rows": len(rows),
+                "final_state": rows[-1].native_state if rows else None}
+        return Collected(events=events, times=times, attempts=attempts, logs=logs, info=info)
+
+    def cancel(self, handle: Handle) -> None:
+        self.t.run(["scancel", *handle.ids], check=False, timeout=60)
+        self._restore_nodes(handle)
