@@ -1,0 +1,114 @@
+"""The interface every platform implements, and the records it returns.
+
+The pipeline drives a backend through: render (pure) -> preflight -> submit ->
+observe (repeatedly, batched) -> inject (a fault) -> collect -> cancel/cleanup.
+Backends receive their clients and runners in their constructor, so tests pass
+real or recording ones without patching.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..spec import JobSpec
+from ..states import JobState
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What render() produced: printable files, plus the object submit() sends."""
+    platform: str
+    files: dict[str, str]            # file name -> text, written to the run's artifacts and by `poc render --out`
+    payload: Any = None              # backend-specific (argv lists, sbatch text, k8s object dicts)
+
+
+@dataclass
+class Handle:
+    """A submitted job; `ids` is everything to cancel. Serialisable, so a crashed campaign can cancel it later."""
+    platform: str
+    run_id: str
+    ids: list[str]
+    submitted_at: float               # harness clock, epoch seconds, taken just before the submit call
+    data: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"platform": self.platform, "run_id": self.run_id, "ids": list(self.ids),
+                "submitted_at": self.submitted_at, "data": self.data}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Handle":
+        return cls(platform=d["platform"], run_id=d["run_id"], ids=list(d["ids"]),
+                   submitted_at=float(d["submitted_at"]), data=dict(d.get("data") or {}))
+
+
+@dataclass
+class Observation:
+    """One observe() result. Times are epoch seconds on the scheduler's clock.
+
+    times keys used by metrics: 'submitted' (the scheduler's record of submission),
+    'admitted' (Kueue), 'allocated' (all resources allocated: Slurm Start, last
+    PodScheduled, local spawn), 'ended'. attempts: one dict per scheduler-level
+    attempt with the same keys (Slurm requeues, JobSet restarts).
+    """
+    state: JobState
+    events: list[dict] = field(default_factory=list)     # new workload events since the last call
+    times: dict[str, float] = field(default_factory=dict)
+    attempts: list[dict] = field(default_factory=list)
+    native_state: str = ""
+    reason: str = ""
+
+
+@dataclass
+class Collected:
+    """Everything read after the job ended."""
+    events: list[dict]
+    times: dict[str, float]
+    attempts: list[dict]
+    logs: dict[str, str] = field(default_factory=dict)      # name -> text (trimmed), stored with the run
+    info: dict = field(default_factory=dict)                 # scheduler-specific facts worth keeping
+
+
+@dataclass(frozen=True)
+class FaultRecord:
+    kind: str
+    injected_at: float                # harness clock, epoch seconds, just before the fault action
+    target: dict                      # rank, host, pid, node, pod... as seen in the triggering event
+    detail: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "injected_at": self.injected_at, "target": self.target, "detail": self.detail}
+
+
+class Backend(abc.ABC):
+    platform: str = ""
+
+    @abc.abstractmethod
+    def render(self, spec: JobSpec) -> Rendered:
+        """Pure: no I/O, no clock. `poc render` prints this."""
+
+    @abc.abstractmethod
+    def preflight(self) -> dict:
+        """Check the platform is usable; return environment facts (versions, settings) stored with each run.
+        Raise BackendError with a TIP when something is missing."""
+
+    @abc.abstractmethod
+    def submit(self, spec: JobSpec, rendered: Rendered) -> Handle: ...
+
+    @abc.abstractmethod
+    def observe(self, handles: list[Handle]) -> dict[str, Observation]:
+        """One batched look at several jobs (keyed by run_id)."""
+
+    @abc.abstractmethod
+    def inject(self, handle: Handle, kind: str, target_event: dict) -> FaultRecord:
+        """Inject a fault aimed at the rank that emitted target_event; time-stamp it."""
+
+    @abc.abstractmethod
+    def collect(self, handle: Handle) -> Collected: ...
+
+    @abc.abstractmethod
+    def cancel(self, handle: Handle) -> None:
+        """Stop and remove what the run created. Idempotent; must not raise for an already-gone job."""
+
+    def supported_faults(self) -> set[str]:
+        return set()

@@ -1,0 +1,27 @@
+"""Platform name -> a backend built from the config. Imports lazily: each backend pulls its own client."""
+from __future__ import annotations
+
+from ..config import Config
+from ..errors import BackendError
+from ..paths import state_dir
+from .base import Backend
+
+
+def make_backend(platform: str, cfg: Config) -> Backend:
+    if platform == "local":
+        from .local import LocalBackend
+
+        return LocalBackend(state_dir() / "local" / cfg.campaign)
+    if platform == "slurm":
+        try:
+            from .slurm import SlurmBackend
+        except ImportError as exc:
+            raise BackendError(f"the Slurm backend is not available: {exc}", tip="pip install -e . in the repository") from None
+        return SlurmBackend.from_config(cfg)
+    if platform == "k8s":
+        try:
+            from .kubernetes import KubernetesBackend
+        except ImportError as exc:
+            raise BackendError(f"the Kubernetes backend is not available: {exc}", tip="pip install -e . in the repository") from None
+        return KubernetesBackend.from_config(cfg)
+    raise BackendError(f"unknown platform {platform!r}", tip="choose local, slurm or k8s")

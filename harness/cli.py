@@ -1,0 +1,277 @@
+"""The `poc` command. The one place where known errors become `ERROR ...` / `TIP ...`."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from . import config as cfgmod
+from .errors import ConfigError, PocError
+
+DEFAULT_RESULTS = "poc-results"
+
+
+class Out:
+    """Where human output goes: rich when it is a terminal, plain lines otherwise, nothing with --quiet."""
+
+    def __init__(self, quiet: bool, as_json: bool):
+        self.quiet = quiet
+        self.as_json = as_json
+        self._status = None
+        self._last_plain = 0.0
+        if not quiet and not as_json and sys.stderr.isatty():
+            from rich.console import Console
+
+            self.console = Console(stderr=True)
+        else:
+            self.console = None
+
+    def info(self, msg: str) -> None:
+        if self.quiet:
+            return
+        if self.console:
+            self.console.print(msg, highlight=False)
+        else:
+            print(msg, file=sys.stderr, flush=True)
+
+    def progress(self, platform: str, run_id: str, phase: str, elapsed: float) -> None:
+        if self.quiet:
+            return
+        line = f"[{platform}] {run_id}: {phase} ({elapsed:5.1f}s)"
+        if self.console:
+            if self._status is None:
+                self._status = self.console.status(line)
+                self._status.start()
+            else:
+                self._status.update(line)
+        elif time.time() - self._last_plain > 5:  # not a terminal: a line every few seconds is enough for logs
+            self._last_plain = time.time()
+            print(line, file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def _platforms(args, cfg) -> list[str]:
+    if not getattr(args, "platform", None):
+        return cfg.platforms
+    try:
+        return [cfgmod.normalize_platform(p) for p in args.platform]
+    except ValueError as exc:
+        raise ConfigError(str(exc), tip="use --platform local, slurm or k8s") from None
+
+
+def _load(args):
+    cfg = cfgmod.load(args.config)
+    if getattr(args, "campaign", None):
+        try:
+            cfg.campaign = args.campaign
+        except Exception as exc:  # pydantic's message, reduced to one line
+            raise ConfigError(f"--campaign {args.campaign!r}: {str(exc).splitlines()[-1].strip()}",
+                              tip="use lower-case letters, digits and '-'") from None
+    return cfg
+
+
+def _record_line(rec: dict) -> str:
+    if rec.get("status") != "ok":
+        err = rec.get("error") or {}
+        first = (err.get("message") or "").splitlines()[0] if err.get("message") else ""
+        return f"{rec['run_id']}: {rec.get('status')} at {err.get('stage')}: {first}"
+    m = rec.get("metrics", {})
+
+    def v(k, f="{:.2f}"):
+        x = (m.get(k) or {}).get("value")
+        return "–" if x is None else f.format(x)
+
+    s = (f"{rec['run_id']}: ok  queue {v('queue_s')}s  startup {v('startup_s')}s  busbw {v('allreduce_busbw_gbps')} GB/s"
+         f"  step {v('step_time_s', '{:.3f}')}s  cost/step ${v('cost_per_step_usd', '{:.2e}')}")
+    if "recovery_s" in m:
+        s += f"  recovery {v('recovery_s')}s  lost {v('lost_steps', '{:.0f}')} steps"
+    return s
+
+
+def cmd_run(args) -> int:
+    from .backends.factory import make_backend
+    from .pipeline import campaign
+    from .store import Store
+
+    cfg = _load(args)
+    if args.repetitions is not None:
+        cfg.repetitions = args.repetitions
+    plats = _platforms(args, cfg)
+    out = Out(args.quiet, args.json)
+    store = Store(args.results, cfg.campaign)
+    out.info(f"campaign {cfg.campaign} -> {store.root}  platforms: {', '.join(plats)}")
+
+    def on_record(rec):
+        out.stop()
+        out.info(_record_line(rec))
+
+    try:
+        recs = campaign(cfg, plats, store, lambda p: make_backend(p, cfg), resume=args.resume,
+                        progress=out.progress, on_record=on_record)
+    finally:
+        out.stop()
+    all_runs = store.runs()
+    if args.json:
+        print(json.dumps({"campaign": cfg.campaign, "results": str(store.root),
+                          "runs": [{k: r.get(k) for k in ("run_id", "platform", "scenario", "status", "error")} |
+                                   {"metrics": {k: v.get("value") for k, v in (r.get("metrics") or {}).items()}}
+                                   for r in recs]}, indent=2))
+    ok = sum(1 for r in recs if r.get("status") == "ok")
+    out.info(f"{ok}/{len(recs)} runs ok now; {len(all_runs)} records in {store.runs_path}")
+    out.info(f"next: poc report {store.root}")
+    return 0 if ok == len(recs) else 1
+
+
+def cmd_render(args) -> int:
+    from .backends.factory import make_backend
+    from .spec import build, run_plan
+
+    cfg = _load(args)
+    plats = _platforms(args, cfg)
+    for plat in plats:
+        plan = run_plan(cfg, plat) or [(f"{plat}-clean-01", None)]
+        run_id, fault = plan[0]
+        if args.run_id:
+            run_id = args.run_id
+        backend = make_backend(plat, cfg)
+        rendered = backend.render(build(cfg, plat, run_id, fault))
+        if args.out:
+            d = Path(args.out) / plat if len(plats) > 1 else Path(args.out)
+            d.mkdir(parents=True, exist_ok=True)
+            for name, text in rendered.files.items():
+                (d / name).write_text(text)
+                print(str(d / name))
+        else:
+            for name, text in rendered.files.items():
+                if len(rendered.files) > 1 or len(plats) > 1:
+                    print(f"# ---- {plat}: {name} ----")
+                print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .report.document import build
+
+    out = Out(args.quiet, args.json)
+    paths = build(args.results_dir, args.out)
+    if args.json:
+        print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))
+    else:
+        for k in ("report.md", "report.html", "summary.csv"):
+            out.info(f"wrote {paths[k]}")
+        out.info(f"wrote {len([k for k in paths if k.startswith('charts/')])} charts in {paths['report.md'].parent / 'charts'}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    cfg = _load(args)
+    if args.json:
+        print(json.dumps({"ok": True, "config_hash": cfg.config_hash()}))
+    elif not args.quiet:
+        print(f"OK {args.config or '<built-in default>'}: campaign {cfg.campaign}, platforms {', '.join(cfg.platforms)}, "
+              f"{cfg.resources.nodes} nodes x {cfg.resources.procs_per_node} ranks, {cfg.workload.steps} steps, "
+              f"{cfg.repetitions} clean run(s) + {len(cfg.faults)} fault(s) per platform")
+    return 0
+
+
+def cmd_config_show(args) -> int:
+    if args.config is None:
+        print(cfgmod.default_yaml(), end="")
+    else:
+        import yaml
+
+        cfg = _load(args)
+        print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), end="")
+    return 0
+
+
+def cmd_cluster(args) -> int:
+    from .clusters import dispatch
+
+    return dispatch(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="poc", description="Run the same PyTorch DDP job on Kubernetes and Slurm and compare them.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", "-c", help="YAML config (default: the built-in local smoke config)")
+    common.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
+    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", parents=[common], help="run a campaign and store its results")
+    r.add_argument("--platform", "-p", action="append", help="local, slurm or k8s (repeatable; default: the config's)")
+    r.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: ./{DEFAULT_RESULTS})")
+    r.add_argument("--campaign", help="campaign name (default: the config's)")
+    r.add_argument("--resume", action="store_true", help="continue a campaign: skip runs already done")
+    r.add_argument("--repetitions", type=int, help="clean runs per platform (overrides the config)")
+    r.set_defaults(func=cmd_run)
+
+    rd = sub.add_parser("render", parents=[common], help="print or write the job as each platform would receive it")
+    rd.add_argument("--platform", "-p", action="append", help="local, slurm or k8s (repeatable)")
+    rd.add_argument("--out", help="write files into this directory instead of printing")
+    rd.add_argument("--run-id", help="run id to render (default: the first planned run)")
+    rd.set_defaults(func=cmd_render)
+
+    rp = sub.add_parser("report", parents=[common], help="write report.md/.html, charts and summary.csv from results")
+    rp.add_argument("results_dir", help="a results directory or one campaign inside it")
+    rp.add_argument("--out", help="output directory (default: RESULTS_DIR/report)")
+    rp.set_defaults(func=cmd_report)
+
+    v = sub.add_parser("validate", parents=[common], help="check a config file")
+    v.set_defaults(func=cmd_validate)
+
+    c = sub.add_parser("config", help="configuration helpers")
+    csub = c.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
+    cs = csub.add_parser("show", parents=[common], help="print the default config (or --config's, resolved) as YAML")
+    cs.set_defaults(func=cmd_config_show)
+
+    cl = sub.add_parser("cluster", help="local clusters: Slurm in Docker, native Kubernetes, kind")
+    clsub = cl.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    for action in ("up", "down", "status"):
+        a = clsub.add_parser(action, parents=[common], help=f"{action} the local cluster(s)")
+        a.add_argument("--slurm", action="store_true", help="the Slurm-in-Docker cluster")
+        a.add_argument("--k8s", action="store_true", help="the local Kubernetes cluster")
+        a.add_argument("--provider", choices=["auto", "native", "kind"], default="auto", help="Kubernetes provider")
+        a.add_argument("--nodes", type=int, default=3, help="Kubernetes nodes (two for the job, one spare)")
+        a.add_argument("--release", default=None, help="Debian release of the Slurm images (trixie: 24.11, bookworm: 22.05)")
+        a.set_defaults(func=cmd_cluster)
+    return p
+
+
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt  # same path as Ctrl-C: cancel what was submitted, keep what was measured
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return args.func(args)
+    except PocError as exc:
+        print(f"ERROR {exc.message}", file=sys.stderr)
+        if exc.tip:
+            print(f"TIP {exc.tip}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ERROR interrupted: submitted jobs were cancelled and finished runs are kept", file=sys.stderr)
+        print("TIP continue with the same command plus --resume", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

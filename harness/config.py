@@ -1,0 +1,332 @@
+"""YAML -> validated configuration.
+
+The built-in default lives in default_config.yaml (with its comments, so
+`poc config show` prints something a user can edit); the models below carry
+the same defaults, and a test keeps the two equal.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+PLATFORMS = ("local", "slurm", "k8s")
+PLATFORM_ALIASES = {"kubernetes": "k8s", "kube": "k8s", "k8s": "k8s", "slurm": "slurm", "local": "local"}
+FAULT_PLATFORMS = {
+    "kill_rank": {"local", "slurm", "k8s"},
+    "delete_pod": {"k8s"},
+    "lose_node": {"slurm", "k8s"},
+    "requeue": {"slurm"},
+}
+_SIZE = re.compile(r"^\s*\d+\s*[KMGkmg]?(i?B)?\s*$")
+# Conservative: what Slurm, Kubernetes labels and file names all accept.
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGkmg]?)(i?B)?\s*", str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r}")
+    return int(m.group(1)) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2).upper()]
+
+
+class Workload(_Model):
+    model_params: str = "4M"
+    layers: int = Field(4, ge=1, le=64)
+    steps: int = Field(40, ge=1)
+    batch: int = Field(64, ge=1)
+    checkpoint_every: int = Field(10, ge=0)
+    sweep: str = "1K:64M"
+    sweep_iters: int = Field(5, ge=1)
+    sweep_warmup: int = Field(2, ge=0)
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
+
+    @field_validator("model_params")
+    @classmethod
+    def _params(cls, v: str) -> str:
+        if not _SIZE.match(str(v)) or parse_size(v) < 64:
+            raise ValueError("must be a count like 4M, 500K or 1G (at least 64)")
+        return str(v)
+
+    @field_validator("sweep")
+    @classmethod
+    def _sweep(cls, v: str) -> str:
+        if not v:
+            return v
+        parts = v.split(":") if ":" in v else v.split(",")
+        if ":" in v and len(parts) != 2:
+            raise ValueError("a range is LO:HI, e.g. 1K:256M")
+        for p in parts:
+            if not _SIZE.match(p):
+                raise ValueError(f"{p!r} is not a size like 1K, 4M or 1048576")
+        if ":" in v and parse_size(parts[0]) > parse_size(parts[1]):
+            raise ValueError("LO must not exceed HI")
+        return v
+
+
+class Resources(_Model):
+    nodes: int = Field(2, ge=1, le=4096)
+    procs_per_node: int = Field(1, ge=1, le=64)
+    gpus_per_node: int = Field(0, ge=0, le=64)
+    cpus_per_node: int = Field(1, ge=1)
+    memory_mb: int = Field(3072, ge=64)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+
+class Kubernetes(_Model):
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str = "poc"
+    local_queue: str = "poc-queue"
+    image: str | None = None
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    max_restarts: int = Field(3, ge=0)
+    toleration_seconds: int = Field(30, ge=0)
+    checkpoint_host_path: str | None = None
+
+    @field_validator("namespace", "local_queue")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", v):
+            raise ValueError("must be a DNS label: lower-case letters, digits and '-', at most 63")
+        return v
+
+
+class Slurm(_Model):
+    transport: Literal["local", "ssh", "pyslurm"] = "ssh"
+    connection_file: str | None = None
+    host: str | None = None
+    port: int = Field(22, ge=1, le=65535)
+    user: str | None = None
+    key_file: str | None = None
+    known_hosts: str | None = None
+    accept_unknown_host: bool = False
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_limit: str = "00:15:00"
+    workdir: str = "/shared/poc"
+    python: str = "python3"
+    container: Literal["none", "pyxis", "apptainer"] = "none"
+    container_image: str | None = None
+    max_restarts: int = Field(3, ge=0)
+    extra_sbatch: list[str] = Field(default_factory=list)
+
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _ident(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]{1,64}", v):
+            raise ValueError("may hold letters, digits and _ . + - only")
+        return v
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time(cls, v: str) -> str:
+        if not re.fullmatch(r"(\d+-)?\d{1,2}(:\d{2}){0,2}|\d+", v):
+            raise ValueError("must be a Slurm time like 00:15:00, 90 or 1-00:00:00")
+        return v
+
+    @field_validator("workdir", "python")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_./~+-]+", v):
+            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -)")
+        return v
+
+    @field_validator("extra_sbatch")
+    @classmethod
+    def _extra(cls, v: list[str]) -> list[str]:
+        for item in v:
+            if not re.fullmatch(r"--[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:=/+@%-]+)?", item):
+                raise ValueError(f"{item!r} is not a plain --option or --option=value")
+        return v
+
+    @model_validator(mode="after")
+    def _container(self) -> "Slurm":
+        if self.container != "none" and not self.container_image:
+            raise ValueError(f"container {self.container!r} needs slurm.container_image")
+        return self
+
+
+class Price(_Model):
+    usd_per_hour: float = Field(1.0, ge=0)
+    unit: Literal["node", "gpu"] = "node"
+
+
+class Fault(_Model):
+    kind: Literal["kill_rank", "delete_pod", "lose_node", "requeue"]
+    at_step: int = Field(ge=1)
+    rank: int = Field(1, ge=0)
+
+
+class Timeouts(_Model):
+    queue_s: float = Field(300, gt=0)
+    run_s: float = Field(900, gt=0)
+
+
+def _default_pricing() -> dict[str, Price]:
+    return {p: Price() for p in PLATFORMS}
+
+
+class Config(_Model):
+    campaign: str = "smoke"
+    platforms: list[str] = Field(default_factory=lambda: ["local"])
+    workload: Workload = Field(default_factory=Workload)
+    resources: Resources = Field(default_factory=Resources)
+    kubernetes: Kubernetes = Field(default_factory=Kubernetes)
+    slurm: Slurm = Field(default_factory=Slurm)
+    pricing: dict[str, Price] = Field(default_factory=_default_pricing)
+    faults: list[Fault] = Field(default_factory=lambda: [Fault(kind="kill_rank", at_step=15, rank=1)])
+    repetitions: int = Field(1, ge=0, le=1000)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+
+    @field_validator("campaign")
+    @classmethod
+    def _campaign(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("must be 1-42 lower-case letters, digits or '-', starting and ending alphanumeric")
+        return v
+
+    @field_validator("platforms")
+    @classmethod
+    def _platforms(cls, v: list[str]) -> list[str]:
+        return [normalize_platform(p) for p in v]
+
+    @field_validator("pricing")
+    @classmethod
+    def _pricing(cls, v: dict[str, Price]) -> dict[str, Price]:
+        out = {normalize_platform(k): p for k, p in v.items()}
+        for p in PLATFORMS:
+            out.setdefault(p, Price())
+        return out
+
+    @model_validator(mode="after")
+    def _cross(self) -> "Config":
+        r = self.resources
+        if self.workload.backend == "nccl" and r.gpus_per_node == 0:
+            raise ValueError("workload.backend nccl needs resources.gpus_per_node > 0")
+        if r.gpus_per_node and r.procs_per_node != r.gpus_per_node:
+            raise ValueError("with GPUs, resources.procs_per_node must equal gpus_per_node (one rank per GPU)")
+        for f in self.faults:
+            if f.rank >= r.world_size:
+                raise ValueError(f"fault rank {f.rank} does not exist: the job has {r.world_size} ranks")
+            if f.at_step > self.workload.steps:
+                raise ValueError(f"fault at_step {f.at_step} is after the last step ({self.workload.steps})")
+        for plat, price in self.pricing.items():
+            if price.unit == "gpu" and r.gpus_per_node == 0 and plat in self.platforms:
+                raise ValueError(f"pricing.{plat} is per GPU but resources.gpus_per_node is 0")
+        return self
+
+    def faults_for(self, platform: str) -> list[Fault]:
+        return [f for f in self.faults if platform in FAULT_PLATFORMS[f.kind]]
+
+    def config_hash(self) -> str:
+        """Identity of what was measured: excludes connection details, which do not change the job."""
+        data = self.model_dump(mode="json")
+        for key in ("host", "port", "user", "key_file", "known_hosts", "connection_file", "accept_unknown_host"):
+            data["slurm"].pop(key, None)
+        data["kubernetes"].pop("kubeconfig", None)
+        data["kubernetes"].pop("context", None)
+        blob = json.dumps(data, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def redacted(self) -> dict:
+        """The config as stored with results: paths to secrets are reduced to their file name."""
+        data = self.model_dump(mode="json")
+        for sec, key in (("slurm", "key_file"), ("kubernetes", "kubeconfig")):
+            if data[sec].get(key):
+                data[sec][key] = "<redacted>/" + Path(data[sec][key]).name
+        return data
+
+
+def normalize_platform(name: str) -> str:
+    key = str(name).strip().lower()
+    if key not in PLATFORM_ALIASES:
+        raise ValueError(f"unknown platform {name!r}; choose from local, slurm, k8s")
+    return PLATFORM_ALIASES[key]
+
+
+def default_yaml() -> str:
+    return resources.files("harness").joinpath("default_config.yaml").read_text(encoding="utf-8")
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<top level>"
+
+
+_TIPS = {
+    "extra_forbidden": "remove the key or fix its spelling; `poc config show` lists every valid key",
+    "missing": "add the key; `poc config show` shows it with its default",
+    "literal_error": "use one of the values listed in the message",
+}
+
+
+def from_mapping(data: object, source: str = "<config>") -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys, not {type(data).__name__}",
+                          tip="start from `poc config show > poc.yaml`")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        lines, tips = [], []
+        for err in exc.errors():
+            loc = _loc(tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))))
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{loc}: {msg}")
+            tip = _TIPS.get(err["type"])
+            if tip and tip not in tips:
+                tips.append(tip)
+        first, rest = lines[0], lines[1:]
+        message = f"{source}: {first}" + "".join(f"\nERROR {source}: {l}" for l in rest)
+        raise ConfigError(message, tip="; ".join(tips) or "fix the value; `poc config show` documents each field") from None
+
+
+def load(path: str | os.PathLike | None) -> Config:
+    """Load a config file, or the built-in default when path is None."""
+    if path is None:
+        text, source = default_yaml(), "<built-in default>"
+    else:
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist",
+                              tip="write one with `poc config show > poc.yaml`, or omit --config for the default")
+        text, source = p.read_text(encoding="utf-8"), str(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{source}: not valid YAML{where}: {problem}",
+                          tip="check indentation and quoting near that line") from None
+    return from_mapping(data, source)
+
+
+def expand(path: str | None) -> str | None:
+    return None if path is None else os.path.expandvars(os.path.expanduser(path))

@@ -1,0 +1,68 @@
+"""The workload's event lines: parsing and grouping.
+
+workloads/ddp_train.py writes `POC_EVENT {json}` lines; every backend hands the
+pipeline the same dicts, whichever way it read them (files, logs, SSH).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+EVENT_PREFIX = "POC_EVENT "
+KINDS = (
+    "process_start", "torch_imported", "rendezvous_done", "sweep_start", "allreduce", "sweep_done",
+    "checkpoint_loaded", "train_start", "step", "checkpoint_saved", "done",
+)
+
+
+def parse_line(line: str) -> dict | None:
+    """One event from a log line or a bare JSON line; None for anything else."""
+    idx = line.find(EVENT_PREFIX)
+    payload = line[idx + len(EVENT_PREFIX):] if idx >= 0 else line
+    payload = payload.strip()
+    if not payload.startswith("{"):
+        return None
+    try:
+        ev = json.loads(payload)
+    except ValueError:
+        return None  # a line cut short by a kill, or unrelated JSON
+    if not isinstance(ev, dict) or "kind" not in ev or "ts_ns" not in ev:
+        return None
+    ev["attempt"] = list(ev.get("attempt") or [0, 0, 0])
+    return ev
+
+
+def parse_lines(lines: Iterable[str]) -> list[dict]:
+    return [ev for ev in map(parse_line, lines) if ev is not None]
+
+
+def event_key(ev: dict) -> tuple:
+    return (ev.get("host"), ev.get("pid"), ev.get("kind"), ev.get("ts_ns"), ev.get("rank"), ev.get("bytes"))
+
+
+def dedupe(events: Iterable[dict]) -> list[dict]:
+    """Merge events read twice (stdout and files), ordered by time."""
+    seen, out = set(), []
+    for ev in events:
+        k = event_key(ev)
+        if k not in seen:
+            seen.add(k)
+            out.append(ev)
+    out.sort(key=lambda e: e["ts_ns"])
+    return out
+
+
+def attempt_of(ev: dict) -> tuple[int, ...]:
+    return tuple(ev.get("attempt") or (0, 0, 0))
+
+
+def attempts(events: Iterable[dict]) -> list[tuple[int, ...]]:
+    return sorted({attempt_of(e) for e in events})
+
+
+def of_kind(events: Iterable[dict], kind: str, attempt: tuple[int, ...] | None = None) -> list[dict]:
+    return [e for e in events if e["kind"] == kind and (attempt is None or attempt_of(e) == attempt)]
+
+
+def dumps(events: Iterable[dict]) -> str:
+    return "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events)

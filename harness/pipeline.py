@@ -1,0 +1,274 @@
+"""One run's stages in order, each time-stamped; and a campaign of runs.
+
+render -> submit -> queue (until allocated) -> run (inject the fault on the way)
+-> collect -> metrics -> store. A failed stage is recorded with its name and
+error; whatever the outcome, what was submitted is cancelled.
+"""
+from __future__ import annotations
+
+import platform as pyplatform
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from . import __version__
+from . import events as evmod
+from . import metrics as metmod
+from .backends.base import Backend, FaultRecord, Handle
+from .config import Config
+from .errors import BackendError, PocError, RunTimeout
+from .spec import FaultPlan, JobSpec, build, run_plan
+from .states import JobState
+from .store import Store
+
+Progress = Callable[[str, str, str, float], None]  # platform, run_id, phase, seconds since submit
+
+
+def _noop(*_a) -> None:
+    pass
+
+
+class StageFailed(Exception):
+    def __init__(self, stage: str, error: BaseException):
+        super().__init__(f"{stage}: {error}")
+        self.stage = stage
+        self.error = error
+
+
+@dataclass
+class Stages:
+    items: list[dict] = field(default_factory=list)
+
+    @contextmanager
+    def stage(self, name: str):
+        rec = {"name": name, "start": time.time(), "end": None, "ok": False}
+        self.items.append(rec)
+        try:
+            yield rec
+            rec["ok"] = True
+        except StageFailed:
+            raise
+        except BaseException as exc:
+            rec["error"] = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+            raise StageFailed(name, exc) from exc
+        finally:
+            rec["end"] = time.time()
+
+
+def host_facts() -> dict:
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"harness_host": socket.gethostname(), "harness_python": sys.version.split()[0],
+            "machine": pyplatform.machine(), "cpu_model": cpu}
+
+
+def fault_target(events: list[dict], fault: FaultPlan, first_attempt: tuple | None) -> dict | None:
+    for e in events:
+        if (e["kind"] == "step" and e["rank"] == fault.rank and e["step"] >= fault.at_step
+                and (first_attempt is None or evmod.attempt_of(e) == first_attempt)):
+            return e
+    return None
+
+
+@dataclass
+class RunContext:
+    backend: Backend
+    store: Store
+    cfg: Config
+    platform_info: dict
+    progress: Progress = _noop
+    poll_s: float = 0.5
+
+
+def execute(ctx: RunContext, spec: JobSpec) -> dict:
+    """Run one job end to end and return its record (already appended to the store)."""
+    stages = Stages()
+    backend, store = ctx.backend, ctx.store
+    record: dict = {"run_id": spec.run_id, "campaign": spec.campaign, "platform": spec.platform,
+                    "scenario": spec.scenario, "config_hash": ctx.cfg.config_hash(), "started_at": time.time(),
+                    "status": "failed", "stages": stages.items}
+    handle: Handle | None = None
+    events: list[dict] = []
+    times: dict = {}
+    faults: list[FaultRecord] = []
+    files: dict[str, str] = {}
+    collected = None
+    interrupted = False
+    try:
+        with stages.stage("render"):
+            rendered = backend.render(spec)
+            files.update({f"rendered/{k}": v for k, v in rendered.files.items()})
+        with stages.stage("submit"):
+            handle = backend.submit(spec, rendered)
+            store.mark_inflight(handle.to_json())
+            record["job_ids"] = handle.ids
+        t_sub = handle.submitted_at
+        queue_deadline, run_deadline = t_sub + ctx.cfg.timeouts.queue_s, t_sub + ctx.cfg.timeouts.run_s
+        state = JobState.PENDING
+        with stages.stage("queue"):
+            while True:
+                obs = backend.observe([handle])[spec.run_id]
+                events.extend(obs.events)
+                times.update(obs.times)
+                state = obs.state
+                ctx.progress(spec.platform, spec.run_id, f"queued ({obs.native_state or state.value})", time.time() - t_sub)
+                if times.get("allocated") is not None or state.terminal:
+                    break
+                if time.time() > queue_deadline:
+                    raise RunTimeout(f"not allocated within {ctx.cfg.timeouts.queue_s:g} s (state {obs.native_state or state.value}"
+                                     + (f": {obs.reason}" if obs.reason else "") + ")",
+                                     tip="raise timeouts.queue_s, or check the queue/partition has room for the job")
+                time.sleep(ctx.poll_s)
+        with stages.stage("run"):
+            pending = spec.fault
+            first_attempt = None
+            while not state.terminal:
+                if events and first_attempt is None:
+                    first_attempt = min(evmod.attempt_of(e) for e in events)
+                if pending is not None:
+                    target = fault_target(events, pending, first_attempt)
+                    if target is not None:
+                        with stages.stage(f"fault:{pending.kind}"):
+                            faults.append(backend.inject(handle, pending.kind, target))
+                        pending = None
+                if time.time() > run_deadline:
+                    raise RunTimeout(f"run did not finish within {ctx.cfg.timeouts.run_s:g} s (state {state.value})",
+                                     tip="raise timeouts.run_s, or look at the run's logs in the results dir")
+                time.sleep(ctx.poll_s)
+                obs = backend.observe([handle])[spec.run_id]
+                events.extend(obs.events)
+                times.update(obs.times)
+                state = obs.state
+                last = max((e.get("step", 0) for e in obs.events if e["kind"] == "step"), default=None)
+                ctx.progress(spec.platform, spec.run_id,
+                             f"{state.value}" + (f" step {last}" if last else ""), time.time() - t_sub)
+            if pending is not None:
+                raise BackendError(f"fault {pending.kind} was not injected: the job ended before rank {pending.rank} "
+                                   f"reached step {pending.at_step}", tip="choose an earlier faults[].at_step")
+        with stages.stage("collect"):
+            collected = backend.collect(handle)
+            events = evmod.dedupe(collected.events or events)
+            times.update(collected.times)
+        if state != JobState.SUCCEEDED:
+            tail = ""
+            if collected and collected.logs:
+                name, text = next(reversed(collected.logs.items()))
+                tail = f"\n--- last lines of {name} ---\n" + "\n".join(text.splitlines()[-15:])
+            raise StageFailed("run", BackendError(f"job ended {state.value}{tail}",
+                                                  tip="read the run's logs under the results dir"))
+        with stages.stage("metrics"):
+            m, timeline = metmod.derive(
+                events, times, world=spec.world_size, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
+                steps=spec.steps, price=ctx.cfg.pricing[spec.platform].model_dump(),
+                faults=[f.to_json() for f in faults])
+            record["metrics"] = m
+            record["timeline"] = timeline
+        record["status"] = "ok"
+    except StageFailed as sf:
+        err = sf.error
+        record["error"] = {"stage": sf.stage, "type": type(err).__name__,
+                           "message": getattr(err, "message", str(err)), "tip": getattr(err, "tip", None)}
+        if not isinstance(err, (PocError, KeyboardInterrupt)):
+            record["error"]["traceback"] = "".join(traceback.format_exception(err))[-4000:]
+        if isinstance(err, KeyboardInterrupt):
+            record["status"], interrupted = "interrupted", True
+    except KeyboardInterrupt:
+        record["status"], interrupted = "interrupted", True
+        record["error"] = {"stage": "between stages", "type": "KeyboardInterrupt", "message": "interrupted"}
+    finally:
+        if handle is not None:
+            try:
+                backend.cancel(handle)
+                store.clear_inflight(handle.run_id)
+            except Exception as exc:  # the inflight file stays, so --resume cancels it later
+                record["cancel_error"] = str(exc)[:500]
+    if collected is None and handle is not None:
+        try:
+            collected = backend.collect(handle)
+            events = evmod.dedupe(collected.events or events)
+            times.update(collected.times)
+        except Exception as exc:
+            record["collect_error"] = str(exc)[:500]
+    record["finished_at"] = time.time()
+    record["faults"] = [f.to_json() for f in faults]
+    record["scheduler"] = {"times": times, "attempts": collected.attempts if collected else [],
+                           "info": collected.info if collected else {}}
+    record["environment"] = environment(ctx, events)
+    files["events.jsonl"] = evmod.dumps(events)
+    if collected:
+        files.update({f"logs/{k}": v for k, v in collected.logs.items()})
+    store.write_artifacts(spec.run_id, files)
+    store.append(record)
+    if interrupted:
+        raise KeyboardInterrupt
+    return record
+
+
+def environment(ctx: RunContext, events: list[dict]) -> dict:
+    torch_ev = next((e for e in events if e["kind"] == "torch_imported"), {})
+    return {
+        "harness_version": __version__,
+        **host_facts(),
+        **ctx.platform_info,
+        "torch": torch_ev.get("torch"),
+        "cuda": torch_ev.get("cuda"),
+        "gpus_visible": torch_ev.get("gpus"),
+        "comm_backend": torch_ev.get("backend"),
+        "nodes": sorted({e.get("host") for e in events if e.get("host")}),
+        "world_size": max((e.get("world_size", 0) for e in events), default=None),
+    }
+
+
+BackendFactory = Callable[[str], Backend]
+
+
+def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: BackendFactory, *, resume: bool,
+             progress: Progress = _noop, on_record: Callable[[dict], None] = _noop, poll_s: float | None = None) -> list[dict]:
+    """Run every planned run not yet done; return the records written now."""
+    existing = store.open(cfg.config_hash(), cfg.redacted(), resume)
+    done = {r["run_id"] for r in existing if r.get("status") == "ok"}
+    written: list[dict] = []
+    try:
+        for plat in platforms:
+            plan = [(rid, f) for rid, f in run_plan(cfg, plat) if rid not in done]
+            if not plan:
+                continue
+            backend = make_backend(plat)
+            for h in store.inflight():  # left by an interrupted or crashed campaign
+                if h["platform"] == plat:
+                    try:
+                        backend.cancel(Handle.from_json(h))
+                    finally:
+                        store.clear_inflight(h["run_id"])
+            try:
+                info = backend.preflight()
+            except PocError as exc:
+                rec = {"run_id": plan[0][0], "campaign": cfg.campaign, "platform": plat, "scenario": "preflight",
+                       "config_hash": cfg.config_hash(), "status": "failed", "started_at": time.time(),
+                       "finished_at": time.time(), "stages": [],
+                       "error": {"stage": "preflight", "type": type(exc).__name__, "message": exc.message, "tip": exc.tip}}
+                store.append(rec)
+                written.append(rec)
+                on_record(rec)
+                continue
+            ctx = RunContext(backend, store, cfg, info, progress, poll_s or getattr(backend, "poll_s", 0.5))
+            for run_id, fault in plan:
+                unsupported = fault is not None and fault.kind not in backend.supported_faults()
+                if unsupported:
+                    continue
+                rec = execute(ctx, build(cfg, plat, run_id, fault))
+                written.append(rec)
+                on_record(rec)
+    finally:
+        store.close()
+    return written

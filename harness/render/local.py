@@ -1,0 +1,35 @@
+"""JobSpec -> the torchrun commands of the local baseline (pure).
+
+One torchrun agent per "node", all on this machine, meeting through c10d
+rendezvous on loopback: the same launcher and rendezvous as on the clusters,
+with no scheduler in between.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ..spec import JobSpec
+
+
+def workload_script() -> Path:
+    return Path(__file__).resolve().parents[2] / "workloads" / "ddp_train.py"
+
+
+def render_local(spec: JobSpec, work_dir: str, python: str, script: str | None = None) -> list[list[str]]:
+    script = script or str(workload_script())
+    endpoint = f"127.0.0.1:{spec.rdzv_port}"
+    ckpt, events = f"{work_dir}/ckpt", f"{work_dir}/events"
+    return [
+        [python, "-m", "torch.distributed.run", *spec.torchrun_args(endpoint), "--local_addr=127.0.0.1",
+         script, *spec.workload_args(ckpt, events)]
+        for _ in range(spec.nodes)
+    ]
+
+
+def as_script(argvs: list[list[str]], env: dict[str, str]) -> str:
+    lines = ["#!/usr/bin/env bash", "# Local baseline: one torchrun agent per node, on this machine.", "set -euo pipefail"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    lines += [shlex.join(a) + " &" for a in argvs]
+    lines.append("wait")
+    return "\n".join(lines) + "\n"

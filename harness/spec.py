@@ -1,0 +1,130 @@
+"""Config -> one scheduler-neutral job spec per run.
+
+Renderers turn a JobSpec into an sbatch script, JobSet objects or local
+torchrun commands; they choose paths, the spec chooses everything else, so
+the three platforms run the same job.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .config import Config, Fault
+
+WORKLOAD_SCRIPT = "ddp_train.py"
+RDZV_PORT = 29500
+# Launcher-level restarts per platform. Schedulers recover through their own
+# mechanism (Slurm requeue, JobSet restart), so torchrun must not hide a failure
+# from them; the local baseline has only torchrun.
+TORCHRUN_RESTARTS = {"local": 3, "slurm": 0, "k8s": 0}
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    kind: str
+    at_step: int
+    rank: int
+
+    @classmethod
+    def of(cls, f: Fault) -> "FaultPlan":
+        return cls(kind=f.kind, at_step=f.at_step, rank=f.rank)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    run_id: str
+    campaign: str
+    platform: str
+    scenario: str                      # "clean" or the fault kind
+    nodes: int
+    procs_per_node: int
+    gpus_per_node: int
+    cpus_per_node: int
+    memory_mb: int
+    steps: int
+    batch: int
+    model_params: str
+    layers: int
+    checkpoint_every: int
+    sweep: str
+    sweep_iters: int
+    sweep_warmup: int
+    backend: str
+    max_restarts: int                  # scheduler-level restarts (Slurm self-requeue, JobSet maxRestarts)
+    torchrun_restarts: int
+    time_limit_s: float
+    fault: FaultPlan | None = None
+    rdzv_port: int = RDZV_PORT
+    labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    def workload_args(self, ckpt_dir: str, events_dir: str) -> list[str]:
+        """Arguments of workloads/ddp_train.py (after the script path)."""
+        return [
+            "--run-id", self.run_id,
+            "--steps", str(self.steps),
+            "--batch", str(self.batch),
+            "--model-params", self.model_params,
+            "--layers", str(self.layers),
+            "--ckpt-dir", ckpt_dir,
+            "--ckpt-every", str(self.checkpoint_every),
+            "--sweep", self.sweep,
+            "--sweep-iters", str(self.sweep_iters),
+            "--sweep-warmup", str(self.sweep_warmup),
+            "--backend", self.backend,
+            "--events-dir", events_dir,
+        ]
+
+    def torchrun_args(self, rdzv_endpoint: str) -> list[str]:
+        """torchrun options shared by every platform (underscore spellings work on torch 1.13 to 2.x)."""
+        return [
+            f"--nnodes={self.nodes}",
+            f"--nproc_per_node={self.procs_per_node}",
+            "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={rdzv_endpoint}",
+            f"--rdzv_id={self.run_id}",
+            f"--max_restarts={self.torchrun_restarts}",
+        ]
+
+
+def run_plan(cfg: Config, platform: str) -> list[tuple[str, FaultPlan | None]]:
+    """(run_id, fault) for one platform: the clean repetitions, then one run per fault."""
+    plan: list[tuple[str, FaultPlan | None]] = []
+    for i in range(cfg.repetitions):
+        plan.append((f"{platform}-clean-{i + 1:02d}", None))
+    for i, f in enumerate(cfg.faults_for(platform)):
+        plan.append((f"{platform}-{f.kind.replace('_', '-')}-{i + 1:02d}", FaultPlan.of(f)))
+    return plan
+
+
+def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None) -> JobSpec:
+    w, r = cfg.workload, cfg.resources
+    max_restarts = {"local": TORCHRUN_RESTARTS["local"], "slurm": cfg.slurm.max_restarts,
+                    "k8s": cfg.kubernetes.max_restarts}[platform]
+    return JobSpec(
+        run_id=run_id,
+        campaign=cfg.campaign,
+        platform=platform,
+        scenario=fault.kind if fault else "clean",
+        nodes=r.nodes,
+        procs_per_node=r.procs_per_node,
+        gpus_per_node=r.gpus_per_node,
+        cpus_per_node=r.cpus_per_node,
+        memory_mb=r.memory_mb,
+        steps=w.steps,
+        batch=w.batch,
+        model_params=w.model_params,
+        layers=w.layers,
+        checkpoint_every=w.checkpoint_every,
+        sweep=w.sweep,
+        sweep_iters=w.sweep_iters,
+        sweep_warmup=w.sweep_warmup,
+        backend=w.backend,
+        max_restarts=max_restarts,
+        torchrun_restarts=TORCHRUN_RESTARTS[platform],
+        time_limit_s=cfg.timeouts.run_s,
+        fault=fault,
+        labels=(("poc/campaign", cfg.campaign), ("poc/run-id", run_id)),
+    )

@@ -1,0 +1,171 @@
+"""The results store: RESULTS_DIR/<campaign>/.
+
+Layout:
+  campaign.json          schema version, config hash, the (redacted) config
+  runs.jsonl             one line per finished run (ok or failed); append-only
+  runs/<run_id>/         events.jsonl, rendered files, logs, scheduler facts
+  inflight/<run_id>.json the handle of a submitted, unfinished run (for cancel on resume)
+
+A run's directory is complete before its line is appended, and the line is one
+write on an O_APPEND descriptor followed by fsync: a crash leaves either the
+whole record or none of it (a torn last line is ignored on read).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .errors import StoreError
+
+SCHEMA_VERSION = 1
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_runs(path: Path) -> list[dict]:
+    """Every complete record of a runs.jsonl; a torn final line (a crash mid-write) is skipped."""
+    if not path.exists():
+        return []
+    out = []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            if i == len(lines) - 1:
+                continue
+            raise StoreError(f"{path}: line {i + 1} is not JSON", tip="the file was edited by hand; restore it")
+        if rec.get("schema") != SCHEMA_VERSION:
+            raise StoreError(f"{path}: line {i + 1} has schema {rec.get('schema')!r}; this harness reads {SCHEMA_VERSION}",
+                             tip="use the harness version that wrote it, or start a new campaign")
+        out.append(rec)
+    return out
+
+
+class Store:
+    def __init__(self, results_dir: str | os.PathLike, campaign: str):
+        self.root = Path(results_dir).expanduser() / campaign
+        self.campaign = campaign
+        self.runs_path = self.root / "runs.jsonl"
+        self._lock_fh = None
+
+    # -- campaign -------------------------------------------------------------------------------------------------
+    def open(self, config_hash: str, config: dict, resume: bool) -> list[dict]:
+        """Create or reopen the campaign; return the runs already recorded."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fh = open(self.root / ".lock", "w")
+        try:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(f"campaign {self.root} is in use by another poc process",
+                             tip="wait for it to finish, or use another --campaign") from None
+        meta_path = self.root / "campaign.json"
+        existing = read_runs(self.runs_path)
+        if meta_path.exists():
+            meta = json.loads(meta_path.read_text())
+            if meta.get("schema") != SCHEMA_VERSION:
+                raise StoreError(f"{meta_path} has schema {meta.get('schema')}; this harness writes {SCHEMA_VERSION}",
+                                 tip="start a new campaign (--campaign NAME)")
+            if existing and not resume:
+                raise StoreError(f"campaign {self.root} already holds {len(existing)} runs",
+                                 tip="add --resume to continue it, or choose another --campaign or --results")
+            if resume and meta.get("config_hash") != config_hash:
+                raise StoreError(f"campaign {self.root} was started with another config (hash {meta.get('config_hash')}, now {config_hash})",
+                                 tip="resume with the same config, or start a new campaign")
+        atomic_write(meta_path, json.dumps({"schema": SCHEMA_VERSION, "campaign": self.campaign,
+                                            "config_hash": config_hash, "config": config,
+                                            "updated": time.time()}, indent=2) + "\n")
+        return existing
+
+    def close(self) -> None:
+        if self._lock_fh is not None:
+            self._lock_fh.close()
+            self._lock_fh = None
+
+    # -- runs -----------------------------------------------------------------------------------------------------
+    def run_dir(self, run_id: str) -> Path:
+        return self.root / "runs" / run_id
+
+    def write_artifacts(self, run_id: str, files: dict[str, str | bytes]) -> Path:
+        """Write a run's files into a fresh directory and swap it in whole."""
+        final = self.run_dir(run_id)
+        tmp = final.with_name(f".{run_id}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        for name, content in files.items():
+            p = tmp / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                p.write_bytes(content)
+            else:
+                p.write_text(content, encoding="utf-8")
+        tmp.mkdir(parents=True, exist_ok=True)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        return final
+
+    def append(self, record: dict) -> None:
+        record = {"schema": SCHEMA_VERSION, **record}
+        line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.runs_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.clear_inflight(record["run_id"])
+
+    def runs(self) -> list[dict]:
+        return read_runs(self.runs_path)
+
+    # -- in-flight handles ----------------------------------------------------------------------------------------
+    def mark_inflight(self, handle_json: dict) -> None:
+        atomic_write(self.root / "inflight" / f"{handle_json['run_id']}.json", json.dumps(handle_json))
+
+    def clear_inflight(self, run_id: str) -> None:
+        try:
+            (self.root / "inflight" / f"{run_id}.json").unlink()
+        except FileNotFoundError:
+            pass
+
+    def inflight(self) -> list[dict]:
+        d = self.root / "inflight"
+        out = []
+        for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+            try:
+                out.append(json.loads(p.read_text()))
+            except ValueError:
+                p.unlink()
+        return out
+
+
+def load_results(path: str | os.PathLike) -> list[dict]:
+    """Every run under a results dir: a campaign dir, or a dir of campaigns."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise StoreError(f"results directory {str(path)!r} does not exist",
+                         tip="pass the --results dir of `poc run` (or a campaign inside it)")
+    files = [root / "runs.jsonl"] if (root / "runs.jsonl").exists() else sorted(root.glob("*/runs.jsonl"))
+    if not files:
+        raise StoreError(f"no runs.jsonl under {root}", tip="run `poc run --results DIR` first, then `poc report DIR`")
+    runs = []
+    for f in files:
+        for r in read_runs(f):
+            r.setdefault("_dir", str(f.parent))
+            runs.append(r)
+    return runs
