@@ -177,8 +177,9 @@ def parsable(text: str) -> list[dict[str, str]]:
     return [dict(zip(head, ln.split("|"))) for ln in lines[1:]]
 
 
+# No "Restarts": 22.05's sacct refuses it. With -D there is one row per attempt anyway.
 SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NNodes", "NodeList", "Submit", "Eligible",
-                "Start", "End", "Restarts", "Comment")
+                "Start", "End", "Comment")
 
 
 def _epoch(v: str) -> int | None:
@@ -202,7 +203,8 @@ def sacct_attempts(text: str) -> list[SlurmJob]:
             state=map_state(native), submit=_epoch(row.get("Submit", "")),
             eligible=_epoch(row.get("Eligible", "")), start=_epoch(row.get("Start", "")),
             end=_epoch(row.get("End", "")), nodes=row.get("NodeList", ""),
-            restarts=int(row.get("Restarts") or 0), exit_code=row.get("ExitCode", ""),
+            restarts=int(row.get("Restarts") or 0) if (row.get("Restarts") or "0").isdigit() else 0,
+            exit_code=row.get("ExitCode", ""),
             comment=row.get("Comment", "")))
     return out
 

@@ -48,6 +48,7 @@ def docker_cluster_settings(path: str | os.PathLike | None = None) -> dict | Non
 
 class SlurmBackend(Backend):
     platform = "slurm"
+    poll_s = 1.0   # each observe is one squeue and one cat over the transport
 
     def __init__(self, cfg: Slurm, transport: Transport, docker: dict | None = None,
                  query_budget: int = 5, docker_runner=subprocess.run):

@@ -1,0 +1,156 @@
+"""`poc run --platform slurm` against the Slurm-in-Docker cluster: real jobs, real faults, bad inputs.
+
+Each case runs a campaign through harness.pipeline with the real SlurmBackend and checks the stored
+record. Uses the cluster that tests/integration/test_slurm_cluster.py describes (brought up here if
+needed). POC_SLURM_RELEASE picks the release (default trixie).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from harness import config
+from harness.backends.factory import make_backend
+from harness.clusters import slurm_docker
+from harness.errors import TransportError
+from harness.pipeline import campaign
+from harness.store import Store
+from harness.transports import SshTransport
+
+pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+RELEASE = os.environ.get("POC_SLURM_RELEASE", "trixie")
+SMALL = {"steps": 24, "checkpoint_every": 5, "sweep": "1K:1M", "sweep_iters": 3, "sweep_warmup": 1}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    info = slurm_docker.up(release=RELEASE, timeout=300)
+    yield info
+    if os.environ.get("POC_KEEP_CLUSTER") != "1":
+        slurm_docker.down()
+
+
+def run_campaign(tmp_path, data: dict) -> list[dict]:
+    base = {"platforms": ["slurm"], "repetitions": 0, "faults": [], "workload": SMALL,
+            "timeouts": {"queue_s": 120, "run_s": 400}}
+    base.update(data)
+    cfg = config.from_mapping(base)
+    store = Store(str(tmp_path / "results"), cfg.campaign)
+    t0 = time.monotonic()
+    recs = campaign(cfg, ["slurm"], store, lambda p: make_backend(p, cfg), resume=False)
+    print(f"\n{cfg.campaign}: {time.monotonic() - t0:.1f}s")
+    for r in recs:
+        m = {k: round(v["value"], 2) for k, v in (r.get("metrics") or {}).items() if v.get("value") is not None}
+        print(f"  {r['run_id']}: {r['status']} {m} {r.get('error', '')}")
+    # the store holds exactly what was returned
+    stored = [json.loads(line) for line in (store.root / "runs.jsonl").read_text().splitlines()]
+    assert [r["run_id"] for r in stored][-len(recs):] == [r["run_id"] for r in recs]
+    return recs
+
+
+def idle_nodes() -> set[str]:
+    out = slurm_docker.run(slurm_docker.login_exec_argv(["sinfo", "-h", "-N", "-o", "%N %T"])).stdout
+    return {n for n, s in (ln.split() for ln in out.splitlines() if ln.strip()) if s == "idle"}
+
+
+def assert_five_metrics(rec):
+    m = rec["metrics"]
+    for k in ("queue_s", "startup_s", "allreduce_busbw_gbps", "step_time_s", "cost_per_step_usd"):
+        assert m[k]["value"] is not None, k
+    assert set(m["queue_s"]["sources"]) >= {"submitted", "allocated"}
+    t = rec["scheduler"]["times"]
+    assert t["submitted"] <= t["allocated"] <= t["ended"]
+
+
+def test_ssh_transport_runs_and_rejects_unknown_hosts(cluster, tmp_path):
+    s = json.loads(open(cluster.ssh_settings_path).read())
+    t = SshTransport(s["host"], s["port"], s["user"], s["key_path"], s["known_hosts_path"])
+    assert t.run(["echo", "a b;c"]).stdout == "a b;c\n"          # argv words survive quoting
+    assert t.run(["sh", "-c", "exit 3"], check=False).returncode == 3
+    t.close()
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    bad = SshTransport(s["host"], s["port"], s["user"], s["key_path"], str(empty))
+    with pytest.raises(TransportError, match="not in known_hosts"):
+        bad.run(["true"])
+
+
+def test_unreachable_ssh_host_is_a_transport_error():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    t = SshTransport("127.0.0.1", port, "poc", retries=2, backoff_s=0.1, connect_timeout=2)
+    t0 = time.monotonic()
+    with pytest.raises(TransportError, match="after 3 tries"):
+        t.run(["true"])
+    assert time.monotonic() - t0 < 10
+
+
+def test_clean_run_over_ssh_stores_all_five_metrics(cluster, tmp_path):
+    (rec,) = run_campaign(tmp_path, {"campaign": "itest-ssh", "repetitions": 1})
+    assert rec["status"] == "ok", rec.get("error")
+    assert_five_metrics(rec)
+    assert rec["scheduler"]["attempts"][0]["state"] == "COMPLETED"
+
+
+def test_clean_run_over_local_transport(cluster, tmp_path):
+    (rec,) = run_campaign(tmp_path, {"campaign": "itest-local", "repetitions": 1,
+                                     "slurm": {"transport": "local"}})
+    assert rec["status"] == "ok", rec.get("error")
+    assert_five_metrics(rec)
+
+
+@pytest.mark.parametrize("kind", ["kill_rank", "lose_node", "requeue"])
+def test_fault_is_injected_and_recovered(cluster, tmp_path, kind):
+    (rec,) = run_campaign(tmp_path, {"campaign": f"itest-{kind.replace('_', '-')}",
+                                     "faults": [{"kind": kind, "at_step": 8, "rank": 1}]})
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["faults"][0]["kind"] == kind
+    m = rec["metrics"]
+    assert m["recovery_s"]["value"] > 0 and m["lost_steps"]["value"] is not None
+    states = [a["state"] for a in rec["scheduler"]["attempts"]]
+    assert len(states) >= 2 and states[-1] == "COMPLETED", states
+    if kind == "lose_node":
+        assert states[0] == "NODE_FAIL"
+    assert idle_nodes() == {"c1", "c2", "c3"}  # a lost node is back for the next run
+
+
+def test_unknown_partition_is_a_failed_preflight_record(cluster, tmp_path):
+    (rec,) = run_campaign(tmp_path, {"campaign": "itest-bad-partition", "repetitions": 1,
+                                     "slurm": {"partition": "nope"}})
+    assert rec["status"] == "failed" and rec["error"]["stage"] == "preflight"
+    assert "nope" in rec["error"]["message"]
+
+
+def test_job_that_never_starts_times_out_and_is_cancelled(cluster, tmp_path):
+    (rec,) = run_campaign(tmp_path, {"campaign": "itest-never-starts", "repetitions": 1,
+                                     "slurm": {"extra_sbatch": ["--begin=now+3600"]},
+                                     "timeouts": {"queue_s": 8, "run_s": 60}})
+    assert rec["status"] == "failed" and rec["error"]["stage"] == "queue"
+    assert rec["error"]["type"] == "RunTimeout"
+    (job_id,) = rec["job_ids"]
+    out = slurm_docker.run(slurm_docker.login_exec_argv(["squeue", "-h", "-j", job_id, "-o", "%T"]),
+                           check=False).stdout.strip()
+    assert out in ("", "CANCELLED"), out
+
+
+def test_batch_script_that_fails_at_once(cluster, tmp_path):
+    (rec,) = run_campaign(tmp_path, {"campaign": "itest-fails", "repetitions": 1,
+                                     "slurm": {"python": "/nonexistent/python3", "max_restarts": 0}})
+    assert rec["status"] == "failed" and rec["error"]["stage"] == "run"
+    assert "failed" in rec["error"]["message"]
+    assert rec["scheduler"]["attempts"][-1]["state"] == "FAILED"
+
+
+def test_unreachable_login_node_is_a_failed_record(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (rec,) = run_campaign(tmp_path, {"campaign": "itest-unreachable", "repetitions": 1,
+                                     "slurm": {"host": "127.0.0.1", "port": port, "user": "poc"}})
+    assert rec["status"] == "failed" and rec["error"]["stage"] == "preflight"
+    assert rec["error"]["type"] == "TransportError"
