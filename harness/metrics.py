@@ -195,7 +195,8 @@ def derive(events: list[dict], times: dict, *, world: int, nodes: int, gpus_per_
 
     done = [_t(e) for e in ev.of_kind(events, "done")]
     timeline = {"submitted": submitted, "admitted": times.get("admitted"), "allocated": allocated,
-                "launched": src["launched"], "rendezvous": src["rendezvous"], "first_step": src["first_step"]}
+                "launched": src["launched"], "rendezvous": src["rendezvous"], "sweep_done": src["sweep_done"],
+                "first_step": src["first_step"]}
     for f in faults:
         timeline["fault"] = float(f["injected_at"])
         rs = m.get("recovery_s", {}).get("sources", {})

@@ -62,10 +62,11 @@ class Stages:
 def host_facts() -> dict:
     cpu = ""
     try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
     except OSError:
         pass
     return {"harness_host": socket.gethostname(), "harness_python": sys.version.split()[0],

@@ -71,8 +71,16 @@ class Store:
         try:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            self.close()
             raise StoreError(f"campaign {self.root} is in use by another poc process",
                              tip="wait for it to finish, or use another --campaign") from None
+        try:
+            return self._open_locked(config_hash, config, resume)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_locked(self, config_hash: str, config: dict, resume: bool) -> list[dict]:
         meta_path = self.root / "campaign.json"
         existing = read_runs(self.runs_path)
         if meta_path.exists():

@@ -13,9 +13,10 @@ import pandas as pd  # noqa: E402
 from .stats import PLATFORM_LABEL, latest, platform_sort_key  # noqa: E402
 
 COLORS = {"local": "#7f7f7f", "slurm": "#1f77b4", "k8s": "#d62728"}
-PHASES = ["submitted", "admitted", "allocated", "launched", "rendezvous", "first_step", "fault", "resumed", "done"]
+PHASES = ["submitted", "admitted", "allocated", "launched", "rendezvous", "sweep_done", "first_step", "fault",
+          "resumed", "done"]
 PHASE_COLORS = {"admitted": "#c7c7c7", "allocated": "#9edae5", "launched": "#ffbb78", "rendezvous": "#98df8a",
-                "first_step": "#aec7e8", "fault": "#c5b0d5", "resumed": "#ff9896", "done": "#dbdb8d"}
+                "sweep_done": "#f7b6d2", "first_step": "#aec7e8", "fault": "#c5b0d5", "resumed": "#ff9896", "done": "#dbdb8d"}
 SIDE_BY_SIDE = [("queue_s", "queue (s)"), ("startup_s", "startup (s)"), ("allreduce_busbw_gbps", "peak busbw (GB/s)"),
                 ("recovery_s", "recovery (s)"), ("cost_per_step_usd", "cost per step (USD)")]
 
@@ -71,7 +72,7 @@ def _representative(runs: list[dict]) -> list[dict]:
 
 def timeline(runs: list[dict], out: Path) -> Path:
     reps = _representative(runs)
-    fig, ax = plt.subplots(figsize=(11, 0.7 * max(2, len(reps)) + 1.5))
+    fig, ax = plt.subplots(figsize=(11, 0.7 * max(2, len(reps)) + 2.2))
     seen = set()
     for y, r in enumerate(reps):
         tl = r["timeline"]
@@ -84,12 +85,13 @@ def timeline(runs: list[dict], out: Path) -> Path:
             seen.add(p1)
         for p, x in pts:
             if p in ("fault", "resumed"):
-                ax.axvline(x, ymin=(y + 0.1) / len(reps), ymax=(y + 0.9) / len(reps), color="black", lw=1)
+                ax.plot([x, x], [y - 0.45, y + 0.45], color="black", lw=1.2)
+                ax.annotate(p, (x, y - 0.45), fontsize=7, ha="center", va="bottom")
     ax.set_yticks(range(len(reps)), [f"{PLATFORM_LABEL.get(r['platform'], r['platform'])} · {r.get('scenario')}" for r in reps])
     ax.invert_yaxis()
     ax.set_xlabel("seconds since submit")
     ax.set_title("Phase timeline of a typical run (segment = time until the named phase)")
-    ax.legend(loc="lower right", fontsize=8, ncol=3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize=8, ncol=5, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, out)
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what the smoke POC and the tests need on a Debian 12 machine (as root), idempotently:
+# Debian packages, a Docker engine, and a Python virtualenv with the project.
+# Builds and downloads are cached outside the checkout ($POC_CACHE_DIR), keyed by version,
+# so a second run takes seconds. The virtualenv is linked as ./.venv.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cache=${POC_CACHE_DIR:-$HOME/.cache/k8s-slurm-poc}
+mkdir -p "$cache/wheels" /var/log/poc
+log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# --- Debian packages -------------------------------------------------------------------------
+pkgs=(docker.io debootstrap containerd runc iptables iproute2 containernetworking-plugins
+      conntrack socat ethtool kmod openssl ca-certificates util-linux psmisc procps)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  log "apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- Docker engine (no systemd here: start dockerd by hand, log to a file) -------------------
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd"
+  (setsid nohup dockerd >/var/log/poc/dockerd.log 2>&1 &)
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { echo "ERROR dockerd did not start; see /var/log/poc/dockerd.log" >&2; exit 1; }
+fi
+
+# --- Python virtualenv, keyed by the dependency list -----------------------------------------
+py=${PYTHON:-python3}
+key=$( (cat "$here/pyproject.toml"; $py --version) | sha256sum | cut -c1-12)
+venv="$cache/venv-$key"
+if [ ! -x "$venv/bin/poc" ] || [ ! -f "$venv/.complete" ]; then
+  log "creating $venv"
+  rm -rf "$venv"
+  $py -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip
+  torch_req=$(grep -oE '"torch[^"]*"' "$here/pyproject.toml" | tr -d '"')
+  # torch is 4+ GB with its CUDA libraries: keep the wheels, so a new venv installs offline.
+  "$venv/bin/pip" download -q -d "$cache/wheels" "$torch_req" pytest-benchmark
+  "$venv/bin/pip" install -q --find-links "$cache/wheels" -e "$here[dev]"
+  touch "$venv/.complete"
+else
+  "$venv/bin/pip" install -q --no-deps --no-build-isolation -e "$here" 2>/dev/null \
+    || "$venv/bin/pip" install -q --find-links "$cache/wheels" -e "$here[dev]"
+fi
+ln -sfn "$venv" "$here/.venv"
+log "ready: $here/.venv ($("$venv/bin/python" -c 'import torch; print("torch", torch.__version__)'))"

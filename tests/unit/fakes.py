@@ -1,0 +1,52 @@
+"""A backend that replays events recorded from a real local run: for pipeline logic only.
+
+The real backends are exercised by the integration tests against real clusters.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from harness import events as ev
+from harness.backends.base import Backend, Collected, FaultRecord, Handle, Observation, Rendered
+from harness.states import JobState
+
+FIX = Path(__file__).parents[1] / "fixtures" / "local"
+
+
+class ScriptedBackend(Backend):
+    platform = "local"
+
+    def __init__(self, interrupt_on: str | None = None):
+        self.interrupt_on = interrupt_on
+        self.cancelled: list[str] = []
+        self.events = ev.parse_lines((FIX / "clean_events.jsonl").read_text().splitlines())
+
+    def render(self, spec):
+        return Rendered("local", {"job.txt": spec.run_id})
+
+    def preflight(self):
+        return {"scheduler": "scripted"}
+
+    def submit(self, spec, rendered):
+        return Handle("local", spec.run_id, ["1"], time.time(), data={})
+
+    def observe(self, handles):
+        out = {}
+        for h in handles:
+            if h.run_id == self.interrupt_on:
+                raise KeyboardInterrupt
+            t0 = self.events[0]["ts_ns"]
+            shifted = [dict(e, ts_ns=int(h.submitted_at * 1e9) + 10_000_000 + e["ts_ns"] - t0) for e in self.events]
+            out[h.run_id] = Observation(JobState.SUCCEEDED, shifted,
+                                        {"submitted": h.submitted_at, "allocated": h.submitted_at + 0.005})
+        return out
+
+    def inject(self, handle, kind, target_event):
+        return FaultRecord(kind, time.time(), {})
+
+    def collect(self, handle):
+        return Collected(events=[], times={}, attempts=[])
+
+    def cancel(self, handle):
+        self.cancelled.append(handle.run_id)
