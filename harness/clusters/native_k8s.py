@@ -156,31 +156,55 @@ def _component_env() -> dict[str, str]:
 
 def _spawn(L: Layout, state: dict, name: str, argv: list[str], env: dict | None = None,
            cgroup: str | None = None) -> int:
-    """Start a component detached, in its own cgroup, logging to logs/<name>.log; record its pid."""
+    """Start a component detached (own session, own cgroup, logging to logs/<name>.log) and record its pid.
+
+    A plain fork+exec rather than subprocess.Popen: the component outlives this call (and this
+    Python process), so there is no Popen object to keep; `down` stops it by pid.
+    """
     L.logs.mkdir(parents=True, exist_ok=True)
     cg = f"{CGROUP_PARENT}/{cgroup or name}"
     host.make_cgroup(cg)
     procs_files = [str(h / cg / "cgroup.procs") for h in host.hierarchies()]
-
-    def into_cgroup():
-        pid = str(os.getpid())
-        for f in procs_files:
+    env = env or _component_env()
+    log_path = str(L.log(name))
+    with open(log_path, "ab") as log:
+        log.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {' '.join(argv)}\n".encode())
+    r, w = os.pipe()                      # close-on-exec: carries an exec failure back to us
+    pid = os.fork()
+    if pid == 0:                          # child: only os-level calls until exec
+        try:
+            os.close(r)
+            os.setsid()
+            for f in procs_files:
+                try:
+                    fd = os.open(f, os.O_WRONLY)
+                    os.write(fd, str(os.getpid()).encode())
+                    os.close(fd)
+                except OSError:
+                    pass
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(devnull, 0)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.closerange(3, w)
+            os.closerange(w + 1, 4096)
+            os.execvpe(argv[0], argv, env)
+        except BaseException as e:  # noqa: BLE001 - report anything, then leave without cleanup
             try:
-                with open(f, "w") as fh:
-                    fh.write(pid)
-            except OSError:
-                pass
-
-    log = open(L.log(name), "ab")
-    log.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {' '.join(argv)}\n".encode())
-    log.flush()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            env=env or _component_env(), start_new_session=True, preexec_fn=into_cgroup)
-    log.close()
-    state["components"][name] = {"pid": proc.pid, "exe": Path(argv[0]).name, "argv": argv,
-                                 "log": str(L.log(name)), "cgroup": cg}
+                os.write(w, f"{type(e).__name__}: {e}".encode())
+            finally:
+                os._exit(127)
+    os.close(w)
+    with os.fdopen(r, "rb") as rf:
+        err = rf.read()
+    if err:
+        os.waitpid(pid, 0)
+        raise ClusterError(f"could not start {name} ({argv[0]}): {err.decode(errors='replace')}",
+                           tip="run the build again: python -m harness.clusters.k8s.builds")
+    state["components"][name] = {"pid": pid, "exe": Path(argv[0]).name, "argv": argv, "log": log_path, "cgroup": cg}
     _save_state(L, state)
-    return proc.pid
+    return pid
 
 
 def _alive(entry: dict) -> bool:
@@ -428,6 +452,7 @@ def import_image(image_ref: str, state_dir: str | Path | None = None, nodes: lis
         known[name] = image_id
         record.write_text(json.dumps(known, indent=2))
         result[node] = "imported"
+    tar.unlink(missing_ok=True)   # a multi-GB copy; every node now holds the image
     return result
 
 
@@ -664,6 +689,22 @@ def _crd_manifests(L: Layout) -> Path:
     return path
 
 
+# Kueue v0.14 reads its metrics certificate from this fixed path when internal certificate
+# management is off (cmd/kueue/main.go). `up` creates it (recorded, removed by `down`).
+KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+
+
+def _install_kueue_metrics_cert(L: Layout, state: dict, certs: dict) -> None:
+    top = KUEUE_METRICS_CERT_DIR.parents[1]          # /etc/kueue
+    if not top.exists():
+        state.setdefault("created_paths", []).append(str(top))
+        _save_state(L, state)
+    KUEUE_METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(certs["webhook"].cert, KUEUE_METRICS_CERT_DIR / "tls.crt")
+    shutil.copyfile(certs["webhook"].key, KUEUE_METRICS_CERT_DIR / "tls.key")
+    (KUEUE_METRICS_CERT_DIR / "tls.key").chmod(0o600)
+
+
 # ------------------------------------------------------------------ starting components
 
 def _start_kubelet(L: Layout, state: dict, i: int) -> int:
@@ -894,6 +935,7 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
     jobset_env = _component_env() | {"KUBECONFIG": str(P / "jobset.kubeconfig")}
     _spawn(L, state, "jobset", [str(builds.JOBSET.path("jobset-manager")), f"--config={_jobset_config(L)}",
                                 "--zap-log-level=info"], env=jobset_env)
+    _install_kueue_metrics_cert(L, state, certs)
     kueue_env = _component_env() | {"KUBECONFIG": str(P / "kueue.kubeconfig")}
     _spawn(L, state, "kueue", [str(builds.KUEUE.path("kueue-manager")), f"--config={_kueue_config(L)}",
                                "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2"], env=kueue_env)
@@ -1034,6 +1076,8 @@ def down(state_dir: str | Path | None = None) -> dict:
                     shutil.rmtree(sub, ignore_errors=True)
                 else:
                     sub.unlink(missing_ok=True)
+    for path in state.get("created_paths", []):
+        shutil.rmtree(path, ignore_errors=True)
     if L.state_file.exists():
         L.state_file.unlink()
     return report
