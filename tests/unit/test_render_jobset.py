@@ -1,0 +1,226 @@
+"""Golden tests of the rendered JobSet and Kueue objects, validated against the CRDs' own schemas.
+
+POC_UPDATE_GOLDEN=1 rewrites the golden files (tests/fixtures/k8s/golden) and manifests/.
+The CRD schemas (tests/fixtures/k8s/crd-schemas) are the openAPIV3Schema of JobSet v0.10.1 and
+Kueue v0.14.5 from their modules' config/components/crd/bases; a test checks them against the
+module cache when the local cluster's build has fetched it.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from harness import config, spec
+from harness.backends.kubernetes import KubernetesBackend
+from harness.errors import ConfigError
+from harness.render import jobset as rj
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "k8s"
+GOLDEN = FIX / "golden"
+SCHEMAS = FIX / "crd-schemas"
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+IMAGE = "k8s-slurm-poc/worker:trixie"
+CKPT_ROOT = "/var/lib/poc/checkpoints"
+UPDATE = os.environ.get("POC_UPDATE_GOLDEN") == "1"
+
+CASES = {
+    "default-clean": ({"platforms": ["k8s"]}, 0, None),
+    "default-kill-rank": ({"platforms": ["k8s"]}, 1, None),
+    "gpu-pvc": ({"platforms": ["k8s"], "campaign": "a100",
+                 "resources": {"nodes": 4, "procs_per_node": 8, "gpus_per_node": 8, "cpus_per_node": 64,
+                               "memory_mb": 512000},
+                 "workload": {"backend": "nccl"}, "faults": [{"kind": "lose_node", "at_step": 20, "rank": 9}],
+                 "kubernetes": {"namespace": "ml", "local_queue": "team-a", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                                "image_pull_policy": "Always", "max_restarts": 5, "toleration_seconds": 60}},
+                1, "poc-checkpoints"),
+}
+
+
+def job_of(name: str) -> tuple[spec.JobSpec, config.Config, rj.K8sJob]:
+    data, index, pvc = CASES[name]
+    cfg = config.from_mapping(data)
+    run_id, fault = spec.run_plan(cfg, "k8s")[index]
+    s = spec.build(cfg, "k8s", run_id, fault)
+    image = cfg.kubernetes.image or IMAGE
+    return s, cfg, rj.render_jobset(s, cfg.kubernetes, image, CKPT_ROOT, checkpoint_pvc=pvc)
+
+
+def golden_docs(name: str) -> list[dict]:
+    s, cfg, job = job_of(name)
+    cm = copy.deepcopy(job.configmap)
+    cm["data"] = {k: "<the text of workloads/ddp_train.py>" for k in cm["data"]}
+    return [job.jobset, cm, *rj.setup_objects(s, cfg.kubernetes)]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name):
+    text = rj.to_yaml(golden_docs(name))
+    path = GOLDEN / f"{name}.yaml"
+    if UPDATE:
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{path} differs; POC_UPDATE_GOLDEN=1 rewrites it after review"
+
+
+def test_configmap_carries_the_workload_verbatim():
+    _, _, job = job_of("default-clean")
+    text = (Path(__file__).resolve().parents[2] / "workloads" / "ddp_train.py").read_text()
+    assert job.configmap["data"]["ddp_train.py"] == text
+    assert list(yaml.safe_load_all(rj.to_yaml([job.configmap])))[0]["data"]["ddp_train.py"] == text
+
+
+# ------------------------------------------------------------------ CRD schema validation
+
+def _strict(schema):
+    """CRD schemas prune unknown fields silently; for tests, an unknown field is an error (typos)."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields"):
+            out.setdefault("additionalProperties", False)
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+def _validator(kind: str, version: str):
+    doc = next(json.loads(p.read_text()) for p in SCHEMAS.glob("*.json") if json.loads(p.read_text())["kind"] == kind)
+    return jsonschema.Draft7Validator(_strict(doc["versions"][version]))
+
+
+def validate(obj: dict) -> list[str]:
+    group, version = obj["apiVersion"].split("/")
+    v = _validator(obj["kind"], version)
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(obj)]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_objects_validate_against_crd_schemas(name):
+    s, cfg, job = job_of(name)
+    crs = [job.jobset] + [o for o in rj.setup_objects(s, cfg.kubernetes) if o["apiVersion"].startswith("kueue")]
+    assert [o["kind"] for o in crs] == ["JobSet", "ResourceFlavor", "ClusterQueue", "LocalQueue"]
+    for o in crs:
+        assert validate(o) == [], o["kind"]
+
+
+def test_schema_validation_catches_mistakes():
+    _, _, job = job_of("default-clean")
+    bad = copy.deepcopy(job.jobset)
+    bad["spec"]["failurePolicy"]["restartStrategy"] = "Sometimes"
+    bad["spec"]["network"]["enableDnsHostnames"] = True          # wrong spelling
+    bad["spec"]["replicatedJobs"][0]["replicas"] = "one"
+    errs = "\n".join(validate(bad))
+    assert "Sometimes" in errs and "enableDnsHostnames" in errs and "'one'" in errs
+
+
+def test_vendored_schemas_match_module_cache():
+    from harness.clusters.k8s import builds
+    root = builds.cache_dir() / "go" / "mod"
+    for p in SCHEMAS.glob("*.json"):
+        doc = json.loads(p.read_text())
+        src = root / doc["source"]
+        if not src.exists():
+            pytest.skip(f"{src} not fetched (the native cluster's build fetches it)")
+        crd = yaml.safe_load(src.read_text())
+        assert {v["name"]: v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v.get("served")} \
+            == doc["versions"], p.name
+
+
+# ------------------------------------------------------------------ what the JobSet must say
+
+def test_jobset_shape():
+    s, cfg, job = job_of("default-kill-rank")
+    js = job.jobset
+    assert js["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and js["spec"]["suspend"] is True
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "poc-queue"
+    assert js["metadata"]["labels"]["poc/run-id"] == s.run_id == js["metadata"]["name"]
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": 3, "restartStrategy": "Recreate"}
+    assert js["spec"]["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True,
+                                     "subdomain": s.run_id}
+    rjob = js["spec"]["replicatedJobs"][0]
+    jspec = rjob["template"]["spec"]
+    assert (jspec["parallelism"], jspec["completions"], jspec["backoffLimit"]) == (2, 2, 0)
+    pod = jspec["template"]["spec"]
+    c = pod["containers"][0]
+    assert f"--rdzv_endpoint={s.run_id}-w-0-0.{s.run_id}:29500" in c["command"]
+    assert "--max_restarts=0" in c["command"]        # JobSet, not torchrun, recovers
+    env = {e["name"]: e for e in c["env"]}
+    assert env["JOBSET_RESTART_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"]["value"] == "1"
+    assert c["resources"]["requests"] == {"cpu": "1", "memory": "3072Mi"} == c["resources"]["limits"]
+    assert {t["key"]: t["tolerationSeconds"] for t in pod["tolerations"]} == \
+        {"node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}
+    vols = {v["name"]: v for v in pod["volumes"]}
+    assert vols["run"]["hostPath"]["path"] == f"{CKPT_ROOT}/smoke/{s.run_id}"
+    assert vols["workload"]["configMap"]["name"] == job.configmap["metadata"]["name"]
+
+
+def test_gpu_and_pvc():
+    s, cfg, job = job_of("gpu-pvc")
+    pod = job.jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert c["image"] == "nvcr.io/nvidia/pytorch:24.05-py3" and c["imagePullPolicy"] == "Always"
+    assert {v["name"]: v for v in pod["volumes"]}["run"] == {"name": "run", "persistentVolumeClaim": {"claimName": "poc-checkpoints"}}
+    assert {m["name"]: m for m in c["volumeMounts"]}["run"]["subPath"] == f"a100/{s.run_id}"
+    q = {r["name"]: r["nominalQuota"] for r in rj.kueue_objects(s, cfg.kubernetes)[1]["spec"]["resourceGroups"][0]
+         ["flavors"][0]["resources"]}
+    assert q == {"cpu": "256", "memory": "2048000Mi", "nvidia.com/gpu": "32"}
+    assert job.jobset["spec"]["failurePolicy"]["maxRestarts"] == 5
+
+
+def test_quota_fits_n_jobs():
+    s, cfg, _ = job_of("default-clean")
+    assert rj.quota(s, 1) == {"cpu": "2", "memory": "6144Mi", "nvidia.com/gpu": "0"}
+    assert rj.quota(s, 2)["cpu"] == "4"
+
+
+def test_bad_inputs_are_config_errors():
+    s, cfg, _ = job_of("default-clean")
+    with pytest.raises(ConfigError, match="image"):
+        rj.render_jobset(s, cfg.kubernetes, "bad image; rm -rf /", CKPT_ROOT)
+    import dataclasses
+    long = dataclasses.replace(s, run_id="x" * 60)
+    with pytest.raises(ConfigError, match="longer than 63"):
+        rj.render_jobset(long, cfg.kubernetes, IMAGE, CKPT_ROOT)
+
+
+def test_render_is_pure_and_backend_needs_no_cluster(tmp_path, monkeypatch):
+    monkeypatch.setenv("POC_STATE_DIR", str(tmp_path))
+    cfg = config.from_mapping({"platforms": ["k8s"], "kubernetes": {"image": IMAGE}})
+    b = KubernetesBackend.from_config(cfg)      # no kubeconfig exists: construction must not need one
+    s = spec.build(cfg, "k8s", "k8s-clean-01", None)
+    r1, r2 = b.render(s), b.render(s)
+    assert r1.files == r2.files
+    assert set(r1.files) == {"jobset.yaml", "workload-configmap.yaml", "kueue.yaml", "rbac.yaml"}
+    for text in r1.files.values():
+        assert all(isinstance(d, dict) for d in yaml.safe_load_all(text))
+    assert str(tmp_path) in r1.files["jobset.yaml"]
+
+
+# ------------------------------------------------------------------ manifests/ stay what the renderer writes
+
+def manifest_docs() -> dict[str, list[dict]]:
+    s, cfg, job = job_of("default-clean")
+    setup = rj.setup_objects(s, cfg.kubernetes)
+    return {"jobset.yaml": [job.jobset],
+            "kueue.yaml": [o for o in setup if o["kind"] in ("Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue")],
+            "rbac.yaml": [o for o in setup if o["apiVersion"].startswith("rbac") or o["kind"] == "ServiceAccount"]}
+
+
+@pytest.mark.parametrize("name", ["jobset.yaml", "kueue.yaml", "rbac.yaml"])
+def test_manifests_match_renderer(name):
+    docs = manifest_docs()[name]
+    path = MANIFESTS / name
+    header = ("# Rendered by harness/render/jobset.py from the built-in default config (run k8s-clean-01);\n"
+              "# tests/unit/test_render_jobset.py keeps it in step. See manifests/README.md.\n")
+    if UPDATE:
+        path.write_text(header + rj.to_yaml(docs))
+    assert list(yaml.safe_load_all(path.read_text())) == docs
