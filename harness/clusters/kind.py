@@ -13,6 +13,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from harness.clusters.k8s import builds
 from harness.errors import ClusterError, CommandError
 
@@ -51,14 +53,35 @@ def choose_provider(try_pull: bool = True) -> str:
     return "kind" if can_use_kind(try_pull) else "native"
 
 
-def up() -> Path:
+def usable() -> bool:
+    """What `--provider auto` asks: may pull kind's node image (only when kind is installed)."""
+    return can_use_kind(try_pull=True)
+
+
+def _config(nodes: int) -> Path:
+    """manifests/kind-cluster.yaml with `nodes` workers (default 3: two for the job, one spare)."""
+    doc = yaml.safe_load(CONFIG.read_text())
+    workers = [n for n in doc["nodes"] if n["role"] == "worker"]
+    template = workers[0] if workers else {"role": "worker"}
+    doc["nodes"] = [n for n in doc["nodes"] if n["role"] != "worker"]
+    for i in range(1, nodes + 1):
+        w = dict(template)
+        w["labels"] = {"poc.k8s-slurm/node-index": str(i)}
+        doc["nodes"].append(w)
+    out = kubeconfig_path().parent / "kind-cluster.yaml"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+def up(nodes: int = 3) -> Path:
     if not shutil.which("kind"):
         raise ClusterError("kind is not installed", tip="install kind, or use `--provider native`")
     kc = kubeconfig_path()
     kc.parent.mkdir(parents=True, exist_ok=True)
+    config = _config(nodes)
     clusters = _run(["kind", "get", "clusters"]).split()
     if CLUSTER_NAME not in clusters:
-        _run(["kind", "create", "cluster", "--name", CLUSTER_NAME, "--config", str(CONFIG),
+        _run(["kind", "create", "cluster", "--name", CLUSTER_NAME, "--config", str(config),
               "--image", NODE_IMAGE, "--kubeconfig", str(kc), "--wait", "180s"], timeout=900)
     else:
         kc.write_text(_run(["kind", "get", "kubeconfig", "--name", CLUSTER_NAME]))
@@ -74,6 +97,13 @@ def down() -> None:
     if shutil.which("kind"):
         _run(["kind", "delete", "cluster", "--name", CLUSTER_NAME])
     kubeconfig_path().unlink(missing_ok=True)
+
+
+def status() -> list[str]:
+    """The kind node containers (`docker ps` names), empty when the cluster does not exist."""
+    if not shutil.which("kind"):
+        return []
+    return _run(["kind", "get", "nodes", "--name", CLUSTER_NAME]).split()
 
 
 def import_image(image_ref: str) -> None:

@@ -18,7 +18,6 @@ State lives in ``$POC_STATE_DIR/k8s-native`` (default ``~/.local/state/k8s-slurm
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -28,121 +27,27 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-import yaml
-
-from harness.clusters.k8s import builds, host, pki
+from harness.clusters.k8s import builds, components, host, pki
+from harness.clusters.k8s.layout import (  # noqa: F401 - re-exported: the settings are part of the API
+    APISERVER_PORT, BRIDGE_PREFIX, CGROUP_PARENT, CLUSTER_CIDR, CLUSTER_DOMAIN, COREDNS_READY, DNS_IP,
+    DNS_LINK, ETCD_CLIENT_PORT, ETCD_PEER_PORT, IPTABLES_CHAIN, JOBSET_PORTS, KCM_PORT, KUEUE_PORTS,
+    NODE_LEASE_DURATION_SECONDS, NODE_MONITOR_GRACE_PERIOD, NODE_STATUS_UPDATE_FREQUENCY, PAUSE_IMAGE,
+    SCHEDULER_PORT, SERVICE_CIDR, TOLERATION_SECONDS, ClusterInfo, ComponentStatus, Layout, load_state,
+    node_ip, node_name, save_state, state_root,
+)
+from harness.clusters.k8s.node_images import (  # noqa: F401 - re-exported
+    BUSYBOX_IMAGE, ctr, ensure_busybox_image, ensure_pause_image, import_image,
+)
 from harness.errors import ClusterError, CommandError, PocError
 
-# ------------------------------------------------------------------ settings (recorded in ClusterInfo)
-
-CLUSTER_CIDR = "10.244.0.0/16"          # node i gets 10.244.i.0/24 on bridge pocbr<i>, gateway .1
-SERVICE_CIDR = "10.96.0.0/16"
-DNS_IP = "10.96.0.10"                   # CoreDNS on the host, on device pocdns0
-CLUSTER_DOMAIN = "cluster.local"
-BRIDGE_PREFIX = "pocbr"
-DNS_LINK = "pocdns0"
-IPTABLES_CHAIN = "POC-NATIVE-K8S"
-CGROUP_PARENT = "poc-native-k8s"
-PAUSE_IMAGE = "poc.local/pause:3.10"
-
-ETCD_CLIENT_PORT, ETCD_PEER_PORT = 12379, 12380
-APISERVER_PORT = 16443
-KCM_PORT, SCHEDULER_PORT = 20257, 20259
-JOBSET_PORTS = {"webhook": 29443, "metrics": 28443, "health": 28081}
-KUEUE_PORTS = {"webhook": 29444, "metrics": 28444, "health": 28082}
-COREDNS_HEALTH, COREDNS_READY = 28053, 28054
-
-# How fast a lost node is noticed and its pods are replaced. A recovery-time number means
-# nothing without these beside it.
-NODE_MONITOR_GRACE_PERIOD = "20s"
-NODE_LEASE_DURATION_SECONDS = 20        # kubelet renews every quarter of this (5 s)
-NODE_STATUS_UPDATE_FREQUENCY = "4s"
-TOLERATION_SECONDS = 30                 # default not-ready / unreachable NoExecute toleration
-
-
-def kubelet_port(i: int) -> int:
-    return 21000 + 10 * i
-
-
-def kubelet_healthz_port(i: int) -> int:
-    return 21001 + 10 * i
-
-
-def node_name(i: int) -> str:
-    return f"poc-n{i}"
-
-
-def node_ip(i: int) -> str:
-    return f"10.244.{i}.1"
-
-
-def state_root(state_dir: str | Path | None = None) -> Path:
-    if state_dir:
-        return Path(state_dir)
-    base = os.environ.get("POC_STATE_DIR") or Path.home() / ".local" / "state" / "k8s-slurm-poc"
-    return Path(base) / "k8s-native"
-
-
-@dataclass(frozen=True)
-class ComponentStatus:
-    name: str
-    pid: int | None
-    alive: bool
-    log: str
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    kubeconfig: Path
-    state_dir: Path
-    server: str
-    nodes: tuple[str, ...]
-    versions: dict = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)
-    up_seconds: float = 0.0
-    reused: bool = False
-
-
-class Layout:
-    """Every path of one cluster instance."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.pki = root / "pki"
-        self.logs = root / "logs"
-        self.etcd = root / "etcd"
-        self.manifests = root / "manifests"
-        self.config = root / "config"
-        self.nodes_dir = root / "nodes"
-        self.state_file = root / "state.json"
-        self.kubeconfig = root / "kubeconfig"
-        self.admin_kubeconfig = self.pki / "admin.kubeconfig"
-
-    def node(self, name: str) -> Path:
-        return self.nodes_dir / name
-
-    def containerd_sock(self, name: str) -> Path:
-        return self.node(name) / "containerd.sock"
-
-    def log(self, component: str) -> Path:
-        return self.logs / f"{component}.log"
-
-
-# ------------------------------------------------------------------ state file
-
-def _load_state(L: Layout) -> dict:
-    if L.state_file.exists():
-        return json.loads(L.state_file.read_text())
-    return {"components": {}}
-
-
-def _save_state(L: Layout, state: dict) -> None:
-    tmp = L.state_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, default=str))
-    tmp.replace(L.state_file)
+__all__ = [
+    "up", "down", "status", "info", "is_up", "import_image", "stop_kubelet", "start_kubelet", "memory_mib",
+    "ensure_busybox_image", "ensure_pause_image", "ClusterInfo", "ComponentStatus", "BUSYBOX_IMAGE", "PAUSE_IMAGE",
+    "NODE_MONITOR_GRACE_PERIOD", "TOLERATION_SECONDS", "state_root", "main",
+]
 
 
 # ------------------------------------------------------------------ processes
@@ -203,7 +108,7 @@ def _spawn(L: Layout, state: dict, name: str, argv: list[str], env: dict | None 
         raise ClusterError(f"could not start {name} ({argv[0]}): {err.decode(errors='replace')}",
                            tip="run the build again: python -m harness.clusters.k8s.builds")
     state["components"][name] = {"pid": pid, "exe": Path(argv[0]).name, "argv": argv, "log": log_path, "cgroup": cg}
-    _save_state(L, state)
+    save_state(L, state)
     return pid
 
 
@@ -232,7 +137,7 @@ def _wait(what: str, check, timeout: float, L: Layout | None = None, logs: tuple
         except Exception as e:  # noqa: BLE001 - any failure means "not yet"
             last_err = e
         if L is not None:
-            state = _load_state(L)
+            state = load_state(L)
             for name in logs:
                 entry = state["components"].get(name)
                 if entry and not _alive(entry):
@@ -314,395 +219,6 @@ def _ensure_pki(L: Layout, n: int) -> dict:
     shutil.copyfile(c["webhook"].cert, wh / "tls.crt")
     shutil.copyfile(c["webhook"].key, wh / "tls.key")
     return c
-
-
-# ------------------------------------------------------------------ pause image
-
-PAUSE_GO = """package main
-
-// pause: the pod sandbox process. Waits for a signal, reaps children, exits 0 on INT/TERM.
-
-import (
-\t"os"
-\t"os/signal"
-\t"syscall"
-)
-
-func main() {
-\tc := make(chan os.Signal, 8)
-\tsignal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
-\tfor s := range c {
-\t\tif s != syscall.SIGCHLD {
-\t\t\tos.Exit(0)
-\t\t}
-\t\tfor {
-\t\t\tvar ws syscall.WaitStatus
-\t\t\tpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-\t\t\tif pid <= 0 || err != nil {
-\t\t\t\tbreak
-\t\t\t}
-\t\t}
-\t}
-}
-"""
-
-
-def ensure_pause_image() -> None:
-    """A tiny static pause program in a FROM scratch image, built locally with docker."""
-    if host.run(["docker", "image", "inspect", PAUSE_IMAGE], check=False).returncode == 0:
-        return
-    src = builds.cache_dir() / "src" / "pause"
-    src.mkdir(parents=True, exist_ok=True)
-    (src / "go.mod").write_text("module poc.local/pause\n\ngo 1.24\n")
-    (src / "main.go").write_text(PAUSE_GO)
-    (src / "Dockerfile").write_text('FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n')
-    env = builds.go_env()
-    proc = subprocess.run([builds.go_binary(), "build", "-trimpath", "-ldflags", "-s -w", "-o", "pause", "."],
-                          cwd=src, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CommandError(["go", "build", "pause"], proc.returncode, proc.stdout, proc.stderr)
-    host.run(["docker", "build", "-q", "-t", PAUSE_IMAGE, str(src)], timeout=300)
-
-
-BUSYBOX_IMAGE = "poc.local/busybox:1.35"
-
-
-def ensure_busybox_image() -> str:
-    """A 2 MB test image (Debian's busybox-static in a FROM scratch image): sh, nslookup, sleep, nc."""
-    if host.run(["docker", "image", "inspect", BUSYBOX_IMAGE], check=False).returncode == 0:
-        return BUSYBOX_IMAGE
-    busybox = Path("/bin/busybox")
-    if not busybox.exists():
-        raise ClusterError("/bin/busybox is missing", tip="apt-get install busybox-static")
-    ctx = builds.cache_dir() / "src" / "busybox-image"
-    if ctx.exists():
-        shutil.rmtree(ctx)
-    (ctx / "bin").mkdir(parents=True)
-    shutil.copy2(busybox, ctx / "bin" / "busybox")
-    applets = host.run([str(busybox), "--list"]).stdout.decode().split()
-    for a in applets:
-        if a != "busybox":
-            (ctx / "bin" / a).symlink_to("busybox")
-    (ctx / "Dockerfile").write_text('FROM scratch\nCOPY bin /bin\nENV PATH=/bin\nCMD ["/bin/sh"]\n')
-    host.run(["docker", "build", "-q", "-t", BUSYBOX_IMAGE, str(ctx)], timeout=300)
-    return BUSYBOX_IMAGE
-
-
-# ------------------------------------------------------------------ images into containerd
-
-def _normalize_ref(ref: str) -> str:
-    """The name containerd's CRI (and `ctr import`) gives a docker reference."""
-    name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
-    first = name.split("/", 1)[0]
-    if "/" not in name:
-        name = f"docker.io/library/{name}"
-    elif "." not in first and ":" not in first and first != "localhost":
-        name = f"docker.io/{name}"
-    return f"{name}:{tag}"
-
-
-def _ctr(L: Layout, node: str, *args: str, input: bytes | None = None, check: bool = True, timeout: float = 600):
-    return host.run(["ctr", "--address", str(L.containerd_sock(node)), "--namespace", "k8s.io", *args],
-                    check=check, input=input, timeout=timeout)
-
-
-def import_image(image_ref: str, state_dir: str | Path | None = None, nodes: list[str] | None = None) -> dict[str, str]:
-    """Import a local docker image into every node's containerd where it is missing (or stale).
-
-    Returns {node: "imported" | "present"}. Pods must use imagePullPolicy Never/IfNotPresent.
-    """
-    L = Layout(state_root(state_dir))
-    state = _load_state(L)
-    nodes = nodes or state.get("nodes") or []
-    inspect = host.run(["docker", "image", "inspect", "-f", "{{.Id}}", image_ref], check=False)
-    if inspect.returncode != 0:
-        raise ClusterError(f"image {image_ref} is not in the local docker engine",
-                           tip="build it first (harness.clusters.images.ensure_worker_image)")
-    image_id = inspect.stdout.decode().strip()
-    name = _normalize_ref(image_ref)
-    todo, result = [], {}
-    for node in nodes:
-        record = L.node(node) / "images.json"
-        known = json.loads(record.read_text()) if record.exists() else {}
-        present = name in _ctr(L, node, "images", "ls", "-q").stdout.decode().split()
-        if present and known.get(name) == image_id:
-            result[node] = "present"
-        else:
-            todo.append(node)
-    if not todo:
-        return result
-    tar_dir = builds.cache_dir() / "images"
-    tar_dir.mkdir(parents=True, exist_ok=True)
-    tar = tar_dir / f"{image_id.replace(':', '-')[:32]}.tar"
-    if not tar.exists():
-        tmp = tar.with_suffix(".partial")
-        host.run(["docker", "save", "-o", str(tmp), image_ref], timeout=1800)
-        tmp.replace(tar)
-    procs = {}
-    for node in todo:
-        argv = ["ctr", "--address", str(L.containerd_sock(node)), "--namespace", "k8s.io",
-                "images", "import", "--snapshotter", "overlayfs", str(tar)]
-        procs[node] = (argv, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    for node, (argv, p) in procs.items():
-        out, err = p.communicate(timeout=1800)
-        if p.returncode != 0:
-            raise CommandError(argv, p.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
-        record = L.node(node) / "images.json"
-        known = json.loads(record.read_text()) if record.exists() else {}
-        known[name] = image_id
-        record.write_text(json.dumps(known, indent=2))
-        result[node] = "imported"
-    tar.unlink(missing_ok=True)   # a multi-GB copy; every node now holds the image
-    return result
-
-
-# ------------------------------------------------------------------ component configs
-
-def _containerd_config(L: Layout, node: str) -> Path:
-    d = L.node(node)
-    for sub in ("containerd-root", "containerd-state", "cni/net.d", "cni/ipam", "runc"):
-        (d / sub).mkdir(parents=True, exist_ok=True)
-    cri = 'plugins."io.containerd.grpc.v1.cri"'
-    toml = f"""version = 2
-root = "{d / 'containerd-root'}"
-state = "{d / 'containerd-state'}"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
-                    "io.containerd.tracing.processor.v1.otlp"]
-
-[grpc]
-  address = "{L.containerd_sock(node)}"
-
-[ttrpc]
-  address = "{L.containerd_sock(node)}.ttrpc"
-
-[debug]
-  address = ""
-
-[metrics]
-  address = ""
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{d / 'containerd-opt'}"
-
-[{cri}]
-  sandbox_image = "{PAUSE_IMAGE}"
-  enable_selinux = false
-  disable_apparmor = true
-  # this host (and containers generally) lack CAP_SYS_RESOURCE: runc cannot lower oom_score_adj
-  restrict_oom_score_adj = true
-  max_container_log_line_size = 16384
-
-[{cri}.containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-  discard_unpacked_layers = false
-
-[{cri}.containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-
-[{cri}.containerd.runtimes.runc.options]
-  SystemdCgroup = false
-  Root = "{d / 'runc'}"
-
-[{cri}.cni]
-  bin_dir = "/usr/lib/cni"
-  conf_dir = "{d / 'cni/net.d'}"
-  max_conf_num = 1
-"""
-    path = d / "containerd.toml"
-    path.write_text(toml)
-    return path
-
-
-def _cni_config(L: Layout, node: str, i: int) -> None:
-    conf = {
-        "cniVersion": "1.0.0",
-        "name": "poc-native",
-        "plugins": [{
-            "type": "bridge",
-            "bridge": f"{BRIDGE_PREFIX}{i}",
-            "isGateway": True,
-            "ipMasq": False,
-            "hairpinMode": True,
-            "ipam": {
-                "type": "host-local",
-                "ranges": [[{"subnet": f"10.244.{i}.0/24", "gateway": node_ip(i)}]],
-                "routes": [{"dst": "0.0.0.0/0"}],
-                "dataDir": str(L.node(node) / "cni/ipam"),
-            },
-        }],
-    }
-    (L.node(node) / "cni/net.d/10-poc-native.conflist").write_text(json.dumps(conf, indent=2))
-
-
-def _kubelet_config(L: Layout, node: str, i: int, certs: dict) -> Path:
-    d = L.node(node)
-    (d / "kubelet").mkdir(parents=True, exist_ok=True)
-    (d / "volume-plugins").mkdir(parents=True, exist_ok=True)
-    server = certs[f"kubelet-server-{node}"]
-    cfg = {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "address": node_ip(i),
-        "port": kubelet_port(i),
-        "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1",
-        "healthzPort": kubelet_healthz_port(i),
-        "tlsCertFile": str(server.cert),
-        "tlsPrivateKeyFile": str(server.key),
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
-                           "x509": {"clientCAFile": str(certs["ca"].cert)}},
-        "authorization": {"mode": "AlwaysAllow"},
-        "cgroupDriver": "cgroupfs",
-        "cgroupRoot": f"/{CGROUP_PARENT}/{node}",
-        "cgroupsPerQOS": True,
-        "containerRuntimeEndpoint": f"unix://{L.containerd_sock(node)}",
-        "clusterDNS": [DNS_IP],
-        "clusterDomain": CLUSTER_DOMAIN,
-        "resolvConf": "/etc/resolv.conf",
-        "failSwapOn": False,
-        "imageGCHighThresholdPercent": 100,   # containerd 1.6.20 does not pin the sandbox image
-        "imageGCLowThresholdPercent": 99,
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                         "nodefs.inodesFree": "1%"},
-        "nodeStatusUpdateFrequency": NODE_STATUS_UPDATE_FREQUENCY,
-        "nodeLeaseDurationSeconds": NODE_LEASE_DURATION_SECONDS,
-        "rotateCertificates": False,
-        "serializeImagePulls": False,
-        "maxPods": 60,
-        "volumePluginDir": str(d / "volume-plugins"),
-        # per node: a kubelet deletes log directories of pods it does not know
-        "podLogsDir": str(d / "pod-logs"),
-        "registerNode": True,
-        "shutdownGracePeriod": "0s",
-        "localStorageCapacityIsolation": True,
-    }
-    path = d / "kubelet-config.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
-
-
-def _coredns_config(L: Layout) -> Path:
-    L.config.mkdir(parents=True, exist_ok=True)
-    corefile = f""".:53 {{
-    bind {DNS_IP}
-    errors
-    health 127.0.0.1:{COREDNS_HEALTH}
-    ready 127.0.0.1:{COREDNS_READY}
-    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        kubeconfig {L.pki / 'coredns.kubeconfig'} poc-native
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-        ttl 5
-    }}
-    forward . /etc/resolv.conf
-    loop
-}}
-"""
-    path = L.config / "Corefile"
-    path.write_text(corefile)
-    return path
-
-
-def _jobset_config(L: Layout) -> Path:
-    cfg = {
-        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-        "kind": "Configuration",
-        "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
-        "webhook": {"port": JOBSET_PORTS["webhook"], "host": "127.0.0.1", "certDir": str(L.pki / "webhook-certs")},
-        "metrics": {"bindAddress": f"127.0.0.1:{JOBSET_PORTS['metrics']}"},
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{JOBSET_PORTS['health']}"},
-    }
-    path = L.config / "jobset.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
-
-
-def _kueue_config(L: Layout) -> Path:
-    cfg = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
-        "kind": "Configuration",
-        "namespace": "kueue-system",
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{KUEUE_PORTS['health']}"},
-        "metrics": {"bindAddress": f"127.0.0.1:{KUEUE_PORTS['metrics']}"},
-        "webhook": {"port": KUEUE_PORTS["webhook"], "host": "127.0.0.1", "certDir": str(L.pki / "webhook-certs")},
-        "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
-        "manageJobsWithoutQueueName": False,
-        "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
-    }
-    path = L.config / "kueue.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
-
-
-# Kueue webhooks we install: those for the integrations we enable and Kueue's own objects.
-# (Pod/Deployment/StatefulSet and the Kubeflow/Ray ones are no-ops with those integrations off,
-# but they fail closed, so every pod create would fail while Kueue is down.)
-KUEUE_WEBHOOK_GROUPS = {"batch", "jobset.x-k8s.io", "kueue.x-k8s.io"}
-
-
-def _webhook_manifests(L: Layout, certs: dict) -> Path:
-    """JobSet's and Kueue's webhook configurations, rewritten from service to url + caBundle."""
-    ca_b64 = pki.ca_bundle_b64(certs["ca"])
-    out = []
-    for who, version, ports, prefix in (("jobset", builds.JOBSET_VERSION, JOBSET_PORTS, "jobset-"),
-                                        ("kueue", builds.KUEUE_VERSION, KUEUE_PORTS, "kueue-")):
-        src = builds.module_dir(f"sigs.k8s.io/{who}", version) / "config/components/webhook/manifests.yaml"
-        for doc in yaml.safe_load_all(src.read_text()):
-            if not doc:
-                continue
-            doc = copy.deepcopy(doc)
-            doc["metadata"] = {"name": prefix + doc["metadata"]["name"]}
-            hooks = []
-            for hook in doc.get("webhooks", []):
-                groups = {g for r in hook.get("rules", []) for g in r.get("apiGroups", [])}
-                if who == "kueue" and not groups <= KUEUE_WEBHOOK_GROUPS:
-                    continue
-                if who == "jobset" and hook["name"] in ("mpod.kb.io", "vpod.kb.io"):
-                    # the upstream kustomize patch: only pods that belong to a JobSet
-                    hook["objectSelector"] = {"matchExpressions": [
-                        {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
-                path = hook["clientConfig"]["service"].get("path", "/")
-                hook["clientConfig"] = {"url": f"https://127.0.0.1:{ports['webhook']}{path}", "caBundle": ca_b64}
-                hook["timeoutSeconds"] = 10
-                hooks.append(hook)
-            doc["webhooks"] = hooks
-            out.append(doc)
-    path = L.manifests / "webhooks.yaml"
-    path.write_text(yaml.safe_dump_all(out, sort_keys=False))
-    return path
-
-
-def _crd_manifests(L: Layout) -> Path:
-    docs = []
-    for who, version in (("jobset", builds.JOBSET_VERSION), ("kueue", builds.KUEUE_VERSION)):
-        bases = builds.module_dir(f"sigs.k8s.io/{who}", version) / "config/components/crd/bases"
-        for f in sorted(bases.glob("*.yaml")):
-            docs.extend(d for d in yaml.safe_load_all(f.read_text()) if d)
-    docs.extend({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-                for ns in ("jobset-system", "kueue-system"))
-    path = L.manifests / "crds.yaml"
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    return path
-
-
-# Kueue v0.14 reads its metrics certificate from this fixed path when internal certificate
-# management is off (cmd/kueue/main.go). `up` creates it (recorded, removed by `down`).
-KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
-
-
-def _install_kueue_metrics_cert(L: Layout, state: dict, certs: dict) -> None:
-    top = KUEUE_METRICS_CERT_DIR.parents[1]          # /etc/kueue
-    if not top.exists():
-        state.setdefault("created_paths", []).append(str(top))
-        _save_state(L, state)
-    KUEUE_METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(certs["webhook"].cert, KUEUE_METRICS_CERT_DIR / "tls.crt")
-    shutil.copyfile(certs["webhook"].key, KUEUE_METRICS_CERT_DIR / "tls.key")
-    (KUEUE_METRICS_CERT_DIR / "tls.key").chmod(0o600)
 
 
 # ------------------------------------------------------------------ starting components
@@ -788,13 +304,13 @@ def _test_pod_runs(L: Layout) -> bool:
 
 def is_up(state_dir: str | Path | None = None) -> bool:
     L = Layout(state_root(state_dir))
-    state = _load_state(L)
+    state = load_state(L)
     return bool(state.get("ready")) and bool(state["components"]) and all(_alive(e) for e in state["components"].values())
 
 
 def info(state_dir: str | Path | None = None) -> ClusterInfo:
     L = Layout(state_root(state_dir))
-    state = _load_state(L)
+    state = load_state(L)
     return ClusterInfo(kubeconfig=L.kubeconfig, state_dir=L.root, server=f"https://127.0.0.1:{APISERVER_PORT}",
                        nodes=tuple(state.get("nodes", [])), versions=state.get("versions", {}),
                        settings=state.get("settings", {}), up_seconds=state.get("up_seconds", 0.0), reused=True)
@@ -819,10 +335,10 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
     """Bring the cluster up (building what is missing) and return once it is usable."""
     _preflight()
     L = Layout(state_root(state_dir))
-    if is_up(state_dir) and len(_load_state(L).get("nodes", [])) == nodes:
+    if is_up(state_dir) and len(load_state(L).get("nodes", [])) == nodes:
         return info(state_dir)
-    if L.state_file.exists():
-        down(state_dir)
+    if L.state_file.exists() or host.cgroup_pids(CGROUP_PARENT) or host.links_with_prefix(BRIDGE_PREFIX):
+        down(state_dir)   # a half-started or crashed instance: clear it before reusing its ports and devices
     t0 = time.monotonic()
     build_times = builds.ensure_built()
     ensure_pause_image()
@@ -842,7 +358,7 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
     versions = {b.component: b.version for b in builds.ALL}
     state = {"components": {}, "nodes": names, "ready": False, "settings": settings, "versions": versions,
              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "build_seconds": build_times}
-    _save_state(L, state)
+    save_state(L, state)
 
     # host network: one bridge per node (its gateway is the node's IP), DNS on a device of its own
     Path("/proc/sys/net/ipv4/ip_forward").write_text("1")
@@ -863,8 +379,8 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
         f"--initial-cluster=poc=http://127.0.0.1:{ETCD_PEER_PORT}",
         "--listen-metrics-urls=", "--log-level=warn", "--quota-backend-bytes=2147483648"])
     for i, node in enumerate(names, 1):
-        cfg = _containerd_config(L, node)
-        _cni_config(L, node, i)
+        cfg = components.containerd_config(L, node)
+        components.cni_config(L, node, i)
         _spawn(L, state, f"containerd-{node}", ["containerd", "--config", str(cfg), "--log-level", "warn"],
                cgroup=f"containerd-{node}")
     _wait("etcd", lambda: '"health":"true"' in _http_get(f"http://127.0.0.1:{ETCD_CLIENT_PORT}/health")[1],
@@ -894,7 +410,7 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
 
     # while the apiserver starts: the pause image into every containerd
     for node in names:
-        _wait(f"containerd on {node}", lambda node=node: _ctr(L, node, "version", check=False).returncode == 0,
+        _wait(f"containerd on {node}", lambda node=node: ctr(L, node, "version", check=False).returncode == 0,
               60, L, (f"containerd-{node}",))
     import_image(PAUSE_IMAGE, state_dir=L.root, nodes=names)
 
@@ -925,19 +441,19 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
         "--profiling=false", "--v=1"])
     for i in range(1, nodes + 1):
         host.make_cgroup(f"{CGROUP_PARENT}/{node_name(i)}")
-        _kubelet_config(L, node_name(i), i, certs)
+        components.kubelet_config(L, node_name(i), i, certs)
         _start_kubelet(L, state, i)
-    _spawn(L, state, "coredns", [str(builds.COREDNS.path("coredns")), "-conf", str(_coredns_config(L))])
+    _spawn(L, state, "coredns", [str(builds.COREDNS.path("coredns")), "-conf", str(components.coredns_config(L))])
 
     # JobSet and Kueue: CRDs first, then the controllers, then their webhook configurations
-    _kubectl(L, "apply", "--server-side", "--force-conflicts", "-f", str(_crd_manifests(L)), timeout=120)
+    _kubectl(L, "apply", "--server-side", "--force-conflicts", "-f", str(components.crd_manifests(L)), timeout=120)
     _kubectl(L, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all", timeout=90)
     jobset_env = _component_env() | {"KUBECONFIG": str(P / "jobset.kubeconfig")}
-    _spawn(L, state, "jobset", [str(builds.JOBSET.path("jobset-manager")), f"--config={_jobset_config(L)}",
+    _spawn(L, state, "jobset", [str(builds.JOBSET.path("jobset-manager")), f"--config={components.jobset_config(L)}",
                                 "--zap-log-level=info"], env=jobset_env)
-    _install_kueue_metrics_cert(L, state, certs)
+    components.install_kueue_metrics_cert(L, state, certs)
     kueue_env = _component_env() | {"KUBECONFIG": str(P / "kueue.kubeconfig")}
-    _spawn(L, state, "kueue", [str(builds.KUEUE.path("kueue-manager")), f"--config={_kueue_config(L)}",
+    _spawn(L, state, "kueue", [str(builds.KUEUE.path("kueue-manager")), f"--config={components.kueue_config(L)}",
                                "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2"], env=kueue_env)
 
     all_names = tuple(state["components"])
@@ -950,7 +466,7 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
           120, L, all_names)
     _wait("Kueue readyz", lambda: _http_get(f"http://127.0.0.1:{KUEUE_PORTS['health']}/readyz")[0] == 200,
           120, L, all_names)
-    _kubectl(L, "apply", "--server-side", "--force-conflicts", "-f", str(_webhook_manifests(L, certs)))
+    _kubectl(L, "apply", "--server-side", "--force-conflicts", "-f", str(components.webhook_manifests(L, certs)))
     _wait("JobSet's webhook to reject a bad JobSet", lambda: _jobset_webhook_answers(L), 60, L, all_names)
     _wait("Kueue's webhook to suspend a queued Job", lambda: _kueue_webhook_answers(L), 60, L, all_names)
     _wait("CoreDNS ready", lambda: _http_get(f"http://127.0.0.1:{COREDNS_READY}/ready")[0] == 200, 60, L, all_names)
@@ -960,14 +476,14 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
     L.kubeconfig.chmod(0o600)
     state["ready"] = True
     state["up_seconds"] = round(time.monotonic() - t0, 1)
-    _save_state(L, state)
+    save_state(L, state)
     return ClusterInfo(kubeconfig=L.kubeconfig, state_dir=L.root, server=f"https://127.0.0.1:{APISERVER_PORT}",
                        nodes=tuple(names), versions=versions, settings=settings, up_seconds=state["up_seconds"])
 
 
 def status(state_dir: str | Path | None = None) -> list[ComponentStatus]:
     L = Layout(state_root(state_dir))
-    state = _load_state(L)
+    state = load_state(L)
     return [ComponentStatus(name=n, pid=e["pid"], alive=_alive(e), log=e["log"])
             for n, e in state["components"].items()]
 
@@ -992,7 +508,7 @@ def memory_mib(state_dir: str | Path | None = None) -> dict[str, float]:
 def stop_kubelet(node: str, state_dir: str | Path | None = None) -> int:
     """Fault injection: SIGKILL one node's kubelet (its containers keep running, as on a real lost node)."""
     L = Layout(state_root(state_dir))
-    state = _load_state(L)
+    state = load_state(L)
     entry = state["components"].get(f"kubelet-{node}")
     if not entry:
         raise ClusterError(f"no kubelet for node {node}", tip=f"nodes: {', '.join(state.get('nodes', []))}")
@@ -1003,7 +519,7 @@ def stop_kubelet(node: str, state_dir: str | Path | None = None) -> int:
 
 def start_kubelet(node: str, state_dir: str | Path | None = None) -> int:
     L = Layout(state_root(state_dir))
-    state = _load_state(L)
+    state = load_state(L)
     i = state["nodes"].index(node) + 1
     entry = state["components"].get(f"kubelet-{node}")
     if entry and _alive(entry):
@@ -1018,7 +534,7 @@ def down(state_dir: str | Path | None = None) -> dict:
     Returns what was found and removed.
     """
     L = Layout(state_root(state_dir))
-    state = _load_state(L)
+    state = load_state(L)
     comps = state.get("components", {})
     report = {"stopped": [], "killed_in_cgroups": 0, "unmounted_left": [], "netns_removed": [], "links_removed": []}
     order = ["kueue", "jobset", "coredns", "kube-scheduler", "kube-controller-manager"]
@@ -1085,13 +601,13 @@ def down(state_dir: str | Path | None = None) -> dict:
 
 def _delete_all_containers(L: Layout, node: str) -> None:
     """Kill and remove every container (pods and sandboxes) in one node's containerd."""
-    out = _ctr(L, node, "containers", "ls", "-q", check=False, timeout=30)
+    out = ctr(L, node, "containers", "ls", "-q", check=False, timeout=30)
     ids = out.stdout.decode().split()
     for cid in ids:
-        _ctr(L, node, "tasks", "kill", "-s", "SIGKILL", cid, check=False, timeout=30)
+        ctr(L, node, "tasks", "kill", "-s", "SIGKILL", cid, check=False, timeout=30)
     for cid in ids:
-        _ctr(L, node, "tasks", "delete", "-f", cid, check=False, timeout=30)
-        _ctr(L, node, "containers", "delete", cid, check=False, timeout=30)
+        ctr(L, node, "tasks", "delete", "-f", cid, check=False, timeout=30)
+        ctr(L, node, "containers", "delete", cid, check=False, timeout=30)
 
 
 def main(argv: list[str] | None = None) -> int:

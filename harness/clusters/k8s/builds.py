@@ -18,7 +18,6 @@ import re
 import shutil
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,7 +161,7 @@ def build_kubernetes(log) -> float:
 
 
 def build_etcd(log) -> float:
-    ldflags = f"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=poc"
+    ldflags = "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=poc"
     return _build(ETCD, {"go.etcd.io/etcd/server/v3": "etcd"}, [("go.etcd.io/etcd/server/v3", ETCD_VERSION)],
                   ldflags=ldflags, log=log)
 
