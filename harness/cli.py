@@ -98,15 +98,19 @@ def _record_line(rec: dict) -> str:
 
 
 def cmd_run(args) -> int:
+    cfg = _load(args)
+    if args.repetitions is not None:
+        cfg.repetitions = args.repetitions
+    cfg.platforms = _platforms(args, cfg)
+    return _run_campaign(args, cfg, Out(args.quiet, args.json))
+
+
+def _run_campaign(args, cfg, out: "Out") -> int:
     from .backends.factory import make_backend
     from .pipeline import campaign
     from .store import Store
 
-    cfg = _load(args)
-    if args.repetitions is not None:
-        cfg.repetitions = args.repetitions
-    plats = _platforms(args, cfg)
-    out = Out(args.quiet, args.json)
+    plats = cfg.platforms
     store = Store(args.results, cfg.campaign)
     out.info(f"campaign {cfg.campaign} -> {store.root}  platforms: {', '.join(plats)}")
 
@@ -129,6 +133,23 @@ def cmd_run(args) -> int:
     out.info(f"{ok}/{len(recs)} runs ok now; {len(all_runs)} records in {store.runs_path}")
     out.info(f"next: poc report {store.root}")
     return 0 if ok == len(recs) else 1
+
+
+def cmd_smoke(args) -> int:
+    from .smoke import SMOKE_CAMPAIGN, ensure_clusters, smoke_config
+
+    base = _load(args)
+    cfg = smoke_config(base, _platforms(args, base) if args.platform else None, args.repetitions)
+    if not args.campaign:
+        cfg.campaign = SMOKE_CAMPAIGN
+    out = Out(args.quiet, args.json)
+    if not args.no_clusters:
+        ensure_clusters(cfg.platforms, out.info)
+    args.repetitions = cfg.repetitions
+    rc = _run_campaign(args, cfg, out)
+    cmd_report(argparse.Namespace(results_dir=str(Path(args.results) / cfg.campaign), out=None,
+                                  quiet=args.quiet, json=False))
+    return rc
 
 
 def cmd_render(args) -> int:
@@ -216,6 +237,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true", help="continue a campaign: skip runs already done")
     r.add_argument("--repetitions", type=int, help="clean runs per platform (overrides the config)")
     r.set_defaults(func=cmd_run)
+
+    sm = sub.add_parser("smoke", parents=[common], help="local clusters up, the default campaign on every platform, the report")
+    sm.add_argument("--platform", "-p", action="append", help="limit to these platforms (default: local, slurm, k8s)")
+    sm.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: ./{DEFAULT_RESULTS})")
+    sm.add_argument("--campaign", help="campaign name (default: the config's)")
+    sm.add_argument("--resume", action="store_true", help="continue an interrupted smoke campaign")
+    sm.add_argument("--repetitions", type=int, help="clean runs per platform (default: 3)")
+    sm.add_argument("--no-clusters", action="store_true", help="do not start the local clusters (use what the config points at)")
+    sm.set_defaults(func=cmd_smoke)
 
     rd = sub.add_parser("render", parents=[common], help="print or write the job as each platform would receive it")
     rd.add_argument("--platform", "-p", action="append", help="local, slurm or k8s (repeatable)")

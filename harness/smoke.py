@@ -1,0 +1,42 @@
+"""The smoke POC: the local clusters up, the default campaign on every platform, the report.
+
+The campaign is the built-in config widened to all three platforms, with repetitions and the
+faults every platform supports, so `poc smoke` answers the product's question on one machine.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .config import Config, Fault
+
+SMOKE_CAMPAIGN = "smoke-poc"  # apart from `poc run`'s default campaign, so both can live in one results dir
+SMOKE_PLATFORMS = ["local", "slurm", "k8s"]
+SMOKE_REPETITIONS = 3
+SMOKE_FAULTS = [Fault(kind="kill_rank", at_step=15, rank=1), Fault(kind="lose_node", at_step=15, rank=1)]
+
+
+def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | None) -> Config:
+    cfg = cfg.model_copy(deep=True)
+    cfg.platforms = platforms or SMOKE_PLATFORMS
+    cfg.repetitions = SMOKE_REPETITIONS if repetitions is None else repetitions
+    cfg.faults = list(SMOKE_FAULTS)
+    return cfg
+
+
+def ensure_clusters(platforms: list[str], say: Callable[[str], None]) -> dict:
+    """Start the local clusters the platforms need, reusing running ones."""
+    out = {}
+    if "slurm" in platforms:
+        from .clusters import slurm_docker
+
+        say("slurm: bringing up the Slurm-in-Docker cluster (reused if running)")
+        out["slurm"] = slurm_docker.up()
+    if "k8s" in platforms:
+        from .clusters import native_k8s
+
+        if native_k8s.is_up():
+            out["k8s"] = native_k8s.info()
+        else:
+            say("k8s: bringing up the native Kubernetes cluster (builds are cached)")
+            out["k8s"] = native_k8s.up()
+    return out
