@@ -330,7 +330,8 @@ def _started_at(container: str) -> float:
 
 
 def _nodes_ready(started: dict[str, float]) -> tuple[bool, str]:
-    """True when every compute node is IDLE (no not-responding flag) and its slurmd registered after
+    """True when every compute node is up (IDLE, or busy with jobs; not drained or not responding) and
+    its slurmd registered after
     its container (re)started: a restarted controller restores old node states from its state files."""
     from datetime import datetime, timezone
 
@@ -348,7 +349,9 @@ def _nodes_ready(started: dict[str, float]) -> tuple[bool, str]:
         if f is None:
             problems.append(f"{n}: unknown")
             continue
-        if f.get("State") != "IDLE":
+        base, *flags = (f.get("State") or "").split("+")
+        # ALLOCATED/MIXED: a cluster that is already up and running jobs is ready too.
+        if base not in ("IDLE", "ALLOCATED", "MIXED") or set(flags) & {"DRAIN", "NOT_RESPONDING", "FAIL"}:
             problems.append(f"{n}: {f.get('State')} {f.get('Reason', '')}".strip())
             continue
         try:
@@ -358,7 +361,7 @@ def _nodes_ready(started: dict[str, float]) -> tuple[bool, str]:
             continue
         if t + 2 < started.get(n, 0.0):
             problems.append(f"{n}: slurmd not yet registered since the container started")
-    return not problems, "; ".join(problems) or "c1..c3 idle"
+    return not problems, "; ".join(problems) or "c1..c3 up"
 
 
 def _ssh_banner(port: int) -> tuple[bool, str]:
@@ -413,7 +416,7 @@ def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DE
 
     t2 = time.monotonic()
     started = {n: _started_at(f"poc-slurm-{n}") for n in COMPUTE_NODES}
-    _wait("c1..c3 idle in Slurm", lambda: _nodes_ready(started), max(10.0, timeout - (t2 - t0)), names)
+    _wait("c1..c3 up in Slurm", lambda: _nodes_ready(started), max(10.0, timeout - (t2 - t0)), names)
     timings["nodes_idle"] = round(time.monotonic() - t2, 2)
     port = int(env["POC_SLURM_SSH_PORT"])
     _wait(f"sshd on 127.0.0.1:{port}", lambda: _ssh_banner(port), 30, [LOGIN_CONTAINER])
