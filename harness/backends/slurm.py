@@ -46,6 +46,23 @@ def docker_cluster_settings(path: str | os.PathLike | None = None) -> dict | Non
         raise BackendError(f"{p} is not valid JSON: {exc}", tip="run `poc cluster up --slurm` again") from exc
 
 
+class _Unconfigured:
+    """Stands in for a transport when no login node is known: every command fails with why."""
+    name = "unconfigured"
+
+    def __init__(self, message: str, tip: str):
+        self.message, self.tip = message, tip
+
+    def run(self, argv, **_kw):
+        raise TransportError(self.message, tip=self.tip)
+
+    def describe(self) -> dict:
+        return {"transport": "unconfigured", "why": self.message}
+
+    def close(self) -> None:
+        pass
+
+
 class SlurmBackend(Backend):
     platform = "slurm"
     poll_s = 1.0   # each observe is one squeue and one cat over the transport
@@ -69,8 +86,10 @@ class SlurmBackend(Backend):
         if s.transport == "ssh" and not s.host:
             settings = docker_cluster_settings(s.connection_file)
             if settings is None:
-                raise BackendError("no Slurm login node configured and no local cluster found",
-                                   tip="run `poc cluster up --slurm`, or set slurm.host/user/key_file")
+                # Rendering needs no cluster; preflight reports this (and the run is stored as failed).
+                return cls(s, _Unconfigured("no Slurm login node configured and no local cluster found "
+                                            f"({s.connection_file or state_dir() / 'slurm' / 'ssh.json'} is missing)",
+                                            "run `poc cluster up --slurm`, or set slurm.host/user/key_file"))
         elif s.transport == "local":
             settings = docker_cluster_settings(s.connection_file)
         docker = None

@@ -173,3 +173,12 @@ def test_cancel_is_idempotent():
     be, _ = make({"scancel": (1, "", "scancel: error: Invalid job id specified")})
     be.cancel(handle())
     be.cancel(handle())
+
+
+def test_render_needs_no_cluster_and_preflight_says_why(tmp_path):
+    cfg = config.from_mapping({"platforms": ["slurm"], "slurm": {"connection_file": str(tmp_path / "none.json")}})
+    be = SlurmBackend.from_config(cfg)
+    s = spec.build(cfg, "slurm", "slurm-clean-01", None)
+    assert be.render(s).files["job.sbatch"].startswith("#!/bin/bash")
+    with pytest.raises(TransportError, match="no Slurm login node configured"):
+        be.preflight()
