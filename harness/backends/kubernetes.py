@@ -606,16 +606,7 @@ class KubernetesBackend(Backend):
             node = pod.spec.node_name
             native = self._native_nodes()
             if node in native:
-                from ..clusters import native_k8s
-                t = time.time()
-                pid = native_k8s.stop_kubelet(node)
-                handle.data.setdefault("lost_nodes", []).append(node)
-                return FaultRecord(kind, t, target, {
-                    "how": "SIGKILL of the node's kubelet (its containers keep running, as on a partitioned node)",
-                    "kubelet_pid": pid,
-                    "then": "node-monitor grace period -> unreachable taint -> toleration_seconds -> eviction; "
-                            "the harness adds the out-of-service taint once evicted pods are stuck terminating "
-                            "(what a node-repair controller does), so they are force-deleted and JobSet recreates"})
+                return self._power_off_native_node(handle, node, target, kind)
             t = time.time()
             self._call("PATCH node (cordon)", core.patch_node, node, {"spec": {"unschedulable": True}})
             handle.data.setdefault("cordoned", []).append(node)
@@ -627,6 +618,34 @@ class KubernetesBackend(Backend):
                 evicted.append(p.metadata.name)
             return FaultRecord(kind, t, target, {"how": "cordon + evict the node's pods", "evicted": evicted})
         raise BackendError(f"fault {kind!r} is not available on Kubernetes", tip="use kill_rank, delete_pod or lose_node")
+
+    def _power_off_native_node(self, handle: Handle, node: str, target: dict, kind: str) -> FaultRecord:
+        """Local native cluster: the node dies as in a power loss. Its pods' network goes first (the
+        node's bridge down, so no peer sees a FIN or RST), then its kubelet (SIGKILL: the node stops
+        reporting), then every process of its pods (SIGKILL through the node's pod cgroup). Peers
+        hang in their collective; only Kubernetes' node lifecycle notices (grace period, then
+        unreachable taint, then toleration_seconds, then eviction)."""
+        import subprocess
+
+        from ..clusters import native_k8s
+        from ..clusters.k8s import host as khost
+        bridge = f"{native_k8s.BRIDGE_PREFIX}{list(native_k8s.info().nodes).index(node) + 1}"
+        t = time.time()
+        p = subprocess.run(["ip", "link", "set", bridge, "down"], capture_output=True, text=True, timeout=30)
+        if p.returncode != 0:
+            raise BackendError(f"ip link set {bridge} down failed: {p.stderr.strip()}", tip="run as root")
+        handle.data.setdefault("downed_links", []).append(bridge)
+        handle.data.setdefault("lost_nodes", []).append(node)
+        kubelet_pid = native_k8s.stop_kubelet(node)
+        killed = khost.kill_cgroup_tree(f"{native_k8s.CGROUP_PARENT}/{node}")
+        return FaultRecord(kind, t, target, {
+            "how": f"power loss of {node}: bridge {bridge} down, kubelet SIGKILL, every pod process SIGKILL",
+            "kubelet_pid": kubelet_pid, "pod_processes_killed": len(killed),
+            "recovery_chain": "node-monitor grace period -> NotReady + unreachable taint -> toleration_seconds -> "
+                              "eviction (a failed Job) -> JobSet restart; the lost node's pods stay Terminating "
+                              "(no kubelet confirms), so once the node is NotReady the harness adds the "
+                              "out-of-service taint (what a node-repair controller does) and the pod GC "
+                              "force-deletes them"})
 
     def _exec_client(self):
         from kubernetes import client
@@ -654,6 +673,8 @@ class KubernetesBackend(Backend):
             if not stuck:
                 continue
             n = self._call("GET node", core.read_node, node)
+            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or []):
+                continue   # the node controller has not noticed yet (node-monitor grace period)
             taints = [t.to_dict() for t in (n.spec.taints or [])]
             if not any(t["key"] == OUT_OF_SERVICE["key"] for t in taints):
                 taints = [{k: v for k, v in t.items() if v is not None} for t in taints] + [OUT_OF_SERVICE]
@@ -662,7 +683,11 @@ class KubernetesBackend(Backend):
                           "evicted_at": min(parse_time(p.metadata.deletion_timestamp) for p in stuck)}
 
     def _restore_nodes(self, h: Handle) -> None:
+        import subprocess
         core, _ = self._k()
+        for link in h.data.get("downed_links") or []:
+            subprocess.run(["ip", "link", "set", link, "up"], capture_output=True, timeout=30)
+        h.data["downed_links"] = []
         for node in h.data.get("lost_nodes") or []:
             from ..clusters import native_k8s
             native_k8s.start_kubelet(node)
