@@ -490,7 +490,7 @@ class KubernetesBackend(Backend):
             if w is not None:
                 qr = _conds(w).get("QuotaReserved", {})
                 reason = qr.get("message", "") if qr.get("status") != "True" else ""
-                if "request > maximum capacity" in reason:
+                if "> maximum capacity" in reason:   # the job alone exceeds the quota: it will never fit
                     return "Unrunnable", f"Kueue: {reason}"
             return "Suspended", reason or "waiting for Kueue admission"
         current = [p for p in ps if int(p.metadata.labels.get(RESTART_LABEL, "0")) == restarts

@@ -1,0 +1,282 @@
+"""The Kubernetes backend against the real local native cluster (JobSet + Kueue), end to end.
+
+Real 2-pod gloo DDP jobs admitted by Kueue; faults injected into them and recovered by JobSet's
+failure policy; a quota that fits one job for the contention case; bad inputs that must fail
+fast with a stored failed-run record. Needs root (the native cluster) and the worker image
+(built by harness/clusters/images.py when missing). About 8 minutes on 2 cores.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.integration, pytest.mark.k8s]
+
+if os.geteuid() != 0:  # pragma: no cover - depends on the machine
+    pytest.skip("the native cluster needs root", allow_module_level=True)
+
+from harness import config  # noqa: E402
+from harness.backends.kubernetes import KubernetesBackend  # noqa: E402
+from harness.errors import ClusterError  # noqa: E402
+from harness.pipeline import campaign  # noqa: E402
+from harness.spec import build  # noqa: E402
+from harness.store import Store  # noqa: E402
+
+HEADLINE = ("queue_s", "startup_s", "allreduce_busbw_gbps", "recovery_s", "cost_per_step_usd")
+BASE = {
+    "platforms": ["k8s"],
+    "workload": {"steps": 30, "sweep": "1K:4M", "sweep_iters": 3, "model_params": "1M", "checkpoint_every": 5},
+    "resources": {"nodes": 2, "memory_mb": 1024},
+    "faults": [], "repetitions": 1,
+    "timeouts": {"queue_s": 180, "run_s": 420},
+}
+
+
+def cfg_of(campaign_name: str, **over) -> config.Config:
+    data = json.loads(json.dumps(BASE))
+    data["campaign"] = campaign_name
+    for k, v in over.items():
+        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) and isinstance(data.get(k), dict) else v
+    return config.from_mapping(data)
+
+
+def run_campaign(cfg: config.Config, results: Path) -> tuple[list[dict], float]:
+    t0 = time.monotonic()
+    recs = campaign(cfg, ["k8s"], Store(results, cfg.campaign), lambda p: KubernetesBackend.from_config(cfg),
+                    resume=False)
+    return recs, time.monotonic() - t0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from harness.clusters import native_k8s as nk
+    last = None
+    for attempt in range(3):   # the cluster's owner may be restarting it: be patient
+        try:
+            info = nk.up(nodes=3) if not nk.is_up() else nk.info()
+            break
+        except ClusterError as exc:
+            last = exc
+            time.sleep(10)
+    else:
+        pytest.fail(f"the native cluster did not come up: {last}")
+    # namespace, queues and the worker image, as a plain `poc run --platform k8s` would create them
+    setup = KubernetesBackend.from_config(cfg_of("k8s-setup")).preflight()["setup"]
+    print(f"\nnative cluster {info.server}; setup {setup}")
+    return info
+
+
+def _headline_ok(rec: dict, names=HEADLINE) -> None:
+    for name in names:
+        m = rec["metrics"][name]
+        assert m["value"] is not None and math.isfinite(m["value"]), (rec["run_id"], name, m)
+        assert m["sources"], (rec["run_id"], name)
+
+
+def _nodes_healthy(kubeconfig: Path) -> list[str]:
+    from kubernetes import client
+    from kubernetes import config as kconfig
+    core = client.CoreV1Api(kconfig.new_client_from_config(config_file=str(kubeconfig)))
+    bad = []
+    for n in core.list_node().items:
+        ready = any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        if not ready or n.spec.unschedulable or any(t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or []):
+            bad.append(n.metadata.name)
+    return bad
+
+
+def test_poc_run_clean_and_kill_rank(cluster, tmp_path):
+    """`poc run --platform k8s`: a clean run and a kill-rank run, all five metrics with their sources."""
+    cfg_path = tmp_path / "poc.yaml"
+    data = json.loads(json.dumps(BASE)) | {"campaign": "k8s-cli", "faults": [{"kind": "kill_rank", "at_step": 12, "rank": 1}]}
+    cfg_path.write_text(yaml.safe_dump(data))
+    res = tmp_path / "results"
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--platform", "k8s", "--config", str(cfg_path),
+                           "--results", str(res)], capture_output=True, text=True, timeout=900)
+    took = time.monotonic() - t0
+    recs = [json.loads(line) for line in (res / "k8s-cli" / "runs.jsonl").read_text().splitlines()]
+    assert proc.returncode == 0, proc.stderr[-3000:] + json.dumps([r.get("error") for r in recs])
+    assert [(r["run_id"], r["status"]) for r in recs] == [("k8s-clean-01", "ok"), ("k8s-kill-rank-01", "ok")]
+    clean, kill = recs
+    _headline_ok(clean, tuple(n for n in HEADLINE if n != "recovery_s"))
+    _headline_ok(kill)
+    for r in recs:
+        m = r["metrics"]
+        assert m["queue_admission_s"]["value"] is not None and m["queue_admission_s"]["value"] >= 0
+        assert set(m["queue_s"]["sources"]) == {"submitted", "allocated"}
+        assert m["allreduce_busbw_gbps"]["detail"]["all_correct"]
+        env = r["environment"]
+        assert env["kubernetes_version"].startswith("v1.") and env["jobset_version"] and env["kueue_version"]
+        assert env["failure_policy"]["maxRestarts"] == 3 and env["toleration_seconds"] == 30
+        assert env["node_monitor_grace_period"] and env["world_size"] == 2 and env["comm_backend"] == "gloo"
+        assert (res / "k8s-cli" / "runs" / r["run_id"] / "rendered" / "jobset.yaml").exists()
+    rec = kill["metrics"]["recovery_s"]
+    assert rec["detail"]["attempt_after"][0] == 1, "JobSet (restart attempt 1), not torchrun, recovered"
+    assert kill["metrics"]["lost_steps"]["value"] >= 0
+    assert kill["faults"][0]["target"]["pod"] and kill["faults"][0]["detail"]["via"] == "pods/exec kill -9"
+    assert kill["scheduler"]["info"]["restarts"] == 1
+    print(f"\ncli campaign {took:.0f}s: " + json.dumps({r["run_id"]: {k: r["metrics"][k]["value"] for k in
+                                                       ("queue_s", "queue_admission_s", "startup_s", "launch_s",
+                                                        "rendezvous_s", "first_step_s", "allreduce_busbw_gbps",
+                                                        "recovery_s", "lost_steps", "cost_per_step_usd")
+                                                       if k in r["metrics"]} for r in recs}))
+
+
+def test_delete_pod_and_lose_node_recover_through_jobset(cluster, tmp_path):
+    cfg = cfg_of("k8s-faults", repetitions=0, faults=[{"kind": "delete_pod", "at_step": 12, "rank": 1},
+                                                      {"kind": "lose_node", "at_step": 10, "rank": 1}])
+    recs, took = run_campaign(cfg, tmp_path)
+    assert [(r["run_id"], r["status"]) for r in recs] == [("k8s-delete-pod-01", "ok"), ("k8s-lose-node-01", "ok")], \
+        [r.get("error") for r in recs]
+    for r in recs:
+        _headline_ok(r)
+        assert r["metrics"]["recovery_s"]["detail"]["attempt_after"][0] >= 1
+        assert r["metrics"]["lost_steps"]["value"] is not None
+    lose = recs[1]
+    lost = lose["faults"][0]["target"]["node"]
+    after = [a for a in lose["scheduler"]["attempts"] if a["attempt"] >= 1]
+    assert after and lost not in after[-1]["nodes"], "the job resumed on the other nodes (the spare)"
+    assert lost in lose["scheduler"]["info"]["node_remediation"]
+    assert _nodes_healthy(cluster.kubeconfig) == [], "cancel() brought the lost node back"
+    print(f"\nfaults campaign {took:.0f}s: " + json.dumps({r["run_id"]: {
+        "recovery_s": r["metrics"]["recovery_s"]["value"], "lost_steps": r["metrics"]["lost_steps"]["value"],
+        **{k: round(v, 1) for k, v in r["metrics"]["recovery_s"]["detail"].items() if k.endswith("_s") and v}}
+        for r in recs}))
+
+
+def test_contention_second_job_waits_for_quota(cluster, tmp_path):
+    """The ClusterQueue's quota fits one job: a second submission waits, and its queue_s shows it."""
+    cfg = cfg_of("k8s-contention")
+    blocker_cfg = cfg_of("k8s-blocker", workload={"steps": 100000})
+    blocker = KubernetesBackend.from_config(blocker_cfg)
+    blocker.preflight()
+    spec = build(blocker_cfg, "k8s", "k8s-blocker-01", None)
+    h = blocker.submit(spec, blocker.render(spec))
+    hold_s = 25.0
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and "allocated" not in blocker.observe([h])[h.run_id].times:
+            time.sleep(1)
+        assert "allocated" in blocker.observe([h])[h.run_id].times, "the blocking job never started"
+        timer = threading.Timer(hold_s, blocker.cancel, args=(h,))
+        t_release = time.time() + hold_s
+        timer.start()
+        recs, _ = run_campaign(cfg, tmp_path)
+        timer.join()
+    finally:
+        blocker.cancel(h)
+    rec = recs[0]
+    assert rec["status"] == "ok", rec.get("error")
+    q, qa = rec["metrics"]["queue_s"]["value"], rec["metrics"]["queue_admission_s"]["value"]
+    submitted = rec["metrics"]["queue_s"]["sources"]["submitted"]
+    waited = t_release - submitted
+    print(f"\ncontention: waited for the blocker {waited:.1f}s; queue_admission_s={qa:.1f} queue_s={q:.1f}")
+    assert waited > 10
+    assert qa >= waited - 2 and q >= qa, "admission came only after the blocker released its quota"
+
+
+# ------------------------------------------------------------------ bad inputs: clear error, stored record, no hang
+
+def _failed_record(cfg: config.Config, results: Path, stage: str, *needles: str, within_s: float) -> dict:
+    recs, took = run_campaign(cfg, results)
+    assert len(recs) == 1 and recs[0]["status"] == "failed", recs
+    err = recs[0]["error"]
+    assert err["stage"] == stage, err
+    for n in needles:
+        assert n in err["message"], (n, err)
+    assert err.get("tip")
+    assert took < within_s, f"took {took:.0f}s"
+    stored = [json.loads(line) for line in (results / cfg.campaign / "runs.jsonl").read_text().splitlines()]
+    assert stored[-1]["status"] == "failed" and stored[-1]["error"] == err
+    return recs[0]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kubeconfig(path: Path, server: str) -> str:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "x"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return str(path)
+
+
+def test_unreachable_api_server(cluster, tmp_path):
+    kc = _kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{_free_port()}")
+    _failed_record(cfg_of("k8s-unreachable", kubernetes={"kubeconfig": kc}), tmp_path, "preflight",
+                   "unreachable", within_s=30)
+
+
+class _BareApiServer(BaseHTTPRequestHandler):
+    """An API server without JobSet or Kueue: /version answers, every CRD is 404 (plain HTTP, loopback)."""
+
+    def do_GET(self):  # noqa: N802
+        if self.path.startswith("/version"):
+            body, code = {"major": "1", "minor": "34", "gitVersion": "v1.34.0-bare", "gitCommit": "0" * 40,
+                          "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24",
+                          "compiler": "gc", "platform": "linux/amd64"}, 200
+        else:
+            body, code = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                          "message": "not found", "code": 404}, 404
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *a):
+        pass
+
+
+def test_jobset_and_kueue_not_installed(cluster, tmp_path):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _BareApiServer)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        kc = _kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{srv.server_address[1]}")
+        rec = _failed_record(cfg_of("k8s-no-crds", kubernetes={"kubeconfig": kc}), tmp_path, "preflight",
+                             "JobSet is not installed", within_s=30)
+        assert "jobset" in rec["error"]["tip"].lower()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_local_queue_missing(cluster, tmp_path):
+    # an explicit kubeconfig is a "real cluster" to the backend: it creates nothing, so the queue is missing
+    cfg = cfg_of("k8s-no-queue", kubernetes={"kubeconfig": str(cluster.kubeconfig), "local_queue": "no-such-queue"})
+    rec = _failed_record(cfg, tmp_path, "preflight", "LocalQueue 'no-such-queue' does not exist", within_s=30)
+    assert "kueue.yaml" in rec["error"]["tip"]
+
+
+def test_image_that_cannot_be_pulled(cluster, tmp_path):
+    cfg = cfg_of("k8s-bad-image", kubernetes={"image": "k8s-slurm-poc/does-not-exist:v0"})
+    _failed_record(cfg, tmp_path, "run", "ErrImagePull", within_s=120)
+
+
+def test_requests_no_node_can_satisfy(cluster, tmp_path):
+    # local setup sizes the queue for the job, so Kueue admits it and the scheduler finds no node
+    cfg = cfg_of("k8s-too-big", resources={"cpus_per_node": 64})
+    _failed_record(cfg, tmp_path, "run", "no node can hold pod", "Insufficient cpu", within_s=120)
+    # with the queue sized for the default job (an explicit kubeconfig changes nothing), Kueue refuses it
+    cfg = cfg_of("k8s-too-big-q", resources={"cpus_per_node": 64},
+                 kubernetes={"kubeconfig": str(cluster.kubeconfig)})
+    KubernetesBackend.from_config(cfg_of("k8s-setup")).setup_local()
+    _failed_record(cfg, tmp_path, "run", "Kueue", "maximum capacity", within_s=120)
