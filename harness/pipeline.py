@@ -7,6 +7,7 @@ error; whatever the outcome, what was submitted is cancelled.
 from __future__ import annotations
 
 import platform as pyplatform
+import resource
 import socket
 import sys
 import time
@@ -73,6 +74,19 @@ def host_facts() -> dict:
             "machine": pyplatform.machine(), "cpu_model": cpu}
 
 
+def _stamp(new_events: list[dict]) -> list[dict]:
+    """Mark when the harness saw each event: observed_at - ts is the observation latency."""
+    now = time.time()
+    for e in new_events:
+        e.setdefault("observed_at", now)
+    return new_events
+
+
+def _own_usage() -> dict:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu_s": round(ru.ru_utime + ru.ru_stime, 3), "max_rss_mb": round(ru.ru_maxrss / 1024, 1)}
+
+
 def fault_target(events: list[dict], fault: FaultPlan, first_attempt: tuple | None) -> dict | None:
     for e in events:
         if (e["kind"] == "step" and e["rank"] == fault.rank and e["step"] >= fault.at_step
@@ -95,6 +109,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
     """Run one job end to end and return its record (already appended to the store)."""
     stages = Stages()
     backend, store = ctx.backend, ctx.store
+    usage0 = _own_usage()
     record: dict = {"run_id": spec.run_id, "campaign": spec.campaign, "platform": spec.platform,
                     "scenario": spec.scenario, "config_hash": ctx.cfg.config_hash(), "started_at": time.time(),
                     "status": "failed", "stages": stages.items}
@@ -119,7 +134,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
         with stages.stage("queue"):
             while True:
                 obs = backend.observe([handle])[spec.run_id]
-                events.extend(obs.events)
+                events.extend(_stamp(obs.events))
                 times.update(obs.times)
                 state = obs.state
                 ctx.progress(spec.platform, spec.run_id, f"queued ({obs.native_state or state.value})", time.time() - t_sub)
@@ -147,7 +162,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
                                      tip="raise timeouts.run_s, or look at the run's logs in the results dir")
                 time.sleep(ctx.poll_s)
                 obs = backend.observe([handle])[spec.run_id]
-                events.extend(obs.events)
+                events.extend(_stamp(obs.events))
                 times.update(obs.times)
                 state = obs.state
                 last = max((e.get("step", 0) for e in obs.events if e["kind"] == "step"), default=None)
@@ -158,7 +173,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
                                    f"reached step {pending.at_step}", tip="choose an earlier faults[].at_step")
         with stages.stage("collect"):
             collected = backend.collect(handle)
-            events = evmod.dedupe(collected.events or events)
+            events = evmod.dedupe(events + list(collected.events or []))  # first copy wins: it carries observed_at
             times.update(collected.times)
         if state != JobState.SUCCEEDED:
             tail = ""
@@ -196,11 +211,14 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
     if collected is None and handle is not None:
         try:
             collected = backend.collect(handle)
-            events = evmod.dedupe(collected.events or events)
+            events = evmod.dedupe(events + list(collected.events or []))  # first copy wins: it carries observed_at
             times.update(collected.times)
         except Exception as exc:
             record["collect_error"] = str(exc)[:500]
     record["finished_at"] = time.time()
+    usage1 = _own_usage()
+    # The harness's own footprint while it watched this run (benchmarks/harness_overhead.py reads it).
+    record["harness_usage"] = {"cpu_s": round(usage1["cpu_s"] - usage0["cpu_s"], 3), "max_rss_mb": usage1["max_rss_mb"]}
     record["faults"] = [f.to_json() for f in faults]
     record["scheduler"] = {"times": times, "attempts": collected.attempts if collected else [],
                            "info": collected.info if collected else {}}
