@@ -108,7 +108,8 @@ class KubernetesBackend(Backend):
 
     def __init__(self, cfg: Kubernetes, *, kubeconfig: str, context: str | None, image: str,
                  checkpoint_root: str, checkpoint_pvc: str | None = None, local_cluster: bool = False,
-                 setup_spec: JobSpec | None = None, queue_jobs: int = 1, api_timeout_s: float = 10.0):
+                 setup_spec: JobSpec | None = None, queue_jobs: int = 1, api_timeout_s: float = 10.0,
+                 query_budget: int = 5):
         self.cfg = cfg
         self.kubeconfig = kubeconfig
         self.context = context
@@ -121,6 +122,8 @@ class KubernetesBackend(Backend):
         self.timeout = api_timeout_s
         self._api = None
         self._runs: dict[str, _RunState] = {}
+        self.query_budget = query_budget
+        self._failed_polls = 0
         self.setup_report: dict = {}
 
     # ------------------------------------------------------------------ construction (no cluster contact)
@@ -399,7 +402,15 @@ class KubernetesBackend(Backend):
         return js, wl, pods
 
     def observe(self, handles: list[Handle]) -> dict[str, Observation]:
-        js, wl, pods = self._list(handles)
+        try:
+            js, wl, pods = self._list(handles)
+            self._failed_polls = 0
+        except BackendError as exc:   # a restarting API server: a few failed polls in a row are tolerated
+            self._failed_polls += 1
+            if self._failed_polls > self.query_budget:
+                raise
+            return {h.run_id: Observation(JobState.UNKNOWN, times=dict(self._runs.setdefault(h.run_id, _RunState()).times),
+                                          native_state="Unknown", reason=exc.message) for h in handles}
         out = {}
         for h in handles:
             key = (h.data["namespace"], h.data["name"])

@@ -138,7 +138,7 @@ def test_delete_pod_and_lose_node_recover_through_jobset(cluster, tmp_path):
     cfg = cfg_of("k8s-faults", repetitions=0, faults=[{"kind": "delete_pod", "at_step": 12, "rank": 1},
                                                       {"kind": "lose_node", "at_step": 10, "rank": 1}])
     recs, took = run_campaign(cfg, tmp_path)
-    assert [(r["run_id"], r["status"]) for r in recs] == [("k8s-delete-pod-01", "ok"), ("k8s-lose-node-01", "ok")], \
+    assert [(r["run_id"], r["status"]) for r in recs] == [("k8s-delete-pod-01", "ok"), ("k8s-lose-node-02", "ok")], \
         [r.get("error") for r in recs]
     for r in recs:
         _headline_ok(r)

@@ -224,3 +224,17 @@ def test_manifests_match_renderer(name):
     if UPDATE:
         path.write_text(header + rj.to_yaml(docs))
     assert list(yaml.safe_load_all(path.read_text())) == docs
+
+
+# ------------------------------------------------------------------ the backend's pure helpers
+
+def test_backend_helpers():
+    from harness.backends import kubernetes as kb
+    from harness.states import JobState
+    assert kb.parse_time("2026-12-02T14:09:24Z") == 1796220564.0
+    assert kb.parse_time("2026-12-02T14:09:24.860832Z") == pytest.approx(1796220564.860832)
+    # kubelet timestamps trim trailing zeros; sorted as text they must still be in time order
+    assert kb._sortable("2026-12-02T14:09:24.1234Z") < kb._sortable("2026-12-02T14:09:24.12345Z")
+    assert kb._qty("1500m") == 1.5 and kb._qty("3072Mi") == 3072 * 1024**2 and kb._qty("2") == 2
+    assert set(kb.STATE_TABLE.values()) <= set(JobState)
+    assert kb.STATE_TABLE["Suspended"] is JobState.PENDING and kb.STATE_TABLE["Unrunnable"] is JobState.FAILED
