@@ -84,7 +84,13 @@ def findings(rat: pd.DataFrame) -> list[str]:
             continue
         a, b = PLATFORM_LABEL.get(r.numerator, r.numerator), PLATFORM_LABEL.get(r.denominator, r.denominator)
         higher_better = base == "allreduce_busbw_gbps"
-        if not (math.isfinite(r.ci_low) and math.isfinite(r.ci_high)):
+        if min(r.n_num, r.n_den) < 2:
+            out.append(f"`{r.metric}`: too few runs to compare {a} and {b} (n={r.n_num} and n={r.n_den}; "
+                       f"an interval needs at least 2 on each side).")
+            continue
+        if not (math.isfinite(r.ratio) and math.isfinite(r.ci_low) and math.isfinite(r.ci_high)):
+            out.append(f"`{r.metric}`: no ratio of {a} to {b}: a median is 0 (Slurm records whole seconds, "
+                       f"so sub-second waits read as 0).")
             continue
         small = min(r.n_num, r.n_den) < 3
         caveat = " (fewer than 3 runs on a side: treat as indicative)" if small else ""
@@ -122,6 +128,15 @@ def caveats(runs: list[dict]) -> list[str]:
     if len(hosts) <= 1:
         out.append("All platforms ran on one host, sharing its CPUs: runs were sequential, but background "
                    "daemons (dockerd, kubelets, slurmd) compete for the same cores.")
+    torch_by_plat: dict[str, set] = {}
+    for r in runs:
+        t = (r.get("environment") or {}).get("torch")
+        if t:
+            torch_by_plat.setdefault(r["platform"], set()).add(t)
+    if len({v for vs in torch_by_plat.values() for v in vs}) > 1:
+        out.append("Different torch builds ran on different platforms (" +
+                   "; ".join(f"{PLATFORM_LABEL.get(p, p)}: {', '.join(sorted(v))}" for p, v in sorted(torch_by_plat.items())) +
+                   "): step time and bandwidth differences may come from the build, not the platform.")
     out.append("Clocks: scheduler timestamps come from the scheduler (Slurm records whole seconds), workload "
                "timestamps from each node's wall clock; on one host they are the same clock.")
     out.append("The all-reduce sweep is excluded from startup_s and reported as sweep_s.")
