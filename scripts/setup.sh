@@ -5,6 +5,7 @@
 # so a second run takes seconds. The virtualenv is linked as ./.venv.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+export HOME=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
 cache=${POC_CACHE_DIR:-$HOME/.cache/k8s-slurm-poc}
 mkdir -p "$cache/wheels" /var/log/poc
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
