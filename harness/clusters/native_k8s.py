@@ -59,7 +59,7 @@ def _component_env() -> dict[str, str]:
     return env
 
 
-def _spawn(L: Layout, state: dict, name: str, argv: list[str], env: dict | None = None,
+def _spawn(L: Layout, state: dict, name: str, argv: list[str], extra_env: dict | None = None,
            cgroup: str | None = None) -> int:
     """Start a component detached (own session, own cgroup, logging to logs/<name>.log) and record its pid.
 
@@ -70,7 +70,7 @@ def _spawn(L: Layout, state: dict, name: str, argv: list[str], env: dict | None 
     cg = f"{CGROUP_PARENT}/{cgroup or name}"
     host.make_cgroup(cg)
     procs_files = [str(h / cg / "cgroup.procs") for h in host.hierarchies()]
-    env = env or _component_env()
+    env = _component_env() | (extra_env or {})
     log_path = str(L.log(name))
     with open(log_path, "ab") as log:
         log.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {' '.join(argv)}\n".encode())
@@ -107,7 +107,8 @@ def _spawn(L: Layout, state: dict, name: str, argv: list[str], env: dict | None 
         os.waitpid(pid, 0)
         raise ClusterError(f"could not start {name} ({argv[0]}): {err.decode(errors='replace')}",
                            tip="run the build again: python -m harness.clusters.k8s.builds")
-    state["components"][name] = {"pid": pid, "exe": Path(argv[0]).name, "argv": argv, "log": log_path, "cgroup": cg}
+    state["components"][name] = {"pid": pid, "exe": Path(argv[0]).name, "argv": argv, "log": log_path,
+                                 "cgroup": cgroup or name, "extra_env": extra_env or {}}
     save_state(L, state)
     return pid
 
@@ -302,6 +303,36 @@ def _test_pod_runs(L: Layout) -> bool:
 
 # ------------------------------------------------------------------ public API
 
+# Components `up` restarts in place when they died (or were killed by a fault injection) while
+# the rest of the cluster runs; anything else dead (etcd, apiserver, a containerd) means a new cluster.
+RESTARTABLE = ("kube-controller-manager", "kube-scheduler", "coredns", "jobset", "kueue")
+
+
+def _repair(L: Layout, nodes: int) -> bool:
+    """Restart dead restartable components of a ready cluster. False when it cannot be repaired."""
+    state = load_state(L)
+    if not state.get("ready") or len(state.get("nodes", [])) != nodes:
+        return False
+    dead = [n for n, e in state["components"].items() if not _alive(e)]
+    if not dead or not all(n in RESTARTABLE or n.startswith("kubelet-") for n in dead):
+        return False
+    for name in dead:
+        e = state["components"][name]
+        _spawn(L, state, name, e["argv"], extra_env=e.get("extra_env"), cgroup=e.get("cgroup", name).split("/")[-1])
+    state.setdefault("repairs", []).append({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                            "restarted": dead})
+    save_state(L, state)
+    names = tuple(state["components"])
+    _wait(f"{nodes} nodes Ready", lambda: _nodes_ready(L, nodes), 120, L, names, interval=1)
+    if "jobset" in dead:
+        _wait("JobSet readyz", lambda: _http_get(f"http://127.0.0.1:{JOBSET_PORTS['health']}/readyz")[0] == 200,
+              120, L, names)
+    if "kueue" in dead:
+        _wait("Kueue readyz", lambda: _http_get(f"http://127.0.0.1:{KUEUE_PORTS['health']}/readyz")[0] == 200,
+              120, L, names)
+    return True
+
+
 def is_up(state_dir: str | Path | None = None) -> bool:
     L = Layout(state_root(state_dir))
     state = load_state(L)
@@ -331,11 +362,13 @@ def _preflight() -> None:
         raise ClusterError("no cgroup hierarchy is mounted under /sys/fs/cgroup")
 
 
-def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600) -> ClusterInfo:
+def up(nodes: int = 3, state_dir: str | Path | None = None) -> ClusterInfo:
     """Bring the cluster up (building what is missing) and return once it is usable."""
     _preflight()
     L = Layout(state_root(state_dir))
     if is_up(state_dir) and len(load_state(L).get("nodes", [])) == nodes:
+        return info(state_dir)
+    if _repair(L, nodes):
         return info(state_dir)
     if L.state_file.exists() or host.cgroup_pids(CGROUP_PARENT) or host.links_with_prefix(BRIDGE_PREFIX):
         down(state_dir)   # a half-started or crashed instance: clear it before reusing its ports and devices
@@ -377,7 +410,10 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
         f"--listen-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}",
         f"--initial-advertise-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}",
         f"--initial-cluster=poc=http://127.0.0.1:{ETCD_PEER_PORT}",
-        "--listen-metrics-urls=", "--log-level=warn", "--quota-backend-bytes=2147483648"])
+        "--listen-metrics-urls=", "--log-level=warn", "--quota-backend-bytes=2147483648",
+        # Its data is thrown away by `down`; without fsync a busy shared disk no longer turns
+        # into "etcdserver: request timed out" (seen here while other jobs wrote heavily).
+        "--unsafe-no-fsync"])
     for i, node in enumerate(names, 1):
         cfg = components.containerd_config(L, node)
         components.cni_config(L, node, i)
@@ -448,13 +484,13 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, timeout: float = 600
     # JobSet and Kueue: CRDs first, then the controllers, then their webhook configurations
     _kubectl(L, "apply", "--server-side", "--force-conflicts", "-f", str(components.crd_manifests(L)), timeout=120)
     _kubectl(L, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all", timeout=90)
-    jobset_env = _component_env() | {"KUBECONFIG": str(P / "jobset.kubeconfig")}
+    jobset_env = {"KUBECONFIG": str(P / "jobset.kubeconfig")}
     _spawn(L, state, "jobset", [str(builds.JOBSET.path("jobset-manager")), f"--config={components.jobset_config(L)}",
-                                "--zap-log-level=info"], env=jobset_env)
+                                "--zap-log-level=info"], extra_env=jobset_env)
     components.install_kueue_metrics_cert(L, state, certs)
-    kueue_env = _component_env() | {"KUBECONFIG": str(P / "kueue.kubeconfig")}
+    kueue_env = {"KUBECONFIG": str(P / "kueue.kubeconfig")}
     _spawn(L, state, "kueue", [str(builds.KUEUE.path("kueue-manager")), f"--config={components.kueue_config(L)}",
-                               "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2"], env=kueue_env)
+                               "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2"], extra_env=kueue_env)
 
     all_names = tuple(state["components"])
     _wait(f"{nodes} nodes Ready", lambda: _nodes_ready(L, nodes), 180, L, all_names, interval=1)
@@ -514,6 +550,14 @@ def stop_kubelet(node: str, state_dir: str | Path | None = None) -> int:
         raise ClusterError(f"no kubelet for node {node}", tip=f"nodes: {', '.join(state.get('nodes', []))}")
     if _alive(entry):
         os.kill(entry["pid"], 9)
+        for _ in range(50):
+            if not _alive(entry):
+                break
+            time.sleep(0.1)
+        try:
+            os.waitpid(entry["pid"], os.WNOHANG)   # reap it if it was our child
+        except ChildProcessError:
+            pass
     return entry["pid"]
 
 
@@ -570,6 +614,8 @@ def down(state_dir: str | Path | None = None) -> dict:
         host.delete_link(link)
         report["links_removed"].append(link)
     host.remove_forward_accept(IPTABLES_CHAIN)
+    if not host.other_kubelets_running(set()):
+        report["iptables_removed"] = host.remove_kubelet_iptables()
     # kubelets link container logs from /var/log/containers (a fixed path) into their podLogsDir
     containers_logs = Path("/var/log/containers")
     if containers_logs.is_dir():

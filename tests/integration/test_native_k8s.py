@@ -318,4 +318,7 @@ def test_down_leaves_nothing(cluster):
              if (p / "master").exists() and (p / "master").resolve().name.startswith(nk.BRIDGE_PREFIX)]
     assert not veths
     assert not host.iptables_chain_exists(nk.IPTABLES_CHAIN)
+    if not host.other_kubelets_running(set()):
+        assert not [c for c in host.KUBELET_CHAINS if host.iptables_chain_exists(c)]
+        assert not [c for c in host.KUBELET_CHAINS if host.iptables_chain_exists(c, "mangle")]
     assert not nk.status()

@@ -7,6 +7,7 @@ processes and containerd shims that outlive their parent.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -262,3 +263,39 @@ def remove_forward_accept(chain: str) -> None:
 
 def iptables_chain_exists(chain: str, table: str = "filter") -> bool:
     return run(["iptables", "-w", "-t", table, "-n", "-L", chain], check=False).returncode == 0
+
+
+# Chains every kubelet creates (pkg/kubelet/kubelet_network_linux.go): canaries for firewall
+# reloads, a hint for kube-proxy's iptables-mode detection, and KUBE-FIREWALL (drops non-local
+# traffic to 127.0.0.0/8) hooked into INPUT and OUTPUT.
+KUBELET_CHAINS = ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT")
+
+
+def other_kubelets_running(ours: set[int]) -> bool:
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) not in ours:
+            try:
+                if proc.joinpath("comm").read_text().strip() == "kubelet" and pid_alive(int(proc.name)):
+                    return True
+            except OSError:
+                pass
+    return False
+
+
+def remove_kubelet_iptables() -> list[str]:
+    """Remove the kubelet chains (IPv4 and IPv6, all tables). Returns 'cmd table chain' removed."""
+    removed = []
+    for cmd in ("iptables", "ip6tables"):
+        if not shutil.which(cmd):
+            continue
+        for table in ("filter", "nat", "mangle"):
+            for chain in KUBELET_CHAINS:
+                if run([cmd, "-w", "-t", table, "-n", "-L", chain], check=False).returncode != 0:
+                    continue
+                for hook in ("INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"):
+                    while run([cmd, "-w", "-t", table, "-C", hook, "-j", chain], check=False).returncode == 0:
+                        run([cmd, "-w", "-t", table, "-D", hook, "-j", chain], check=False)
+                run([cmd, "-w", "-t", table, "-F", chain], check=False)
+                if run([cmd, "-w", "-t", table, "-X", chain], check=False).returncode == 0:
+                    removed.append(f"{cmd} {table} {chain}")
+    return removed
