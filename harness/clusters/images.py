@@ -284,16 +284,35 @@ def save_image(ref: str, dest: Path) -> Path:
     return dest
 
 
+def prune_stale_images() -> list[str]:
+    """Remove this project's worker/slurm/mariadb tags whose hash no longer matches the build inputs
+    (left by edits to images/). Current refs of every supported release and base images stay."""
+    current = {image_ref(k, r) for k in ("worker", "slurm", "mariadb") for r in SUPPORTED_RELEASES}
+    res = run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"])
+    stale = [ref for ref in res.stdout.split()
+             if ref.split(":")[0] in {f"{PREFIX}/worker", f"{PREFIX}/slurm", f"{PREFIX}/mariadb"}
+             and ref not in current]
+    removed = []
+    for ref in stale:
+        if run(["docker", "rmi", ref], check=False).returncode == 0:  # in use by a container: kept
+            removed.append(ref)
+    return removed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.clusters.images [worker|slurm|mariadb|all] [--release R]``: build, print refs."""
+    """``python -m harness.clusters.images [base|worker|slurm|mariadb|all|prune] [--release R]``: build
+    what is missing and print refs, times and sizes; ``prune`` removes stale tags."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m harness.clusters.images")
-    ap.add_argument("what", nargs="?", default="all", choices=["base", "worker", "slurm", "mariadb", "all"])
+    ap.add_argument("what", nargs="?", default="all", choices=["base", "worker", "slurm", "mariadb", "all", "prune"])
     ap.add_argument("--release", default=DEFAULT_RELEASE, choices=SUPPORTED_RELEASES)
     args = ap.parse_args(argv)
     fns = {"base": ensure_base, "worker": ensure_worker_image, "slurm": ensure_slurm_image,
            "mariadb": ensure_mariadb_image}
+    if args.what == "prune":
+        print("\n".join(prune_stale_images()))
+        return 0
     todo = list(fns) if args.what == "all" else [args.what]
     try:
         for k in todo:
