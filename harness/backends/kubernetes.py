@@ -330,6 +330,7 @@ class KubernetesBackend(Backend):
             except ApiException:
                 time.sleep(0.5)
         from ..clusters import images, native_k8s
+        report["restored_nodes"] = self.restore_lost_nodes()
         if self.cfg.image is None:
             t0 = time.time()
             try:
@@ -647,6 +648,7 @@ class KubernetesBackend(Backend):
             raise BackendError(f"ip link set {bridge} down failed: {p.stderr.strip()}", tip="run as root")
         handle.data.setdefault("downed_links", []).append(bridge)
         handle.data.setdefault("lost_nodes", []).append(node)
+        self._ledger_write({**self._ledger_read(), handle.run_id: {"nodes": [node], "links": [bridge]}})
         kubelet_pid = native_k8s.stop_kubelet(node)
         killed = khost.kill_cgroup_tree(f"{native_k8s.CGROUP_PARENT}/{node}")
         return FaultRecord(kind, t, target, {
@@ -717,6 +719,37 @@ class KubernetesBackend(Backend):
         for node in h.data.get("cordoned") or []:
             self._call("PATCH node (uncordon)", core.patch_node, node, {"spec": {"unschedulable": False}})
         h.data["lost_nodes"], h.data["cordoned"] = [], []
+        ledger = self._ledger_read()
+        if ledger.pop(h.run_id, None) is not None:
+            self._ledger_write(ledger)
+
+    # A lost node must come back even if the harness dies between the fault and cancel(): the
+    # handle in the store's in-flight file predates the fault, so the fault is also noted here.
+    def _ledger_path(self) -> Path:
+        return Path(self.checkpoint_root) / ".lost-nodes.json"
+
+    def _ledger_read(self) -> dict:
+        try:
+            return json.loads(self._ledger_path().read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _ledger_write(self, data: dict) -> None:
+        p = self._ledger_path()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, p)
+
+    def restore_lost_nodes(self) -> list[str]:
+        """Bring back nodes that a crashed campaign's lose_node fault left down (local cluster)."""
+        restored = []
+        for run_id, entry in self._ledger_read().items():
+            h = Handle("k8s", run_id, [], 0.0, data={"lost_nodes": entry.get("nodes", []),
+                                                     "downed_links": entry.get("links", []), "cordoned": []})
+            self._restore_nodes(h)
+            restored += entry.get("nodes", [])
+        return restored
 
     # ------------------------------------------------------------------ collect / cancel
     def collect(self, handle: Handle) -> Collected:
