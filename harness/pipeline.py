@@ -262,16 +262,19 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
             plan = [(rid, f) for rid, f in run_plan(cfg, plat) if rid not in done]
             if not plan:
                 continue
-            backend = make_backend(plat)
-            for h in store.inflight():  # left by an interrupted or crashed campaign
-                if h["platform"] == plat:
-                    try:
-                        backend.cancel(Handle.from_json(h))
-                    finally:
-                        store.clear_inflight(h["run_id"])
+            backend = None
             try:
+                backend = make_backend(plat)
+                for h in store.inflight():  # left by an interrupted or crashed campaign
+                    if h["platform"] == plat:
+                        try:
+                            backend.cancel(Handle.from_json(h))
+                        finally:
+                            store.clear_inflight(h["run_id"])
                 info = backend.preflight()
             except PocError as exc:
+                if backend is not None:
+                    backend.close()
                 rec = {"run_id": plan[0][0], "campaign": cfg.campaign, "platform": plat, "scenario": "preflight",
                        "config_hash": cfg.config_hash(), "status": "failed", "started_at": time.time(),
                        "finished_at": time.time(), "stages": [],
@@ -281,13 +284,16 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 on_record(rec)
                 continue
             ctx = RunContext(backend, store, cfg, info, progress, poll_s or getattr(backend, "poll_s", 0.5))
-            for run_id, fault in plan:
-                unsupported = fault is not None and fault.kind not in backend.supported_faults()
-                if unsupported:
-                    continue
-                rec = execute(ctx, build(cfg, plat, run_id, fault))
-                written.append(rec)
-                on_record(rec)
+            try:
+                for run_id, fault in plan:
+                    unsupported = fault is not None and fault.kind not in backend.supported_faults()
+                    if unsupported:
+                        continue
+                    rec = execute(ctx, build(cfg, plat, run_id, fault))
+                    written.append(rec)
+                    on_record(rec)
+            finally:
+                backend.close()
     finally:
         store.close()
     return written

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -256,6 +257,20 @@ def main(argv: list[str] | None = None) -> int:
     else:
         ev.emit("checkpoint_loaded", step=0, path=None, load_s=0.0)
 
+    def save_checkpoint(step: int, why: str) -> None:
+        t1 = time.perf_counter()
+        os.makedirs(args.ckpt_dir, exist_ok=True)
+        final = os.path.join(args.ckpt_dir, f"ckpt-{step}.pt")
+        tmp = final + f".tmp-{ev.pid}"
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
+        os.replace(tmp, final)  # readers never see a half-written checkpoint
+        ev.emit("checkpoint_saved", step=step, path=final, save_s=time.perf_counter() - t1, why=why)
+
+    # A scheduler's warning before the time limit (Slurm --signal, SIGUSR1): rank 0 saves at the
+    # end of the current step. No collective, so ranks that did not get the signal are not held up.
+    warned = []
+    signal.signal(signal.SIGUSR1, lambda signum, frame: warned.append(signum))
+
     gen = torch.Generator(device="cpu")
     ev.emit("train_start", start_step=start_step, steps=args.steps, params=nparams, width=width,
             layers=args.layers, batch=args.batch)
@@ -273,14 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         ev.emit("step", step=step, dur_s=time.perf_counter() - t0, loss=float(loss.item()))
         if args.ckpt_dir and args.ckpt_every > 0 and step % args.ckpt_every == 0 and step < args.steps:
             if ev.rank == 0:
-                t1 = time.perf_counter()
-                os.makedirs(args.ckpt_dir, exist_ok=True)
-                final = os.path.join(args.ckpt_dir, f"ckpt-{step}.pt")
-                tmp = final + f".tmp-{ev.pid}"
-                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
-                os.replace(tmp, final)  # readers never see a half-written checkpoint
-                ev.emit("checkpoint_saved", step=step, path=final, save_s=time.perf_counter() - t1)
+                save_checkpoint(step, "interval")
             dist.barrier()
+        elif warned and args.ckpt_dir:
+            if ev.rank == 0:
+                save_checkpoint(step, "signal")
+            warned.clear()
 
     dist.barrier()  # without it a fast rank can tear down while a peer is still in a collective
     ev.emit("done", steps=args.steps)

@@ -112,3 +112,6 @@ class Backend(abc.ABC):
 
     def supported_faults(self) -> set[str]:
         return set()
+
+    def close(self) -> None:
+        """Release connections (SSH, API clients) when the campaign is done with this platform."""
