@@ -18,6 +18,8 @@ State lives in ``$POC_STATE_DIR/k8s-native`` (default ``~/.local/state/k8s-slurm
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -362,16 +364,38 @@ def _preflight() -> None:
         raise ClusterError("no cgroup hierarchy is mounted under /sys/fs/cgroup")
 
 
+@contextlib.contextmanager
+def _locked(L: Layout):
+    """One up/down at a time on this machine (two processes' fixtures may both call up)."""
+    L.root.mkdir(parents=True, exist_ok=True)
+    with open(L.root / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def up(nodes: int = 3, state_dir: str | Path | None = None) -> ClusterInfo:
-    """Bring the cluster up (building what is missing) and return once it is usable."""
+    """Bring the cluster up (building what is missing) and return once it is usable.
+
+    Returns at once when it is already up; restarts dead kubelets/controllers of a running
+    cluster in place; otherwise (re)creates it. The first call builds the Go components (about
+    30 min on 2 cores); progress goes to $POC_CACHE_DIR/build.log.
+    """
     _preflight()
     L = Layout(state_root(state_dir))
+    with _locked(L):
+        return _up(L, nodes, state_dir)
+
+
+def _up(L: Layout, nodes: int, state_dir) -> ClusterInfo:
     if is_up(state_dir) and len(load_state(L).get("nodes", [])) == nodes:
         return info(state_dir)
     if _repair(L, nodes):
         return info(state_dir)
     if L.state_file.exists() or host.cgroup_pids(CGROUP_PARENT) or host.links_with_prefix(BRIDGE_PREFIX):
-        down(state_dir)   # a half-started or crashed instance: clear it before reusing its ports and devices
+        _down(L)   # a half-started or crashed instance: clear it before reusing its ports and devices
     t0 = time.monotonic()
     build_times = builds.ensure_built()
     ensure_pause_image()
@@ -400,6 +424,11 @@ def up(nodes: int = 3, state_dir: str | Path | None = None) -> ClusterInfo:
     host.ensure_local_address(DNS_LINK, f"{DNS_IP}/32")
     host.ensure_forward_accept(IPTABLES_CHAIN, CLUSTER_CIDR)
     host.make_cgroup(CGROUP_PARENT)
+
+    for fixed in (CNI_CACHE, KUBELET_FIXED_DIR):
+        if not fixed.exists():
+            state.setdefault("created_paths", []).append(str(fixed))
+    save_state(L, state)
 
     # etcd, containerds
     L.etcd.mkdir(parents=True, exist_ok=True)
@@ -578,6 +607,11 @@ def down(state_dir: str | Path | None = None) -> dict:
     Returns what was found and removed.
     """
     L = Layout(state_root(state_dir))
+    with _locked(L):
+        return _down(L)
+
+
+def _down(L: Layout) -> dict:
     state = load_state(L)
     comps = state.get("components", {})
     report = {"stopped": [], "killed_in_cgroups": 0, "unmounted_left": [], "netns_removed": [], "links_removed": []}
@@ -589,10 +623,11 @@ def down(state_dir: str | Path | None = None) -> dict:
             host.stop_pid(entry["pid"], entry.get("exe"), grace=5)
             report["stopped"].append(name)
     # containers: delete them through each containerd while it runs, so the image store stays clean
+    container_ids: set[str] = set()
     for name, entry in comps.items():
         if name.startswith("containerd-") and _alive(entry):
             node = name[len("containerd-"):]
-            _delete_all_containers(L, node)
+            container_ids.update(_delete_all_containers(L, node))
     for name in ("kube-apiserver", "etcd"):
         entry = comps.get(name)
         if entry:
@@ -638,6 +673,7 @@ def down(state_dir: str | Path | None = None) -> dict:
                     shutil.rmtree(sub, ignore_errors=True)
                 else:
                     sub.unlink(missing_ok=True)
+    report["cni_cache_removed"] = len(_remove_cni_cache(container_ids))
     for path in state.get("created_paths", []):
         shutil.rmtree(path, ignore_errors=True)
     if L.state_file.exists():
@@ -645,8 +681,8 @@ def down(state_dir: str | Path | None = None) -> dict:
     return report
 
 
-def _delete_all_containers(L: Layout, node: str) -> None:
-    """Kill and remove every container (pods and sandboxes) in one node's containerd."""
+def _delete_all_containers(L: Layout, node: str) -> list[str]:
+    """Kill and remove every container (pods and sandboxes) in one node's containerd; their ids."""
     out = ctr(L, node, "containers", "ls", "-q", check=False, timeout=30)
     ids = out.stdout.decode().split()
     for cid in ids:
@@ -654,6 +690,33 @@ def _delete_all_containers(L: Layout, node: str) -> None:
     for cid in ids:
         ctr(L, node, "tasks", "delete", "-f", cid, check=False, timeout=30)
         ctr(L, node, "containers", "delete", cid, check=False, timeout=30)
+    return ids
+
+
+# Fixed host paths the components write to whatever their configuration: libcni's result cache
+# (containerd 1.6 has no setting for it) and the kubelet's device-plugin socket directory
+# (hard-coded in the device plugin API). `up` records those it creates; `down` removes them.
+CNI_CACHE = Path("/var/lib/cni")
+KUBELET_FIXED_DIR = Path("/var/lib/kubelet")
+
+
+def _remove_cni_cache(container_ids: set[str]) -> list[str]:
+    """Result-cache entries of our sandboxes (by id, or by our network's name)."""
+    removed = []
+    results = CNI_CACHE / "results"
+    if not results.is_dir():
+        return removed
+    for f in results.iterdir():
+        ours = any(cid in f.name for cid in container_ids)
+        if not ours:
+            try:
+                ours = json.loads(f.read_text()).get("networkName") == "poc-native"
+            except (OSError, ValueError):
+                ours = False
+        if ours:
+            f.unlink(missing_ok=True)
+            removed.append(f.name)
+    return removed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,13 +28,13 @@ from harness.clusters.k8s import host  # noqa: E402
 NODES = 3
 
 
-def _worker_image() -> str | None:
-    try:
-        from harness.clusters import images
-        ref = images.worker_ref()
-        return ref if images.image_exists(ref) else None
-    except Exception:  # noqa: BLE001 - the image helper is someone else's and may be absent
-        return None
+def _worker_image(build: bool = False) -> str | None:
+    """The shared worker image (Python + torch); built (cached) when `build`, else only if present."""
+    from harness.clusters import images
+    ref = images.worker_ref()
+    if images.image_exists(ref):
+        return ref
+    return images.ensure_worker_image() if build else None
 
 
 def wait_for(what: str, fn, timeout: float, interval: float = 1.0):
@@ -236,10 +236,9 @@ assert t.item() == 3.0
 
 def test_jobset_gloo_all_reduce_through_kueue(api, namespace):
     """(b, part 2) a 2-pod JobSet through a Kueue LocalQueue completes a real gloo all_reduce."""
-    worker = _worker_image()
-    if worker is None:
-        pytest.skip("the worker image (harness.clusters.images.ensure_worker_image) is not built")
-    nk.import_image(worker)
+    worker = _worker_image(build=True)
+    t0 = time.monotonic()
+    print(f"\nworker image {worker}: {nk.import_image(worker)} in {time.monotonic() - t0:.1f}s")
     _queue(api, namespace, f"cq-{namespace}", "4")
     try:
         client.CustomObjectsApi(api).create_namespaced_custom_object(
@@ -306,6 +305,7 @@ def test_kueue_leaves_unlabelled_job_alone_and_holds_queued_job(api, namespace):
 def test_down_leaves_nothing(cluster):
     """(e) after down: no process, mount, network device, iptables chain or cgroup of the cluster."""
     pids = [s.pid for s in nk.status()]
+    created = nk.load_state(nk.Layout(nk.state_root())).get("created_paths", [])
     report = nk.down()
     root = cluster.state_dir
     assert not [p for p in pids if host.pid_alive(p)], report
@@ -322,3 +322,7 @@ def test_down_leaves_nothing(cluster):
         assert not [c for c in host.KUBELET_CHAINS if host.iptables_chain_exists(c)]
         assert not [c for c in host.KUBELET_CHAINS if host.iptables_chain_exists(c, "mangle")]
     assert not nk.status()
+    assert not [p for p in created if Path(p).exists()], created
+    results = Path("/var/lib/cni/results")
+    if results.is_dir():
+        assert not [f.name for f in results.iterdir() if '"poc-native"' in f.read_text()]

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,6 +212,8 @@ def ensure_built(components=None, log_path: Path | None = None, force: bool = Fa
         for b in wanted:
             if b.is_built() and not force:
                 continue
+            print(f"[native-k8s] building {b.component} {b.version} from the Go module proxy "
+                  f"(cold: minutes; log: {log_path})", file=sys.stderr, flush=True)
             log.write(f"=== {b.component} {b.version} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
             secs = BUILDERS[b.component](log)
             times[b.component] = secs
@@ -221,6 +224,4 @@ def ensure_built(components=None, log_path: Path | None = None, force: bool = Fa
 
 
 if __name__ == "__main__":  # python -m harness.clusters.k8s.builds [component...]
-    import sys
-
     print(ensure_built(sys.argv[1:] or None))
