@@ -7,11 +7,15 @@ network from Debian's CNI plugins (one bridge per node; the host routes between 
 
 Python API (what ``poc cluster up --k8s --provider native`` calls)::
 
-    info = up(nodes=3)          # -> ClusterInfo; info.kubeconfig is <state>/kubeconfig
+    ci = up(nodes=3)            # -> ClusterInfo(kubeconfig, server, nodes, versions, settings, up_seconds)
+    is_up(); info()             # cheap checks; info() reads the state file
     status()                    # -> [ComponentStatus(name, pid, alive, log)]
     import_image("ref:tag")     # docker save | ctr import, on every node where it is missing
-    stop_kubelet("poc-n2"); start_kubelet("poc-n2")   # node-loss fault injection
-    down()                      # kills by pid, unmounts, deletes devices and cgroups
+    stop_kubelet("poc-n2"); start_kubelet("poc-n2")   # node-loss fault injection (SIGKILL)
+    memory_mib()                # RSS per component and in total
+    down()                      # kills by pid, unmounts, deletes devices, iptables rules, cgroups
+
+Command line for debugging: ``python -m harness.clusters.native_k8s up|down|status|import IMAGE``.
 
 State lives in ``$POC_STATE_DIR/k8s-native`` (default ``~/.local/state/k8s-slurm-poc``); logs in
 ``<state>/logs/<name>.log``. Must run as root (containerd, mounts, network devices, cgroups).

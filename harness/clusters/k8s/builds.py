@@ -73,7 +73,8 @@ ALL = (ETCD, KUBERNETES, JOBSET, KUEUE, COREDNS)
 def go_binary() -> str:
     found = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
     if not found:
-        raise ClusterError("Go is not installed", tip="install Go >= 1.24 (https://go.dev/dl) or put it on PATH")
+        raise ClusterError("Go is not installed",
+                           tip="install Go >= 1.21 (it fetches 1.25 from the module proxy) or put it on PATH")
     return found
 
 
@@ -83,7 +84,8 @@ def go_env() -> dict[str, str]:
     env["GOCACHE"] = str(cache_dir() / "go" / "build")
     env["GOFLAGS"] = "-buildvcs=false -mod=mod"
     env["CGO_ENABLED"] = "0"
-    env.setdefault("GOTOOLCHAIN", "local")
+    # GOTOOLCHAIN is left as the user has it: with the default (auto) a Go older than a module's
+    # `go` line (Kueue v0.14.5 needs 1.25) fetches that toolchain from the module proxy.
     return env
 
 
