@@ -11,6 +11,7 @@ Python API (what ``poc cluster up --k8s --provider native`` calls)::
     is_up(); info()             # cheap checks; info() reads the state file
     status()                    # -> [ComponentStatus(name, pid, alive, log)]
     import_image("ref:tag")     # docker save | ctr import, on every node where it is missing
+    prune_images(keep=[ref])    # drop other images from the nodes (kubelet image GC is off)
     stop_kubelet("poc-n2"); start_kubelet("poc-n2")   # node-loss fault injection (SIGKILL)
     memory_mib()                # RSS per component and in total
     down()                      # kills by pid, unmounts, deletes devices, iptables rules, cgroups
@@ -45,12 +46,12 @@ from harness.clusters.k8s.layout import (  # noqa: F401 - re-exported: the setti
     node_ip, node_name, save_state, state_root,
 )
 from harness.clusters.k8s.node_images import (  # noqa: F401 - re-exported
-    BUSYBOX_IMAGE, ctr, ensure_busybox_image, ensure_pause_image, import_image,
+    BUSYBOX_IMAGE, ctr, ensure_busybox_image, ensure_pause_image, import_image, prune_images,
 )
 from harness.errors import ClusterError, CommandError, PocError
 
 __all__ = [
-    "up", "down", "status", "info", "is_up", "import_image", "stop_kubelet", "start_kubelet", "memory_mib",
+    "up", "down", "status", "info", "is_up", "import_image", "prune_images", "stop_kubelet", "start_kubelet", "memory_mib",
     "ensure_busybox_image", "ensure_pause_image", "ClusterInfo", "ComponentStatus", "BUSYBOX_IMAGE", "PAUSE_IMAGE",
     "NODE_MONITOR_GRACE_PERIOD", "TOLERATION_SECONDS", "state_root", "main",
 ]

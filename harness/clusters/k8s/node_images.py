@@ -152,3 +152,25 @@ def import_image(image_ref: str, state_dir: str | Path | None = None, nodes: lis
     return result
 
 
+
+
+def prune_images(keep: list[str], state_dir: str | Path | None = None) -> dict[str, list[str]]:
+    """Remove from every node's containerd each image not in `keep` (plus the pause and busybox
+    images). Kubelet image GC is off (threshold 100%), so content-hashed worker tags pile up:
+    about 1.2 GB a node each. Running containers keep their snapshots. Returns {node: removed}.
+    """
+    L = Layout(state_root(state_dir))
+    kept = {normalize_ref(r) for r in (*keep, PAUSE_IMAGE, BUSYBOX_IMAGE)}
+    removed: dict[str, list[str]] = {}
+    for node in load_state(L).get("nodes", []):
+        names = ctr(L, node, "images", "ls", "-q").stdout.decode().split()
+        record = L.node(node) / "images.json"
+        known = json.loads(record.read_text()) if record.exists() else {}
+        # `ctr import` also names each image by its id (sha256:...): keep those of kept images
+        kept_ids = {known[k] for k in kept if k in known}
+        drop = [n for n in names if n not in kept and n not in kept_ids]
+        if drop:
+            ctr(L, node, "images", "rm", *drop, check=False)
+        record.write_text(json.dumps({k: v for k, v in known.items() if k in kept}, indent=2))
+        removed[node] = drop
+    return removed
