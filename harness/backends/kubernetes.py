@@ -89,6 +89,72 @@ def _qty(v) -> float:
     return float(s)
 
 
+class _Watched:
+    """One kind in one namespace, kept current by a watch in a background thread: list once (with
+    its resourceVersion), then apply ADDED/MODIFIED/DELETED; re-list when the watch ends or fails.
+    ``objects()`` is None while the cache is not in sync (the caller lists instead)."""
+
+    def __init__(self, what: str, list_fn, args: tuple, kwargs: dict, timeout: float):
+        import threading
+        self.what, self.list_fn, self.args, self.kwargs, self.timeout = what, list_fn, args, kwargs, timeout
+        self._objs: dict = {}
+        self._lock = threading.Lock()
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self.relists = 0
+        self.last_error = ""
+        self._thread = threading.Thread(target=self._run, name=f"poc-watch-{what}", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _key(o) -> str:
+        return o["metadata"]["name"] if isinstance(o, dict) else o.metadata.name
+
+    def _run(self) -> None:
+        from kubernetes import watch
+        while not self._stop.is_set():
+            w = None
+            try:
+                resp = self.list_fn(*self.args, _request_timeout=self.timeout, **self.kwargs)
+                if isinstance(resp, dict):
+                    items, rv = resp.get("items", []), resp["metadata"].get("resourceVersion")
+                else:
+                    items, rv = resp.items, resp.metadata.resource_version
+                with self._lock:
+                    self._objs = {self._key(o): o for o in items}
+                self.relists += 1
+                self._synced.set()
+                w = watch.Watch()
+                for ev in w.stream(self.list_fn, *self.args, resource_version=rv, timeout_seconds=55,
+                                   _request_timeout=70, allow_watch_bookmarks=False, **self.kwargs):
+                    if self._stop.is_set():
+                        break
+                    kind, obj = ev.get("type"), ev.get("object")
+                    if kind == "ERROR" or obj is None:
+                        break                                   # e.g. 410 Gone: list again
+                    with self._lock:
+                        if kind == "DELETED":
+                            self._objs.pop(self._key(obj), None)
+                        else:
+                            self._objs[self._key(obj)] = obj
+            except Exception as exc:  # noqa: BLE001 - API server away: out of sync until the next list
+                self._synced.clear()
+                self.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                self._stop.wait(1.0)
+            finally:
+                if w is not None:
+                    w.stop()
+
+    def objects(self, wait_s: float = 0.0) -> list | None:
+        if not self._synced.wait(wait_s):
+            return None
+        with self._lock:
+            return list(self._objs.values())
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 @dataclass
 class _RunState:
     """What observe() has learnt about one run (kept between polls)."""
@@ -109,7 +175,7 @@ class KubernetesBackend(Backend):
     def __init__(self, cfg: Kubernetes, *, kubeconfig: str, context: str | None, image: str,
                  checkpoint_root: str, checkpoint_pvc: str | None = None, local_cluster: bool = False,
                  setup_spec: JobSpec | None = None, queue_jobs: int = 1, api_timeout_s: float = 10.0,
-                 query_budget: int = 5):
+                 query_budget: int = 5, use_watches: bool = True):
         self.cfg = cfg
         self.kubeconfig = kubeconfig
         self.context = context
@@ -124,6 +190,9 @@ class KubernetesBackend(Backend):
         self._runs: dict[str, _RunState] = {}
         self.query_budget = query_budget
         self._failed_polls = 0
+        self.use_watches = use_watches
+        self._watches: dict[str, tuple[_Watched, _Watched, _Watched]] = {}
+        self.poll_stats = {"from_watches": 0, "from_lists": 0}
         self.setup_report: dict = {}
 
     # ------------------------------------------------------------------ construction (no cluster contact)
@@ -383,8 +452,61 @@ class KubernetesBackend(Backend):
                             "lost_nodes": [], "cordoned": []})
 
     # ------------------------------------------------------------------ observe
+    def _watched(self, ns: str) -> tuple[_Watched, _Watched, _Watched]:
+        if ns not in self._watches:
+            core, co = self._k()
+            t = self.timeout
+            self._watches[ns] = (
+                _Watched(f"jobsets/{ns}", co.list_namespaced_custom_object,
+                         ("jobset.x-k8s.io", "v1alpha2", ns, "jobsets"), {"label_selector": "poc/platform=k8s"}, t),
+                _Watched(f"workloads/{ns}", co.list_namespaced_custom_object,
+                         ("kueue.x-k8s.io", "v1beta1", ns, "workloads"), {}, t),
+                _Watched(f"pods/{ns}", core.list_namespaced_pod, (ns,), {"label_selector": "poc/platform=k8s"}, t))
+        return self._watches[ns]
+
+    def _from_watches(self, handles: list[Handle]) -> tuple[dict, dict, dict] | None:
+        """The watch caches, or None when one is out of sync or lacks a handle's JobSet (just created,
+        or gone): then this poll lists."""
+        js, wl, pods = {}, {}, {}
+        for ns in sorted({h.data["namespace"] for h in handles}):
+            jw, ww, pw = self._watched(ns)
+            got = [x.objects(wait_s=5.0) for x in (jw, ww, pw)]
+            if any(g is None for g in got):
+                return None
+            j_items, w_items, p_items = got
+            names = {h.data["name"] for h in handles if h.data["namespace"] == ns}
+            for o in j_items:
+                js[(ns, o["metadata"]["name"])] = o
+            if any((ns, n) not in js for n in names):
+                return None
+            for o in w_items:
+                for ref in o["metadata"].get("ownerReferences") or []:
+                    if ref.get("kind") == "JobSet":
+                        wl[(ns, ref["name"])] = o
+            for p in p_items:
+                owner = (p.metadata.labels or {}).get(rj.JOBSET_NAME_LABEL)
+                if owner in names:
+                    pods.setdefault((ns, owner), []).append(p)
+        return js, wl, pods
+
+    def close(self) -> None:
+        """Stop the watches and close the API client (the campaign is done with this platform)."""
+        for trio in self._watches.values():
+            for w in trio:
+                w.stop()
+        self._watches.clear()
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+
     def _list(self, handles: list[Handle]) -> tuple[dict, dict, dict]:
-        """One list per kind and namespace: JobSets, Kueue Workloads, Pods."""
+        """JobSets, Kueue Workloads and Pods: from the watches when in sync, else one list per kind."""
+        if self.use_watches:
+            cached = self._from_watches(handles)
+            if cached is not None:
+                self.poll_stats["from_watches"] += 1
+                return cached
+        self.poll_stats["from_lists"] += 1
         core, co = self._k()
         js, wl, pods = {}, {}, {}
         for ns in sorted({h.data["namespace"] for h in handles}):
@@ -767,6 +889,7 @@ class KubernetesBackend(Backend):
         info = {"jobset": handle.data["name"], "namespace": handle.data["namespace"], "final_state": native,
                 "reason": reason, "restarts": max(rs.attempts, default=0),
                 "node_remediation": handle.data.get("remediated") or {},
+                "polls": dict(self.poll_stats),
                 "events_from": "pod logs" + (" + checkpoint volume" if self.local and not handle.data.get("checkpoint_pvc") else "")}
         logs["status.txt"] = (f"JobSet {handle.data['namespace']}/{handle.data['name']}: {native} ({state.value})"
                               + (f"\nreason: {reason}" if reason else "") + "\n")
