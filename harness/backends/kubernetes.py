@@ -1,4 +1,4 @@
-"""Kubernetes: a suspended JobSet labelled for a Kueue LocalQueue, observed in batched lists.
+"""Kubernetes: a suspended JobSet labelled for a Kueue LocalQueue, observed through watches.
 
 Where the numbers come from (Kubernetes' own clocks; the API's timestamps have 1 s resolution):
 * ``submitted``: the JobSet's creationTimestamp.
@@ -11,8 +11,9 @@ Where the numbers come from (Kubernetes' own clocks; the API's timestamps have 1
   pod's log incrementally (``sinceTime`` + timestamps, deduplicated), and on the local cluster
   also from the run's checkpoint volume, where the workload writes the same lines.
 
-One poll (observe) is one list per kind for every handle: JobSets, Workloads, Pods (plus
-one log read per running pod). STATE_TABLE is the one mapping into JobState.
+JobSets, Workloads and Pods are watched (one list + watch per kind and namespace, in background
+threads); a poll (observe) reads those caches, and lists each kind once instead when a cache is
+out of sync. Logs are read per running pod and poll. STATE_TABLE is the one mapping into JobState.
 """
 from __future__ import annotations
 

@@ -127,6 +127,7 @@ def test_poc_run_clean_and_kill_rank(cluster, tmp_path):
     assert kill["metrics"]["lost_steps"]["value"] >= 0
     assert kill["faults"][0]["target"]["pod"] and kill["faults"][0]["detail"]["via"] == "pods/exec kill -9"
     assert kill["scheduler"]["info"]["restarts"] == 1
+    assert all(r["scheduler"]["info"]["polls"]["from_watches"] > 0 for r in recs), "observed through watches"
     print(f"\ncli campaign {took:.0f}s: " + json.dumps({r["run_id"]: {k: r["metrics"][k]["value"] for k in
                                                        ("queue_s", "queue_admission_s", "startup_s", "launch_s",
                                                         "rendezvous_s", "first_step_s", "allreduce_busbw_gbps",
