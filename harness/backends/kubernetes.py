@@ -932,6 +932,9 @@ class KubernetesBackend(Backend):
             self._delete_run(ns, name)
             self._call("DELETE ConfigMap", self._k()[0].delete_namespaced_config_map, handle.data["configmap"], ns,
                        missing_ok=True)
+            if self.local and not handle.data.get("checkpoint_pvc") and handle.data.get("checkpoint_path"):
+                # the checkpoints are spent; the event files beside them stay for collect()
+                shutil.rmtree(Path(handle.data["checkpoint_path"]) / "ckpt", ignore_errors=True)
 
 
 def _sortable(ts: str) -> str:
