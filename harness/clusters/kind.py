@@ -20,8 +20,13 @@ from harness.errors import ClusterError, CommandError
 
 CLUSTER_NAME = "k8s-slurm-poc"
 CONFIG = Path(__file__).resolve().parents[2] / "manifests" / "kind-cluster.yaml"
-# kind publishes node images per Kubernetes patch release; the tag is not verified here (no registry).
-NODE_IMAGE = "kindest/node:" + builds.KUBERNETES_VERSION
+# The 1.34 node image listed in kind v0.33.0's release notes (kind supports an image only with the
+# release that built it; pin by digest). Same minor as the native cluster (v1.34.4), a later patch;
+# no kind image is published for v1.34.4 by that release. Not pulled here (no registry).
+# Override with POC_KIND_NODE_IMAGE for another kind release.
+NODE_IMAGE = os.environ.get(
+    "POC_KIND_NODE_IMAGE",
+    "kindest/node:v1.34.11@sha256:44e222ee2132dab25ff87301682f89eb82c7880ea3a1bf543bfe9708fd08d67d")
 JOBSET_MANIFEST = f"https://github.com/kubernetes-sigs/jobset/releases/download/{builds.JOBSET_VERSION}/manifests.yaml"
 KUEUE_MANIFEST = f"https://github.com/kubernetes-sigs/kueue/releases/download/{builds.KUEUE_VERSION}/manifests.yaml"
 
