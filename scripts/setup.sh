@@ -13,7 +13,7 @@ log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # --- Debian packages -------------------------------------------------------------------------
 pkgs=(docker.io debootstrap containerd runc iptables iproute2 containernetworking-plugins
       conntrack socat ethtool kmod openssl ca-certificates util-linux psmisc procps
-      chromium fonts-dejavu-core)
+      chromium fonts-dejavu-core busybox-static)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
