@@ -1,6 +1,7 @@
 """Local clusters for the smoke POC: `poc cluster up|down|status --slurm/--k8s`."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from ..errors import ClusterError, ConfigError
@@ -31,11 +32,32 @@ def dispatch(args) -> int:
         fn = getattr(mod, args.cluster_command)
         kw = {"nodes": args.nodes} if args.cluster_command == "up" else {}
         results["k8s"] = fn(**kw)
-    for name, res in results.items():
-        if args.json:
-            continue
-        if not args.quiet:
-            print(f"{name}: {res}")
     if args.json:
-        print(json.dumps({k: str(v) for k, v in results.items()}, indent=2))
+        print(json.dumps({k: _plain(v) for k, v in results.items()}, indent=2, default=str))
+    elif not args.quiet:
+        for name, res in results.items():
+            print(f"{name}:")
+            for line in _lines(_plain(res)):
+                print(f"  {line}")
     return 0
+
+
+def _plain(obj):
+    """Dataclasses, lists and dicts of them -> JSON-able data."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _plain(dataclasses.asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _lines(data) -> list[str]:
+    if data in ({}, [], None):
+        return ["(nothing running)"]
+    if isinstance(data, dict):
+        return [f"{k}: {json.dumps(v, default=str) if isinstance(v, (dict, list)) else v}" for k, v in data.items()]
+    if isinstance(data, list):
+        return [("  ".join(f"{k}={v}" for k, v in item.items()) if isinstance(item, dict) else str(item)) for item in data]
+    return [str(data)]
