@@ -370,27 +370,7 @@ class KubernetesBackend(Backend):
             kind, name = obj["kind"], obj["metadata"]["name"]
             if kind not in ("Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue"):
                 continue
-            try:
-                if kind == "Namespace":
-                    core.create_namespace(obj, _request_timeout=self.timeout)
-                elif kind == "LocalQueue":
-                    co.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", self.cfg.namespace,
-                                                       "localqueues", obj, _request_timeout=self.timeout)
-                else:
-                    co.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", kind.lower() + "s", obj,
-                                                    _request_timeout=self.timeout)
-                report["created"].append(f"{kind}/{name}")
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise BackendError(f"creating {kind} {name}: HTTP {exc.status} {exc.reason}") from None
-                if kind == "ClusterQueue":  # keep its quota at what fits queue_jobs of this config's job
-                    cur = co.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", name,
-                                                       _request_timeout=self.timeout)
-                    if cur["spec"].get("resourceGroups") != obj["spec"]["resourceGroups"]:
-                        co.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", name,
-                                                       {"spec": {"resourceGroups": obj["spec"]["resourceGroups"]}},
-                                                       _request_timeout=self.timeout)
-                        report["updated"].append(f"ClusterQueue/{name}")
+            self._create_or_update(core, co, obj, report)
         # the default service account appears shortly after the namespace
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -399,8 +379,8 @@ class KubernetesBackend(Backend):
                 break
             except ApiException:
                 time.sleep(0.5)
-        from ..clusters import images, native_k8s
         report["restored_nodes"] = self.restore_lost_nodes()
+        from ..clusters import images, native_k8s
         if self.cfg.image is None:
             t0 = time.time()
             try:
@@ -412,6 +392,46 @@ class KubernetesBackend(Backend):
                                    tip="python -m harness.clusters.images worker; then retry") from None
             report["image_s"] = round(time.time() - t0, 1)
         return report
+
+    def _create_or_update(self, core, co, obj: dict, report: dict, patience_s: float = 60) -> None:
+        """Create one setup object; on 409 keep a ClusterQueue's quota in step. Kueue's webhooks answer
+        500 while Kueue (re)starts: retried for patience_s."""
+        from kubernetes.client.rest import ApiException
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        deadline = time.time() + patience_s
+        while True:
+            try:
+                if kind == "Namespace":
+                    core.create_namespace(obj, _request_timeout=self.timeout)
+                elif kind == "LocalQueue":
+                    co.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", self.cfg.namespace,
+                                                       "localqueues", obj, _request_timeout=self.timeout)
+                else:
+                    co.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", kind.lower() + "s", obj,
+                                                    _request_timeout=self.timeout)
+                report["created"].append(f"{kind}/{name}")
+                return
+            except ApiException as exc:
+                if exc.status in (500, 503) and time.time() < deadline:
+                    time.sleep(2)
+                    continue
+                if exc.status != 409:
+                    body = exc.body.decode() if isinstance(exc.body, bytes) else (exc.body or "")
+                    try:
+                        body = json.loads(body).get("message", body)
+                    except ValueError:
+                        pass
+                    raise BackendError(f"creating {kind} {name}: HTTP {exc.status} {exc.reason}: {body}",
+                                       tip="is Kueue running? its webhooks must answer") from None
+                if kind == "ClusterQueue":  # keep its quota at what fits queue_jobs of this config's job
+                    cur = co.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", name,
+                                                       _request_timeout=self.timeout)
+                    if cur["spec"].get("resourceGroups") != obj["spec"]["resourceGroups"]:
+                        co.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", name,
+                                                       {"spec": {"resourceGroups": obj["spec"]["resourceGroups"]}},
+                                                       _request_timeout=self.timeout)
+                        report["updated"].append(f"ClusterQueue/{name}")
+                return
 
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
@@ -428,23 +448,34 @@ class KubernetesBackend(Backend):
         if not job.checkpoint_pvc and self.local:
             shutil.rmtree(job.checkpoint_path, ignore_errors=True)
         self._call("CREATE ConfigMap", core.create_namespaced_config_map, ns, job.configmap)
-        submitted = time.time()
-        try:
-            created = co.create_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets", job.jobset,
-                                                         _request_timeout=self.timeout)
-        except Exception as exc:  # noqa: BLE001
-            from kubernetes.client.rest import ApiException
-            self._call("DELETE ConfigMap", core.delete_namespaced_config_map, job.configmap["metadata"]["name"],
-                       ns, missing_ok=True)
-            if isinstance(exc, ApiException):
+        from kubernetes.client.rest import ApiException
+        deadline = time.time() + 30
+        while True:
+            submitted = time.time()
+            try:
+                created = co.create_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets",
+                                                             job.jobset, _request_timeout=self.timeout)
+                break
+            except ApiException as exc:
+                # JobSet's and Kueue's webhooks answer 500 while their controller (re)starts
+                if exc.status in (500, 503) and "webhook" in str(exc.body) and time.time() < deadline:
+                    time.sleep(2)
+                    continue
+                self._call("DELETE ConfigMap", core.delete_namespaced_config_map, job.configmap["metadata"]["name"],
+                           ns, missing_ok=True)
                 body = exc.body.decode() if isinstance(exc.body, bytes) else (exc.body or "")
                 try:
                     body = json.loads(body).get("message", body)
                 except ValueError:
                     pass
                 raise SubmitError(f"the API server refused the JobSet: HTTP {exc.status}: {body}",
-                                  tip="check the rendered jobset.yaml (`poc render --platform k8s`)") from None
-            raise
+                                  tip="check the rendered jobset.yaml (`poc render --platform k8s`); "
+                                      "a webhook error means the JobSet or Kueue controller is down") from None
+            except Exception as exc:  # noqa: BLE001 - connection errors
+                if not type(exc).__module__.startswith("urllib3"):
+                    raise
+                raise SubmitError(f"the JobSet could not be sent: the API server is unreachable ({type(exc).__name__})",
+                                  tip="is the cluster up? `poc cluster status --k8s`") from None
         self._runs[spec.run_id] = _RunState()
         return Handle("k8s", spec.run_id, [f"{ns}/{job.name}"], submitted,
                       data={"namespace": ns, "name": job.name, "uid": created["metadata"]["uid"],
