@@ -99,11 +99,12 @@ class Kubernetes(_Model):
     max_restarts: int = Field(3, ge=0)
     toleration_seconds: int = Field(30, ge=0)
     checkpoint_host_path: str | None = None
+    checkpoint_pvc: str | None = None
 
-    @field_validator("namespace", "local_queue")
+    @field_validator("namespace", "local_queue", "checkpoint_pvc")
     @classmethod
-    def _dns(cls, v: str) -> str:
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", v):
+    def _dns(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", v):
             raise ValueError("must be a DNS label: lower-case letters, digits and '-', at most 63")
         return v
 

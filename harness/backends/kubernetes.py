@@ -210,7 +210,8 @@ class KubernetesBackend(Backend):
         ckpt = os.path.expandvars(os.path.expanduser(k.checkpoint_host_path)) if k.checkpoint_host_path \
             else str(native_root / "checkpoints")
         return cls(k, kubeconfig=kubeconfig, context=k.context, image=image, checkpoint_root=ckpt,
-                   local_cluster=local, setup_spec=build(cfg, "k8s", "k8s-setup", None))
+                   checkpoint_pvc=k.checkpoint_pvc, local_cluster=local,
+                   setup_spec=build(cfg, "k8s", "k8s-setup", None))
 
     # ------------------------------------------------------------------ clients
     def api(self):

@@ -89,3 +89,14 @@ def test_redacted_hides_secret_paths():
 
 def test_platform_aliases():
     assert cfgmod.from_mapping({"platforms": ["kubernetes", "Slurm"]}).platforms == ["k8s", "slurm"]
+
+
+def test_checkpoint_pvc_reaches_the_jobset():
+    from harness.backends.kubernetes import KubernetesBackend
+    from harness.spec import build
+
+    cfg = cfgmod.from_mapping({"kubernetes": {"checkpoint_pvc": "ckpt-claim", "image": "example/worker:1"}})
+    rendered = KubernetesBackend.from_config(cfg).render(build(cfg, "k8s", "k8s-clean-01", None))
+    assert "claimName: ckpt-claim" in "".join(rendered.files.values())
+    with pytest.raises(ConfigError, match="kubernetes.checkpoint_pvc"):
+        cfgmod.from_mapping({"kubernetes": {"checkpoint_pvc": "Bad Claim"}})
