@@ -247,11 +247,7 @@ class KubernetesBackend(Backend):
         except ApiException as exc:
             if missing_ok and exc.status == 404:
                 return None
-            body = exc.body.decode() if isinstance(exc.body, bytes) else (exc.body or "")
-            try:
-                body = json.loads(body).get("message", body)
-            except ValueError:
-                pass
+            body = _api_message(exc)
             raise BackendError(f"{what}: HTTP {exc.status} {exc.reason}: {body}".strip(),
                                tip=_tip_for_status(exc.status)) from None
         except Exception as exc:  # urllib3 connection errors, time-outs
@@ -362,13 +358,12 @@ class KubernetesBackend(Backend):
     def setup_local(self) -> dict:
         """The local cluster only: the namespace, Kueue queues (quota for `queue_jobs` jobs) and the
         worker image on every node, created when absent. Returns what it did."""
-        from kubernetes import client
         from kubernetes.client.rest import ApiException
         core, co = self._k()
         spec = self.setup_spec
         report: dict = {"created": [], "updated": []}
         for obj in rj.setup_objects(spec, self.cfg, self.queue_jobs):
-            kind, name = obj["kind"], obj["metadata"]["name"]
+            kind = obj["kind"]
             if kind not in ("Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue"):
                 continue
             self._create_or_update(core, co, obj, report)
@@ -417,11 +412,7 @@ class KubernetesBackend(Backend):
                     time.sleep(2)
                     continue
                 if exc.status != 409:
-                    body = exc.body.decode() if isinstance(exc.body, bytes) else (exc.body or "")
-                    try:
-                        body = json.loads(body).get("message", body)
-                    except ValueError:
-                        pass
+                    body = _api_message(exc)
                     raise BackendError(f"creating {kind} {name}: HTTP {exc.status} {exc.reason}: {body}",
                                        tip="is Kueue running? its webhooks must answer") from None
                 if kind == "ClusterQueue":  # keep its quota at what fits queue_jobs of this config's job
@@ -464,11 +455,7 @@ class KubernetesBackend(Backend):
                     continue
                 self._call("DELETE ConfigMap", core.delete_namespaced_config_map, job.configmap["metadata"]["name"],
                            ns, missing_ok=True)
-                body = exc.body.decode() if isinstance(exc.body, bytes) else (exc.body or "")
-                try:
-                    body = json.loads(body).get("message", body)
-                except ValueError:
-                    pass
+                body = _api_message(exc)
                 raise SubmitError(f"the API server refused the JobSet: HTTP {exc.status}: {body}",
                                   tip="check the rendered jobset.yaml (`poc render --platform k8s`); "
                                       "a webhook error means the JobSet or Kueue controller is down") from None
@@ -983,6 +970,15 @@ def _quota_of(cq: dict) -> dict:
                 out[f"{f['name']}/{r['name']}"] = r.get("nominalQuota")
     return out
 
+
+
+def _api_message(exc) -> str:
+    """The API server's own message from an ApiException (its body is JSON when it has one)."""
+    body = exc.body.decode() if isinstance(exc.body, bytes) else (exc.body or "")
+    try:
+        return json.loads(body).get("message", body)
+    except (ValueError, AttributeError):
+        return body
 
 def _tip_for_status(status: int) -> str:
     if status in (401, 403):

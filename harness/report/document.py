@@ -171,7 +171,7 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     campaigns = sorted({r.get("campaign", "?") for r in lr})
     generated = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
 
-    md = [f"# Kubernetes vs Slurm: DDP benchmark report", "",
+    md = ["# Kubernetes vs Slurm: DDP benchmark report", "",
           f"Campaign(s): {', '.join(campaigns)} · generated {generated} · runs: " +
           ", ".join(f"{PLATFORM_LABEL.get(p, p)} {c['ok']} ok / {c['failed'] + c.get('interrupted', 0)} not ok"
                     for p, c in sorted(counts.items(), key=lambda kv: platform_sort_key(kv[0]))), "",

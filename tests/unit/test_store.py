@@ -1,6 +1,3 @@
-import json
-import os
-
 import pytest
 
 from harness.errors import StoreError
