@@ -60,6 +60,17 @@ class JobSpec:
     def world_size(self) -> int:
         return self.nodes * self.procs_per_node
 
+    def launch_env(self) -> dict[str, str]:
+        """Environment every platform gives torchrun, so ranks run alike everywhere."""
+        return {
+            # one rank per cpus_per_node/procs_per_node cores, on every platform
+            "OMP_NUM_THREADS": str(max(1, self.cpus_per_node // self.procs_per_node)),
+            # torchrun restarts with the agent's shared TCPStore hung in gloo's connect
+            # (torch 2.13, seen here); a fresh store per rendezvous round restarts cleanly
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+
     def workload_args(self, ckpt_dir: str, events_dir: str) -> list[str]:
         """Arguments of workloads/ddp_train.py (after the script path)."""
         return [

@@ -25,12 +25,6 @@ from .base import Backend, Collected, FaultRecord, Handle, Observation, Rendered
 LOCAL_ENV = {
     # Keep gloo on loopback: the host's name may resolve to an address other processes cannot reach.
     "GLOO_SOCKET_IFNAME": "lo",
-    "OMP_NUM_THREADS": "1",
-    # torchrun restarts here (no scheduler does it): with the agent's shared TCPStore, the
-    # restarted workers of torch 2.13 hung in ProcessGroupGloo's connect (seen here); a fresh
-    # store per round, hosted by rank 0's worker, restarts cleanly.
-    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-    "PYTHONUNBUFFERED": "1",
 }
 
 
@@ -101,9 +95,13 @@ class LocalBackend(Backend):
     def work_dir(self, spec_or_handle) -> Path:
         return self.work_root / spec_or_handle.run_id
 
+    @staticmethod
+    def env(spec: JobSpec) -> dict[str, str]:
+        return {**spec.launch_env(), **LOCAL_ENV}
+
     def render(self, spec: JobSpec) -> Rendered:
         argvs = render_local(spec, str(self.work_dir(spec)), self.python)
-        return Rendered("local", {"launch.sh": as_script(argvs, LOCAL_ENV)}, payload=argvs)
+        return Rendered("local", {"launch.sh": as_script(argvs, self.env(spec))}, payload=argvs)
 
     def preflight(self) -> dict:
         try:
@@ -130,7 +128,7 @@ class LocalBackend(Backend):
         if work.exists():
             shutil.rmtree(work)  # a resumed campaign re-runs an unfinished run from scratch
         (work / "events").mkdir(parents=True)
-        env = dict(os.environ, **LOCAL_ENV)
+        env = dict(os.environ, **self.env(spec))
         submitted = time.time()
         procs = []
         for i, argv in enumerate(rendered.payload):

@@ -43,12 +43,8 @@ CLUSTER_QUEUE = "poc-cluster-queue"
 HARNESS_ROLE = "poc-harness"
 GPU_RESOURCE = "nvidia.com/gpu"
 POD_ENV = {
-    # torchrun's agent store would be re-used by the workers; a fresh one per round is what
-    # the local baseline uses too (see backends/local.py).
-    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     # the pod's one interface (the CNI bridge plugin's veth): gloo must not pick loopback
     "GLOO_SOCKET_IFNAME": "eth0",
-    "PYTHONUNBUFFERED": "1",
 }
 _RUN_ID = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _IMAGE = re.compile(r"^[A-Za-z0-9_./:@+-]+$")
@@ -148,9 +144,8 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         "data": {WORKLOAD_SCRIPT: text},
     }
     vol, mount, ckpt_path = checkpoint_volume(spec, k, checkpoint_root, checkpoint_pvc)
-    env = [{"name": k_, "value": v} for k_, v in POD_ENV.items()]
+    env = [{"name": k_, "value": v} for k_, v in {**spec.launch_env(), **POD_ENV}.items()]
     env += [
-        {"name": "OMP_NUM_THREADS", "value": str(max(1, spec.cpus_per_node // spec.procs_per_node))},
         {"name": "POC_RUN_ID", "value": spec.run_id},
         {"name": "JOBSET_RESTART_ATTEMPT",
          "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{RESTART_ANNOTATION}']"}}},

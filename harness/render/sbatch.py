@@ -109,6 +109,7 @@ def render_sbatch(spec: JobSpec, cfg: Slurm) -> SbatchJob:
     lines = "\n".join(f"#SBATCH {o}" for o in sbatch_options(spec, cfg, rdir))
     text = _template().substitute(
         run_id=spec.run_id, q_run_id=shlex.quote(spec.run_id), q_run_dir=shlex.quote(rdir),
+        launch_env=" ".join(f"{k}={shlex.quote(v)}" for k, v in spec.launch_env().items()),
         sbatch_lines=lines, max_restarts=int(spec.max_restarts), rdzv_port=int(spec.rdzv_port),
         launch=launch_line(spec, cfg, rdir))
     return SbatchJob(script=text, run_dir=rdir, workload_path=f"{rdir}/{WORKLOAD_SCRIPT}",
