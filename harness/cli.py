@@ -154,17 +154,14 @@ def cmd_smoke(args) -> int:
 
 def cmd_render(args) -> int:
     from .backends.factory import make_backend
-    from .spec import build, run_plan
+    from .spec import Planned, build, run_plan
 
     cfg = _load(args)
     plats = _platforms(args, cfg)
     for plat in plats:
-        plan = run_plan(cfg, plat) or [(f"{plat}-clean-01", None)]
-        run_id, fault = plan[0]
-        if args.run_id:
-            run_id = args.run_id
+        first = (run_plan(cfg, plat) or [Planned(f"{plat}-clean-01")])[0]
         backend = make_backend(plat, cfg)
-        rendered = backend.render(build(cfg, plat, run_id, fault))
+        rendered = backend.render(build(cfg, plat, args.run_id or first.run_id, first.fault, first.scenario))
         if args.out:
             d = Path(args.out) / plat if len(plats) > 1 else Path(args.out)
             d.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,8 @@ FAULT_PLATFORMS = {
     "lose_node": {"slurm", "k8s"},
     "requeue": {"slurm"},
 }
+# Contention needs a scheduler that makes a job wait; the local baseline has none.
+CONTENTION_PLATFORMS = {"slurm", "k8s"}
 _SIZE = re.compile(r"^\s*\d+\s*[KMGkmg]?(i?B)?\s*$")
 # Conservative: what Slurm, Kubernetes labels and file names all accept.
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
@@ -176,6 +178,12 @@ class Fault(_Model):
     rank: int = Field(1, ge=0)
 
 
+class Contention(_Model):
+    """A same-shape blocking job holds what the measured job needs; the harness releases it after hold_s."""
+    runs: int = Field(1, ge=1, le=100)
+    hold_s: float = Field(15, ge=1, le=3600)
+
+
 class Timeouts(_Model):
     queue_s: float = Field(300, gt=0)
     run_s: float = Field(900, gt=0)
@@ -195,6 +203,7 @@ class Config(_Model):
     pricing: dict[str, Price] = Field(default_factory=_default_pricing)
     faults: list[Fault] = Field(default_factory=lambda: [Fault(kind="kill_rank", at_step=15, rank=1)])
     repetitions: int = Field(1, ge=0, le=1000)
+    contention: Contention | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
 
     @field_validator("campaign")
@@ -233,6 +242,9 @@ class Config(_Model):
             if price.unit == "gpu" and r.gpus_per_node == 0 and plat in self.platforms:
                 raise ValueError(f"pricing.{plat} is per GPU but resources.gpus_per_node is 0")
         return self
+
+    def contention_runs(self, platform: str) -> int:
+        return self.contention.runs if self.contention and platform in CONTENTION_PLATFORMS else 0
 
     def faults_for(self, platform: str) -> list[Fault]:
         return [f for f in self.faults if platform in FAULT_PLATFORMS[f.kind]]

@@ -15,6 +15,8 @@ Definitions (all platforms):
     rendezvous_s: -> every rank past init_process_group (includes importing torch);
     first_step_s: end of sweep -> every rank's first step done (model, DDP, checkpoint load, one step).
 - allreduce_busbw_gbps: peak busbw of the sweep (nccl-tests: busbw = algbw * 2(n-1)/n, GB = 1e9 B).
+- handover_s (contention runs): the blocking job released (the harness cancels it) -> the
+  waiting job allocated; queue_s of those runs is kept apart as queue_s:contention.
 - recovery_s: fault injected -> first step done by every rank after the restart;
   lost_steps: steps done before the fault that had to be done again.
 - cost_per_step_usd: effective = price x units x (done - submitted) / steps;
@@ -30,7 +32,7 @@ from . import events as ev
 UNITS = {
     "queue_s": "s", "queue_admission_s": "s", "startup_s": "s", "launch_s": "s", "rendezvous_s": "s",
     "first_step_s": "s", "sweep_s": "s", "allreduce_busbw_gbps": "GB/s", "recovery_s": "s", "lost_steps": "steps",
-    "step_time_s": "s", "cost_per_step_usd": "USD", "cost_per_step_steady_usd": "USD",
+    "step_time_s": "s", "handover_s": "s", "cost_per_step_usd": "USD", "cost_per_step_steady_usd": "USD",
 }
 HEADLINE = ("queue_s", "startup_s", "allreduce_busbw_gbps", "recovery_s", "cost_per_step_usd")
 
@@ -174,7 +176,7 @@ def cost(events: list[dict], times: dict, price: dict, nodes: int, gpus_per_node
 
 
 def derive(events: list[dict], times: dict, *, world: int, nodes: int, gpus_per_node: int, steps: int,
-           price: dict, faults: list[dict]) -> tuple[dict, dict]:
+           price: dict, faults: list[dict], contention: dict | None = None) -> tuple[dict, dict]:
     """All metrics of one run, and its phase timeline (name -> epoch seconds)."""
     events = sorted(events, key=lambda e: e["ts_ns"])
     m: dict = {}
@@ -183,6 +185,12 @@ def derive(events: list[dict], times: dict, *, world: int, nodes: int, gpus_per_
     if times.get("admitted") is not None:
         m["queue_admission_s"] = _metric("queue_admission_s", _sub(times["admitted"], submitted),
                                          {"submitted": submitted, "admitted": times["admitted"]})
+    if contention:
+        released = contention.get("released")
+        # Scheduler times are whole seconds on both platforms (Slurm Start, PodScheduled), the
+        # release is the harness's own clock: a handover under a second reads within +-1 s.
+        m["handover_s"] = _metric("handover_s", _sub(allocated, released), {"released": released, "allocated": allocated},
+                                  hold_s=contention.get("hold_s"), blocker_run_id=contention.get("blocker_run_id"))
     sm, src = startup(events, times, world)
     m.update(sm)
     m["allreduce_busbw_gbps"] = allreduce(events, world)
@@ -201,5 +209,7 @@ def derive(events: list[dict], times: dict, *, world: int, nodes: int, gpus_per_
         timeline["fault"] = float(f["injected_at"])
         rs = m.get("recovery_s", {}).get("sources", {})
         timeline["resumed"] = rs.get("resumed")
+    if contention and contention.get("released"):
+        timeline["blocker_released"] = contention["released"]
     timeline["done"] = max(done) if done else times.get("ended")
     return m, {k: v for k, v in timeline.items() if v is not None}

@@ -22,7 +22,7 @@ from . import metrics as metmod
 from .backends.base import Backend, FaultRecord, Handle
 from .config import Config
 from .errors import BackendError, PocError, RunTimeout
-from .spec import FaultPlan, JobSpec, build, run_plan
+from .spec import FaultPlan, JobSpec, blocker_spec, build, run_plan
 from .states import JobState
 from .store import Store
 
@@ -105,6 +105,66 @@ class RunContext:
     poll_s: float = 0.5
 
 
+@dataclass
+class Blocker:
+    """The contention scenario's blocking job: it holds what the measured job needs until released."""
+    handle: Handle
+    hold_s: float
+    allocated_at: float | None = None
+    released_at: float | None = None     # harness clock, just before the cancel call
+
+    @property
+    def holding(self) -> bool:
+        return self.released_at is None
+
+    def to_json(self) -> dict:
+        return {"blocker_run_id": self.handle.run_id, "blocker_ids": self.handle.ids, "hold_s": self.hold_s,
+                "blocker_allocated": self.allocated_at, "released": self.released_at}
+
+
+def start_blocker(ctx: RunContext, spec: JobSpec, files: dict[str, str]) -> Blocker:
+    """Submit the blocker and wait until it holds its resources."""
+    bspec = blocker_spec(spec)
+    rendered = ctx.backend.render(bspec)
+    files.update({f"rendered/blocker/{k}": v for k, v in rendered.files.items()})
+    handle = ctx.backend.submit(bspec, rendered)
+    ctx.store.mark_inflight(handle.to_json())
+    blocker = Blocker(handle, ctx.cfg.contention.hold_s if ctx.cfg.contention else 15.0)
+    deadline = handle.submitted_at + ctx.cfg.timeouts.queue_s
+    while True:
+        obs = ctx.backend.observe([handle])[handle.run_id]
+        ctx.progress(spec.platform, spec.run_id, f"blocker queued ({obs.native_state or obs.state.value})",
+                     time.time() - handle.submitted_at)
+        if obs.times.get("allocated") is not None:
+            blocker.allocated_at = obs.times["allocated"]
+            return blocker
+        if obs.state.terminal:
+            raise BackendError(f"the blocking job ended {obs.state.value} before it held its resources"
+                               + (f": {obs.reason}" if obs.reason else ""), tip="read the blocker's logs under the results dir")
+        if time.time() > deadline:
+            raise RunTimeout(f"the blocking job was not allocated within {ctx.cfg.timeouts.queue_s:g} s",
+                             tip="contention needs a queue that is free when the scenario starts")
+        time.sleep(ctx.poll_s)
+
+
+def release_blocker(ctx: RunContext, blocker: Blocker) -> None:
+    blocker.released_at = time.time()
+    ctx.backend.cancel(blocker.handle)
+    ctx.store.clear_inflight(blocker.handle.run_id)
+
+
+def check_contention(blocker: Blocker, blocker_obs, measured_times: dict) -> None:
+    """While the blocker holds, the measured job must wait: otherwise the run measured no contention."""
+    if measured_times.get("allocated") is not None:
+        raise BackendError("the measured job got its resources while the blocking job still held its own: "
+                           "the cluster has room for two jobs, so this run measured no contention",
+                           tip="contention needs a queue that fits one job (Slurm: fewer than 2 x resources.nodes "
+                               "free nodes; Kubernetes: a ClusterQueue quota that fits one job)")
+    if blocker_obs.state.terminal:
+        raise BackendError(f"the blocking job ended {blocker_obs.state.value} before the harness released it",
+                           tip="read the blocker's logs under the results dir")
+
+
 def execute(ctx: RunContext, spec: JobSpec) -> dict:
     """Run one job end to end and return its record (already appended to the store)."""
     stages = Stages()
@@ -120,10 +180,15 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
     files: dict[str, str] = {}
     collected = None
     interrupted = False
+    blocker: Blocker | None = None
     try:
         with stages.stage("render"):
             rendered = backend.render(spec)
             files.update({f"rendered/{k}": v for k, v in rendered.files.items()})
+        if spec.scenario == "contention":
+            with stages.stage("blocker"):
+                blocker = start_blocker(ctx, spec, files)
+                record["contention"] = blocker.to_json()
         with stages.stage("submit"):
             handle = backend.submit(spec, rendered)
             store.mark_inflight(handle.to_json())
@@ -133,11 +198,20 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
         state = JobState.PENDING
         with stages.stage("queue"):
             while True:
-                obs = backend.observe([handle])[spec.run_id]
+                holding = blocker is not None and blocker.holding
+                looked = backend.observe([handle, blocker.handle] if holding else [handle])  # one batched look
+                obs = looked[spec.run_id]
                 events.extend(_stamp(obs.events))
                 times.update(obs.times)
                 state = obs.state
-                ctx.progress(spec.platform, spec.run_id, f"queued ({obs.native_state or state.value})", time.time() - t_sub)
+                ctx.progress(spec.platform, spec.run_id, f"queued ({obs.native_state or state.value})"
+                             + (" behind the blocker" if holding else ""), time.time() - t_sub)
+                if holding:
+                    check_contention(blocker, looked[blocker.handle.run_id], times)
+                    if time.time() - t_sub >= blocker.hold_s:
+                        with stages.stage("release-blocker"):
+                            release_blocker(ctx, blocker)
+                        record["contention"] = blocker.to_json()
                 if times.get("allocated") is not None or state.terminal:
                     break
                 if time.time() > queue_deadline:
@@ -186,7 +260,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
             m, timeline = metmod.derive(
                 events, times, world=spec.world_size, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
                 steps=spec.steps, price=ctx.cfg.pricing[spec.platform].model_dump(),
-                faults=[f.to_json() for f in faults])
+                faults=[f.to_json() for f in faults], contention=blocker.to_json() if blocker else None)
             record["metrics"] = m
             record["timeline"] = timeline
         record["status"] = "ok"
@@ -202,10 +276,12 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
         record["status"], interrupted = "interrupted", True
         record["error"] = {"stage": "between stages", "type": "KeyboardInterrupt", "message": "interrupted"}
     finally:
-        if handle is not None:
+        for h in (handle, blocker.handle if blocker is not None and blocker.holding else None):
+            if h is None:
+                continue
             try:
-                backend.cancel(handle)
-                store.clear_inflight(handle.run_id)
+                backend.cancel(h)
+                store.clear_inflight(h.run_id)
             except Exception as exc:  # the inflight file stays, so --resume cancels it later
                 record["cancel_error"] = str(exc)[:500]
     if collected is None and handle is not None:
@@ -259,7 +335,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
     written: list[dict] = []
     try:
         for plat in platforms:
-            plan = [(rid, f) for rid, f in run_plan(cfg, plat) if rid not in done]
+            plan = [p for p in run_plan(cfg, plat) if p.run_id not in done]
             if not plan:
                 continue
             backend = None
@@ -275,7 +351,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
             except PocError as exc:
                 if backend is not None:
                     backend.close()
-                rec = {"run_id": plan[0][0], "campaign": cfg.campaign, "platform": plat, "scenario": "preflight",
+                rec = {"run_id": plan[0].run_id, "campaign": cfg.campaign, "platform": plat, "scenario": "preflight",
                        "config_hash": cfg.config_hash(), "status": "failed", "started_at": time.time(),
                        "finished_at": time.time(), "stages": [],
                        "error": {"stage": "preflight", "type": type(exc).__name__, "message": exc.message, "tip": exc.tip}}
@@ -285,11 +361,11 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 continue
             ctx = RunContext(backend, store, cfg, info, progress, poll_s or getattr(backend, "poll_s", 0.5))
             try:
-                for run_id, fault in plan:
+                for run_id, fault, scenario in plan:
                     unsupported = fault is not None and fault.kind not in backend.supported_faults()
                     if unsupported:
                         continue
-                    rec = execute(ctx, build(cfg, plat, run_id, fault))
+                    rec = execute(ctx, build(cfg, plat, run_id, fault, scenario))
                     written.append(rec)
                     on_record(rec)
             finally:

@@ -7,19 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .config import Config, Fault
+from .config import Config, Contention, Fault
 
 SMOKE_CAMPAIGN = "smoke-poc"  # apart from `poc run`'s default campaign, so both can live in one results dir
 SMOKE_PLATFORMS = ["local", "slurm", "k8s"]
 SMOKE_REPETITIONS = 3
-SMOKE_FAULTS = [Fault(kind="kill_rank", at_step=15, rank=1), Fault(kind="lose_node", at_step=15, rank=1)]
+# kill_rank three times, so recovery has a spread and a ratio; the slower node loss once.
+SMOKE_FAULTS = [Fault(kind="kill_rank", at_step=15, rank=1)] * 3 + [Fault(kind="lose_node", at_step=15, rank=1)]
+SMOKE_CONTENTION = Contention(runs=1, hold_s=15)
 
 
 def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | None) -> Config:
     cfg = cfg.model_copy(deep=True)
     cfg.platforms = platforms or SMOKE_PLATFORMS
     cfg.repetitions = SMOKE_REPETITIONS if repetitions is None else repetitions
-    cfg.faults = list(SMOKE_FAULTS)
+    cfg.faults = [f.model_copy() for f in SMOKE_FAULTS]
+    cfg.contention = cfg.contention or SMOKE_CONTENTION.model_copy()
     return cfg
 
 

@@ -6,7 +6,8 @@ the three platforms run the same job.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from .config import Config, Fault
 
@@ -34,7 +35,7 @@ class JobSpec:
     run_id: str
     campaign: str
     platform: str
-    scenario: str                      # "clean" or the fault kind
+    scenario: str                      # "clean", the fault kind, "contention" or "blocker"
     nodes: int
     procs_per_node: int
     gpus_per_node: int
@@ -54,6 +55,7 @@ class JobSpec:
     time_limit_s: float
     fault: FaultPlan | None = None
     rdzv_port: int = RDZV_PORT
+    exclusive: bool = False            # hold whole nodes (Slurm --exclusive): the contention scenario's blocker
     labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     @property
@@ -100,17 +102,35 @@ class JobSpec:
         ]
 
 
-def run_plan(cfg: Config, platform: str) -> list[tuple[str, FaultPlan | None]]:
-    """(run_id, fault) for one platform: the clean repetitions, then one run per fault."""
-    plan: list[tuple[str, FaultPlan | None]] = []
+class Planned(NamedTuple):
+    run_id: str
+    fault: FaultPlan | None = None
+    scenario: str = "clean"
+
+
+def run_plan(cfg: Config, platform: str) -> list[Planned]:
+    """The runs of one platform: the clean repetitions, one run per fault, then the contention runs."""
+    plan: list[Planned] = []
     for i in range(cfg.repetitions):
-        plan.append((f"{platform}-clean-{i + 1:02d}", None))
+        plan.append(Planned(f"{platform}-clean-{i + 1:02d}"))
     for i, f in enumerate(cfg.faults_for(platform)):
-        plan.append((f"{platform}-{f.kind.replace('_', '-')}-{i + 1:02d}", FaultPlan.of(f)))
+        plan.append(Planned(f"{platform}-{f.kind.replace('_', '-')}-{i + 1:02d}", FaultPlan.of(f), f.kind))
+    for i in range(cfg.contention_runs(platform)):
+        plan.append(Planned(f"{platform}-contention-{i + 1:02d}", None, "contention"))
     return plan
 
 
-def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None) -> JobSpec:
+BLOCKER_STEPS = 10_000_000  # runs until the harness releases it
+
+
+def blocker_spec(spec: JobSpec) -> JobSpec:
+    """The contention scenario's blocker: the same job, holding whole nodes until the harness cancels it."""
+    run_id = f"{spec.run_id}-blocker"
+    return replace(spec, run_id=run_id, scenario="blocker", steps=BLOCKER_STEPS, fault=None, exclusive=True,
+                   labels=(("poc/campaign", spec.campaign), ("poc/run-id", run_id)))
+
+
+def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scenario: str | None = None) -> JobSpec:
     w, r = cfg.workload, cfg.resources
     max_restarts = {"local": TORCHRUN_RESTARTS["local"], "slurm": cfg.slurm.max_restarts,
                     "k8s": cfg.kubernetes.max_restarts}[platform]
@@ -118,7 +138,7 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None) -> J
         run_id=run_id,
         campaign=cfg.campaign,
         platform=platform,
-        scenario=fault.kind if fault else "clean",
+        scenario=scenario or (fault.kind if fault else "clean"),
         nodes=r.nodes,
         procs_per_node=r.procs_per_node,
         gpus_per_node=r.gpus_per_node,

@@ -65,6 +65,8 @@ def sbatch_options(spec: JobSpec, cfg: Slurm, rdir: str) -> list[str]:
     ]
     if spec.gpus_per_node:
         opts.append(f"--gpus-per-node={spec.gpus_per_node}")
+    if spec.exclusive:
+        opts.append("--exclusive")
     opts.append(f"--time={cfg.time_limit}")
     for key in ("partition", "account", "qos"):
         val = getattr(cfg, key)

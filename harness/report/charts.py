@@ -13,9 +13,9 @@ import pandas as pd  # noqa: E402
 from .stats import PLATFORM_LABEL, latest, platform_sort_key  # noqa: E402
 
 COLORS = {"local": "#7f7f7f", "slurm": "#1f77b4", "k8s": "#d62728"}
-PHASES = ["submitted", "admitted", "allocated", "launched", "rendezvous", "sweep_done", "first_step", "fault",
+PHASES = ["submitted", "blocker_released", "admitted", "allocated", "launched", "rendezvous", "sweep_done", "first_step", "fault",
           "resumed", "done"]
-PHASE_COLORS = {"admitted": "#c7c7c7", "allocated": "#9edae5", "launched": "#ffbb78", "rendezvous": "#98df8a",
+PHASE_COLORS = {"blocker_released": "#e0e0e0", "admitted": "#c7c7c7", "allocated": "#9edae5", "launched": "#ffbb78", "rendezvous": "#98df8a",
                 "sweep_done": "#f7b6d2", "first_step": "#aec7e8", "fault": "#c5b0d5", "resumed": "#ff9896", "done": "#dbdb8d"}
 SIDE_BY_SIDE = [("queue_s", "queue (s)"), ("startup_s", "startup (s)"), ("allreduce_busbw_gbps", "peak busbw (GB/s)"),
                 ("recovery_s", "recovery (s)"), ("cost_per_step_usd", "cost per step (USD)")]
@@ -35,8 +35,9 @@ def _save(fig, path: Path) -> Path:
 def metrics_side_by_side(df: pd.DataFrame, out: Path) -> Path:
     fig, axes = plt.subplots(1, len(SIDE_BY_SIDE), figsize=(4 * len(SIDE_BY_SIDE), 4))
     for ax, (metric, title) in zip(axes, SIDE_BY_SIDE):
-        # recovery exists only per fault kind; show every fault kind's values together per platform
-        sub = df[df.metric.str.split(":").str[0] == metric]
+        # recovery exists only per fault kind: show every fault kind's values together per platform;
+        # a wait behind a blocking job is not a queue time of the clean job, so contention stays out
+        sub = df[(df.metric.str.split(":").str[0] == metric) & ~df.metric.str.endswith(":contention")]
         plats = sorted(sub.platform.unique(), key=platform_sort_key)
         ax.set_title(title)
         if sub.empty:
@@ -173,12 +174,38 @@ def cost(df: pd.DataFrame, out: Path) -> Path:
     return _save(fig, out)
 
 
+CONTENTION_PANELS = [("queue_s:contention", "queue behind the blocker (s)"),
+                     ("queue_admission_s:contention", "Kueue admission behind the blocker (s)"),
+                     ("handover_s", "handover: blocker released → allocated (s)")]
+
+
+def contention(df: pd.DataFrame, out: Path) -> Path:
+    panels = [(m, t) for m, t in CONTENTION_PANELS if (df.metric == m).any()]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    for ax, (metric, title) in zip(axes[0], panels):
+        sub = df[df.metric == metric]
+        plats = sorted(sub.platform.unique(), key=platform_sort_key)
+        for i, p in enumerate(plats):
+            vals = sub[sub.platform == p]["value"].to_numpy()
+            ax.bar(i, np.median(vals), 0.6, color=_color(p), alpha=0.35)
+            ax.scatter(np.full(len(vals), i), vals, color=_color(p), s=18, zorder=3)
+        ax.set_xticks(range(len(plats)), [PLATFORM_LABEL.get(p, p) for p in plats])
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("Contention: a same-shape job holds the resources, the harness releases it after hold_s "
+                 "(bar: median; dots: runs)", fontsize=10)
+    return _save(fig, out)
+
+
 def all_charts(runs: list[dict], df: pd.DataFrame, outdir: Path) -> dict[str, Path]:
     outdir.mkdir(parents=True, exist_ok=True)
-    return {
+    charts = {
         "metrics": metrics_side_by_side(df, outdir / "metrics.png"),
         "timeline": timeline(runs, outdir / "timeline.png"),
         "busbw": busbw_curve(runs, outdir / "busbw.png"),
         "step_times": step_times(runs, outdir / "step_times.png"),
         "cost": cost(df, outdir / "cost.png"),
     }
+    if (df.metric == "handover_s").any():
+        charts["contention"] = contention(df, outdir / "contention.png")
+    return charts

@@ -20,6 +20,7 @@ CHART_TITLES = {
     "busbw": "All-reduce bus bandwidth",
     "step_times": "Step time distribution",
     "cost": "Cost per step",
+    "contention": "Contention",
 }
 # Environment facts worth showing; secrets never reach the records in the first place.
 SETTING_KEYS_SKIP = {"harness_host"}
@@ -80,7 +81,7 @@ def findings(rat: pd.DataFrame) -> list[str]:
         return ["Only one platform has results, so there is nothing to compare yet."]
     for r in rat.itertuples():
         base = r.metric.split(":")[0]
-        if base not in HEADLINE and base != "lost_steps":
+        if base not in HEADLINE and base not in ("lost_steps", "handover_s"):
             continue
         a, b = PLATFORM_LABEL.get(r.numerator, r.numerator), PLATFORM_LABEL.get(r.denominator, r.denominator)
         higher_better = base == "allreduce_busbw_gbps"
@@ -196,6 +197,10 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
            "- `queue_s`: submit → all resources allocated; `queue_admission_s` (Kubernetes): submit → Kueue admission.",
            "- `startup_s` = `launch_s` + `rendezvous_s` + `first_step_s`: allocation → first step done by every rank, sweep excluded.",
            "- `allreduce_busbw_gbps`: peak of busbw = algbw × 2(n−1)/n (nccl-tests), GB = 1e9 bytes.",
+           "- `queue_s:contention`, `queue_admission_s:contention`: the same, for a job submitted while a same-shape "
+           "blocking job holds what it needs (Slurm: the blocker runs `--exclusive`; Kubernetes: the ClusterQueue "
+           "quota fits one job); the harness releases the blocker `hold_s` after the submit. `handover_s`: blocker "
+           "released → the waiting job allocated (scheduler times are whole seconds, so ±1 s).",
            "- `recovery_s:<fault>`: fault injected → first step done by every rank after the restart; `lost_steps`: steps redone.",
            "- `cost_per_step_usd`: price × units × (done − submit) / steps; `cost_per_step_steady_usd`: price × units × median step time.",
            ""]

@@ -12,8 +12,9 @@ PLATFORM_LABEL = {"local": "local (baseline)", "slurm": "Slurm", "k8s": "Kuberne
 # Metrics a fault changes are kept apart per fault kind: "recovery_s:kill_rank".
 BY_SCENARIO = {"recovery_s", "lost_steps", "cost_per_step_usd"}
 # Metrics of the first attempt, comparable across clean and fault runs alike.
-ANY_SCENARIO = {"queue_s", "queue_admission_s", "startup_s", "launch_s", "rendezvous_s", "first_step_s", "sweep_s",
+ANY_SCENARIO = {"queue_s", "queue_admission_s", "handover_s", "startup_s", "launch_s", "rendezvous_s", "first_step_s", "sweep_s",
                 "allreduce_busbw_gbps", "step_time_s", "cost_per_step_steady_usd"}
+QUEUE = {"queue_s", "queue_admission_s"}
 HIGHER_IS_BETTER = {"allreduce_busbw_gbps"}
 
 
@@ -26,6 +27,8 @@ def latest(runs: list[dict]) -> list[dict]:
 
 
 def metric_key(name: str, scenario: str) -> str | None:
+    if name in QUEUE and scenario == "contention":   # a wait behind another job is its own figure
+        return f"{name}:contention"
     if name in BY_SCENARIO:
         return name if scenario == "clean" else f"{name}:{scenario}"
     if name in ANY_SCENARIO:

@@ -126,6 +126,32 @@ def test_fault_is_injected_and_recovered(cluster, tmp_path, kind):
     assert idle_nodes() == {"c1", "c2", "c3"}  # a lost node is back for the next run
 
 
+def test_contention_job_waits_behind_an_exclusive_blocker(cluster, tmp_path):
+    """The Slurm twin of the Kubernetes quota case: a same-shape job holds 2 of the 3 nodes
+    exclusively, the measured job (2 nodes) waits, and its wait ends when the harness releases it."""
+    hold = 15
+    (rec,) = run_campaign(tmp_path, {"campaign": "itest-contention", "contention": {"runs": 1, "hold_s": hold}})
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["scenario"] == "contention"
+    assert_five_metrics(rec)
+    m, c = rec["metrics"], rec["contention"]
+    assert c["blocker_run_id"] == "slurm-contention-01-blocker" and c["blocker_allocated"] is not None
+    submitted = m["queue_s"]["sources"]["submitted"]
+    assert c["released"] - submitted >= hold - 1          # Slurm's submit time is whole seconds
+    assert m["queue_s"]["value"] >= hold - 1, "the measured job waited for the blocker"
+    handover = m["handover_s"]["value"]
+    assert -1.0 <= handover < 30, handover
+    names = [st["name"] for st in rec["stages"]]
+    assert names.index("blocker") < names.index("submit") < names.index("release-blocker")
+    blocker_script = next((tmp_path / "results" / "itest-contention" / "runs" / "slurm-contention-01" / "rendered"
+                           / "blocker").glob("*.sbatch")).read_text()
+    assert "#SBATCH --exclusive" in blocker_script
+    print(f"\ncontention: queue_s={m['queue_s']['value']:.1f} handover_s={handover:.2f}")
+    left = slurm_docker.run(slurm_docker.login_exec_argv(["squeue", "-h", "-o", "%j"])).stdout.split()
+    assert not [j for j in left if j.startswith("poc-slurm-contention")], left
+    assert idle_nodes() == {"c1", "c2", "c3"}
+
+
 def test_unknown_partition_is_a_failed_preflight_record(cluster, tmp_path):
     (rec,) = run_campaign(tmp_path, {"campaign": "itest-bad-partition", "repetitions": 1,
                                      "slurm": {"partition": "nope"}})

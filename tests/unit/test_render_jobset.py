@@ -45,8 +45,8 @@ CASES = {
 def job_of(name: str) -> tuple[spec.JobSpec, config.Config, rj.K8sJob]:
     data, index, pvc = CASES[name]
     cfg = config.from_mapping(data)
-    run_id, fault = spec.run_plan(cfg, "k8s")[index]
-    s = spec.build(cfg, "k8s", run_id, fault)
+    run_id, fault, scenario = spec.run_plan(cfg, "k8s")[index]
+    s = spec.build(cfg, "k8s", run_id, fault, scenario)
     image = cfg.kubernetes.image or IMAGE
     return s, cfg, rj.render_jobset(s, cfg.kubernetes, image, CKPT_ROOT, checkpoint_pvc=pvc)
 

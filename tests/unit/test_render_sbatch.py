@@ -34,8 +34,8 @@ CASES = {
 def rendered(name: str) -> str:
     data, index = CASES[name]
     cfg = config.from_mapping(data)
-    run_id, fault = spec.run_plan(cfg, "slurm")[index]
-    return render_sbatch(spec.build(cfg, "slurm", run_id, fault), cfg.slurm).script
+    run_id, fault, scenario = spec.run_plan(cfg, "slurm")[index]
+    return render_sbatch(spec.build(cfg, "slurm", run_id, fault, scenario), cfg.slurm).script
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
