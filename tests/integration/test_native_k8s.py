@@ -196,20 +196,35 @@ def _pod_logs(api, ns: str, selector: str) -> dict[str, str]:
             for p in core.list_namespaced_pod(ns, label_selector=selector).items}
 
 
+def _pod_states(api, ns: str, selector: str) -> dict[str, str]:
+    """Each pod's node, phase and container end state: what a failure message needs besides logs."""
+    core = client.CoreV1Api(api)
+    out = {}
+    for p in core.list_namespaced_pod(ns, label_selector=selector).items:
+        ends = [f"{c.name}: {c.state.terminated.reason} exit {c.state.terminated.exit_code}"
+                for c in (p.status.container_statuses or []) if c.state and c.state.terminated]
+        out[p.metadata.name] = f"node={p.spec.node_name} phase={p.status.phase} {'; '.join(ends)}"
+    return out
+
+
 def test_jobset_pods_resolve_each_other_by_dns(api, namespace):
     """(b, part 1) both pods of a JobSet admitted by Kueue find each other by their DNS names."""
     _queue(api, namespace, f"cq-{namespace}", "4")
     try:
         peer = "dns-w-0-{}.dns." + namespace + ".svc.cluster.local"
-        script = ("for i in $(seq 90); do nslookup " + peer.format(0) + " >/dev/null 2>&1 && nslookup "
-                  + peer.format(1) + " >/dev/null 2>&1 && { echo RESOLVED $(hostname); nslookup "
-                  + peer.format(1) + "; exit 0; }; sleep 1; done; exit 1")
+        # A pod that has exited drops out of the headless Service, so a pod that resolves both
+        # names first stays up a while: otherwise a slower peer can never resolve it (CI saw this).
+        # A failing pod prints its last nslookup answer so the log says why.
+        # (the busybox image has no /tmp: the answers are kept in shell variables)
+        script = ("for i in $(seq 90); do a=$(nslookup " + peer.format(0) + " 2>&1) && b=$(nslookup "
+                  + peer.format(1) + " 2>&1) && { echo RESOLVED $(hostname); echo \"$b\"; sleep 20; exit 0; };"
+                  " sleep 1; done; echo UNRESOLVED $(hostname); echo \"$a\"; echo \"$b\"; exit 1")
         client.CustomObjectsApi(api).create_namespaced_custom_object(
             "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets",
             _jobset("dns", f"cq-{namespace}", nk.BUSYBOX_IMAGE, ["sh", "-c", script]))
         result = _wait_jobset_done(api, namespace, "dns", 240)
         logs = _pod_logs(api, namespace, "jobset.sigs.k8s.io/jobset-name=dns")
-        assert result == "Completed", logs
+        assert result == "Completed", (logs, _pod_states(api, namespace, "jobset.sigs.k8s.io/jobset-name=dns"))
         assert len(logs) == 2 and all("RESOLVED" in text for text in logs.values()), logs
     finally:
         _delete_cq(api, f"cq-{namespace}")
