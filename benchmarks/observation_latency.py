@@ -8,6 +8,7 @@ Also prints the harness's own CPU time and peak memory per run (record["harness_
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -30,9 +31,14 @@ def main() -> None:
         d = Path(r["_dir"]) / "runs" / r["run_id"] / "events.jsonl"
         if r.get("harness_usage"):
             usage.setdefault(r["platform"], []).append(r["harness_usage"])
-        if not d.exists():
+        gz = d.with_name(d.name + ".gz")   # a committed campaign keeps its events gzipped
+        if d.exists():
+            text = d.read_text()
+        elif gz.exists():
+            text = gzip.decompress(gz.read_bytes()).decode()
+        else:
             continue
-        for line in d.read_text().splitlines():
+        for line in text.splitlines():
             e = json.loads(line)
             if "observed_at" in e:
                 lat.setdefault(r["platform"], []).append(e["observed_at"] - e["ts_ns"] / 1e9)

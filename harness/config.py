@@ -179,9 +179,9 @@ class Fault(_Model):
 
 
 class Contention(_Model):
-    """A same-shape blocking job holds what the measured job needs; the harness releases it after hold_s."""
+    """A same-shape blocking job holds what the measured job needs until it finishes by itself."""
     runs: int = Field(1, ge=1, le=100)
-    hold_s: float = Field(15, ge=1, le=3600)
+    blocker_steps: int | None = Field(None, ge=1)   # None: the workload's steps
 
 
 class Timeouts(_Model):

@@ -15,7 +15,7 @@ Definitions (all platforms):
     rendezvous_s: -> every rank past init_process_group (includes importing torch);
     first_step_s: end of sweep -> every rank's first step done (model, DDP, checkpoint load, one step).
 - allreduce_busbw_gbps: peak busbw of the sweep (nccl-tests: busbw = algbw * 2(n-1)/n, GB = 1e9 B).
-- handover_s (contention runs): the blocking job released (the harness cancels it) -> the
+- handover_s (contention runs): the blocking job done (its last rank's `done` event) -> the
   waiting job allocated; queue_s of those runs is kept apart as queue_s:contention.
 - recovery_s: fault injected -> first step done by every rank after the restart;
   lost_steps: steps done before the fault that had to be done again.
@@ -187,10 +187,10 @@ def derive(events: list[dict], times: dict, *, world: int, nodes: int, gpus_per_
                                          {"submitted": submitted, "admitted": times["admitted"]})
     if contention:
         released = contention.get("released")
-        # Scheduler times are whole seconds on both platforms (Slurm Start, PodScheduled), the
-        # release is the harness's own clock: a handover under a second reads within +-1 s.
+        # Scheduler times are whole seconds on both platforms (Slurm Start, PodScheduled) and the
+        # release is a workload event: a handover under a second reads within +-1 s.
         m["handover_s"] = _metric("handover_s", _sub(allocated, released), {"released": released, "allocated": allocated},
-                                  hold_s=contention.get("hold_s"), blocker_run_id=contention.get("blocker_run_id"))
+                                  blocker_run_id=contention.get("blocker_run_id"))
     sm, src = startup(events, times, world)
     m.update(sm)
     m["allreduce_busbw_gbps"] = allreduce(events, world)

@@ -107,62 +107,74 @@ class RunContext:
 
 @dataclass
 class Blocker:
-    """The contention scenario's blocking job: it holds what the measured job needs until released."""
+    """The contention scenario's blocking job: the same job, started first, holding what the measured
+    job needs until it finishes by itself (the way resources free up on a busy cluster)."""
     handle: Handle
-    hold_s: float
+    world: int
     allocated_at: float | None = None
-    released_at: float | None = None     # harness clock, just before the cancel call
+    done_at: float | None = None       # workload clock: every rank of the blocker has finished training
+    state: JobState = JobState.PENDING
+    dones: dict = field(default_factory=dict)
 
     @property
-    def holding(self) -> bool:
-        return self.released_at is None
+    def watching(self) -> bool:
+        return not self.state.terminal
+
+    def see(self, obs) -> None:
+        self.state = obs.state
+        self.see_events(obs.events)
+
+    def see_events(self, events: list[dict]) -> None:
+        for e in events:
+            if e["kind"] == "done":
+                self.dones[e["rank"]] = max(self.dones.get(e["rank"], 0.0), e["ts_ns"] / 1e9)
+        if len(self.dones) >= self.world:
+            self.done_at = max(self.dones.values())
 
     def to_json(self) -> dict:
-        return {"blocker_run_id": self.handle.run_id, "blocker_ids": self.handle.ids, "hold_s": self.hold_s,
-                "blocker_allocated": self.allocated_at, "released": self.released_at}
+        return {"blocker_run_id": self.handle.run_id, "blocker_ids": self.handle.ids,
+                "blocker_allocated": self.allocated_at, "released": self.done_at, "blocker_state": self.state.value}
 
 
 def start_blocker(ctx: RunContext, spec: JobSpec, files: dict[str, str]) -> Blocker:
     """Submit the blocker and wait until it holds its resources."""
-    bspec = blocker_spec(spec)
+    steps = (ctx.cfg.contention.blocker_steps if ctx.cfg.contention else None) or spec.steps
+    bspec = blocker_spec(spec, steps)
     rendered = ctx.backend.render(bspec)
     files.update({f"rendered/blocker/{k}": v for k, v in rendered.files.items()})
     handle = ctx.backend.submit(bspec, rendered)
     ctx.store.mark_inflight(handle.to_json())
-    blocker = Blocker(handle, ctx.cfg.contention.hold_s if ctx.cfg.contention else 15.0)
+    blocker = Blocker(handle, bspec.world_size)
     deadline = handle.submitted_at + ctx.cfg.timeouts.queue_s
     while True:
         obs = ctx.backend.observe([handle])[handle.run_id]
+        blocker.see(obs)
         ctx.progress(spec.platform, spec.run_id, f"blocker queued ({obs.native_state or obs.state.value})",
                      time.time() - handle.submitted_at)
-        if obs.times.get("allocated") is not None:
+        if obs.times.get("allocated") is not None and not obs.state.terminal:
             blocker.allocated_at = obs.times["allocated"]
             return blocker
         if obs.state.terminal:
-            raise BackendError(f"the blocking job ended {obs.state.value} before it held its resources"
-                               + (f": {obs.reason}" if obs.reason else ""), tip="read the blocker's logs under the results dir")
+            raise BackendError(f"the blocking job ended {obs.state.value} before the measured job was submitted"
+                               + (f": {obs.reason}" if obs.reason else ""),
+                               tip="read the blocker's logs under the results dir; a longer blocker "
+                                   "(contention.blocker_steps) gives the harness time to submit behind it")
         if time.time() > deadline:
             raise RunTimeout(f"the blocking job was not allocated within {ctx.cfg.timeouts.queue_s:g} s",
                              tip="contention needs a queue that is free when the scenario starts")
         time.sleep(ctx.poll_s)
 
 
-def release_blocker(ctx: RunContext, blocker: Blocker) -> None:
-    blocker.released_at = time.time()
-    ctx.backend.cancel(blocker.handle)
-    ctx.store.clear_inflight(blocker.handle.run_id)
-
-
-def check_contention(blocker: Blocker, blocker_obs, measured_times: dict) -> None:
-    """While the blocker holds, the measured job must wait: otherwise the run measured no contention."""
-    if measured_times.get("allocated") is not None:
-        raise BackendError("the measured job got its resources while the blocking job still held its own: "
+def check_contention(blocker: Blocker, measured_times: dict) -> None:
+    """The measured job may get its resources only once the blocker is done with them."""
+    if blocker.state.terminal and blocker.state != JobState.SUCCEEDED:
+        raise BackendError(f"the blocking job ended {blocker.state.value} instead of finishing its steps",
+                           tip="read the blocker's logs under the results dir")
+    if measured_times.get("allocated") is not None and blocker.done_at is None:
+        raise BackendError("the measured job got its resources while the blocking job was still training: "
                            "the cluster has room for two jobs, so this run measured no contention",
                            tip="contention needs a queue that fits one job (Slurm: fewer than 2 x resources.nodes "
                                "free nodes; Kubernetes: a ClusterQueue quota that fits one job)")
-    if blocker_obs.state.terminal:
-        raise BackendError(f"the blocking job ended {blocker_obs.state.value} before the harness released it",
-                           tip="read the blocker's logs under the results dir")
 
 
 def execute(ctx: RunContext, spec: JobSpec) -> dict:
@@ -198,20 +210,21 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
         state = JobState.PENDING
         with stages.stage("queue"):
             while True:
-                holding = blocker is not None and blocker.holding
-                looked = backend.observe([handle, blocker.handle] if holding else [handle])  # one batched look
+                watching = blocker is not None and blocker.watching
+                looked = backend.observe([handle, blocker.handle] if watching else [handle])  # one batched look
                 obs = looked[spec.run_id]
                 events.extend(_stamp(obs.events))
                 times.update(obs.times)
                 state = obs.state
+                if watching:
+                    blocker.see(looked[blocker.handle.run_id])
+                    if blocker.state == JobState.SUCCEEDED and blocker.done_at is None:  # its last lines
+                        blocker.see_events(backend.collect(blocker.handle).events)
+                    record["contention"] = blocker.to_json()
+                if blocker is not None:
+                    check_contention(blocker, times)
                 ctx.progress(spec.platform, spec.run_id, f"queued ({obs.native_state or state.value})"
-                             + (" behind the blocker" if holding else ""), time.time() - t_sub)
-                if holding:
-                    check_contention(blocker, looked[blocker.handle.run_id], times)
-                    if time.time() - t_sub >= blocker.hold_s:
-                        with stages.stage("release-blocker"):
-                            release_blocker(ctx, blocker)
-                        record["contention"] = blocker.to_json()
+                             + (" behind the blocker" if watching else ""), time.time() - t_sub)
                 if times.get("allocated") is not None or state.terminal:
                     break
                 if time.time() > queue_deadline:
@@ -276,7 +289,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
         record["status"], interrupted = "interrupted", True
         record["error"] = {"stage": "between stages", "type": "KeyboardInterrupt", "message": "interrupted"}
     finally:
-        for h in (handle, blocker.handle if blocker is not None and blocker.holding else None):
+        for h in (handle, blocker.handle if blocker is not None else None):  # a finished blocker's objects too
             if h is None:
                 continue
             try:

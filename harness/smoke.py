@@ -14,7 +14,7 @@ SMOKE_PLATFORMS = ["local", "slurm", "k8s"]
 SMOKE_REPETITIONS = 3
 # kill_rank three times, so recovery has a spread and a ratio; the slower node loss once.
 SMOKE_FAULTS = [Fault(kind="kill_rank", at_step=15, rank=1)] * 3 + [Fault(kind="lose_node", at_step=15, rank=1)]
-SMOKE_CONTENTION = Contention(runs=1, hold_s=15)
+SMOKE_CONTENTION = Contention(runs=1)
 
 
 def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | None) -> Config:

@@ -120,13 +120,10 @@ def run_plan(cfg: Config, platform: str) -> list[Planned]:
     return plan
 
 
-BLOCKER_STEPS = 10_000_000  # runs until the harness releases it
-
-
-def blocker_spec(spec: JobSpec) -> JobSpec:
-    """The contention scenario's blocker: the same job, holding whole nodes until the harness cancels it."""
+def blocker_spec(spec: JobSpec, steps: int | None = None) -> JobSpec:
+    """The contention scenario's blocker: the same job, holding whole nodes until it finishes."""
     run_id = f"{spec.run_id}-blocker"
-    return replace(spec, run_id=run_id, scenario="blocker", steps=BLOCKER_STEPS, fault=None, exclusive=True,
+    return replace(spec, run_id=run_id, scenario="blocker", steps=steps or spec.steps, fault=None, exclusive=True,
                    labels=(("poc/campaign", spec.campaign), ("poc/run-id", run_id)))
 
 

@@ -192,8 +192,8 @@ def contention(df: pd.DataFrame, out: Path) -> Path:
         ax.set_xticks(range(len(plats)), [PLATFORM_LABEL.get(p, p) for p in plats])
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("Contention: a same-shape job holds the resources, the harness releases it after hold_s "
-                 "(bar: median; dots: runs)", fontsize=10)
+    fig.suptitle("Contention: the job waits behind a same-shape job that holds the resources until it "
+                 "finishes (bar: median; dots: runs)", fontsize=10)
     return _save(fig, out)
 
 

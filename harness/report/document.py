@@ -199,8 +199,8 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
            "- `allreduce_busbw_gbps`: peak of busbw = algbw × 2(n−1)/n (nccl-tests), GB = 1e9 bytes.",
            "- `queue_s:contention`, `queue_admission_s:contention`: the same, for a job submitted while a same-shape "
            "blocking job holds what it needs (Slurm: the blocker runs `--exclusive`; Kubernetes: the ClusterQueue "
-           "quota fits one job); the harness releases the blocker `hold_s` after the submit. `handover_s`: blocker "
-           "released → the waiting job allocated (scheduler times are whole seconds, so ±1 s).",
+           "quota fits one job) until it finishes by itself. `handover_s`: the blocker's last rank done → the "
+           "waiting job allocated (scheduler times are whole seconds, so ±1 s).",
            "- `recovery_s:<fault>`: fault injected → first step done by every rank after the restart; `lost_steps`: steps redone.",
            "- `cost_per_step_usd`: price × units × (done − submit) / steps; `cost_per_step_steady_usd`: price × units × median step time.",
            ""]

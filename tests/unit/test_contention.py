@@ -22,7 +22,7 @@ from harness.states import JobState
 from harness.store import Store
 
 CFG = {"platforms": ["slurm", "k8s", "local"], "repetitions": 1, "faults": [], "workload": {"steps": 2},
-       "contention": {"runs": 2, "hold_s": 1}}
+       "contention": {"runs": 2}}
 
 
 def test_plan_adds_contention_runs_where_a_scheduler_queues():
@@ -40,81 +40,91 @@ def test_slurm_blocker_holds_whole_nodes_and_the_measured_job_does_not():
     measured = spec.build(cfg, "slurm", "slurm-contention-01", None, "contention")
     blocker = spec.blocker_spec(measured)
     assert blocker.run_id == "slurm-contention-01-blocker" and blocker.scenario == "blocker"
+    assert blocker.steps == measured.steps and spec.blocker_spec(measured, 500).steps == 500
     assert ("poc/run-id", blocker.run_id) in blocker.labels
     b_text = render_sbatch(blocker, cfg.slurm).script
     m_text = render_sbatch(measured, cfg.slurm).script
     assert "#SBATCH --exclusive\n" in b_text and "--exclusive" not in m_text
-    assert f"--steps {spec.BLOCKER_STEPS}" in b_text.replace("'", "")
-    # the same job otherwise: only the name, steps and exclusivity differ
-    strip = lambda t, rid, steps: t.replace(rid, "RID").replace(f"--steps {steps}", "STEPS")  # noqa: E731
-    b_lines = set(strip(b_text, blocker.run_id, spec.BLOCKER_STEPS).splitlines())
-    m_lines = set(strip(m_text, measured.run_id, measured.steps).splitlines())
-    assert b_lines - m_lines == {"#SBATCH --exclusive"}
+    # the same job otherwise: only the name and the exclusivity differ
+    assert set(b_text.replace(blocker.run_id, "RID").splitlines()) - \
+        set(m_text.replace(measured.run_id, "RID").splitlines()) == {"#SBATCH --exclusive"}
 
 
 class OneJobScheduler(ScriptedBackend):
-    """Room for one job: a job waits while another one holds the resources (or not, with room=True)."""
+    """Room for one job: a job waits while the blocker holds the resources (or not, with room=True).
+    The blocker trains for RUN_S and then ends by itself."""
 
     platform = "slurm"
+    RUN_S = 0.6
 
-    def __init__(self, room: bool = False, blocker_dies: bool = False):
+    def __init__(self, room: bool = False, blocker_dies: bool = False, late_events: bool = False):
         super().__init__()
-        self.room, self.blocker_dies = room, blocker_dies
-        self.holder: str | None = None
-        self.freed_at: float | None = None
+        self.room, self.blocker_dies, self.late_events = room, blocker_dies, late_events
+        self.blocker_end: float | None = None
         self.submitted: list[str] = []
         self.observed_together: list[list[str]] = []
 
     def submit(self, spec_, rendered):
         h = super().submit(spec_, rendered)
         self.submitted.append(h.run_id)
-        if self.holder is None:
-            self.holder = h.run_id
+        if h.run_id.endswith("-blocker"):
+            self.blocker_end = h.submitted_at + self.RUN_S
         return h
+
+    def _dones(self):
+        return [{"kind": "done", "rank": r, "ts_ns": int(self.blocker_end * 1e9), "attempt": [0, 0, 0]} for r in (0, 1)]
 
     def observe(self, handles):
         self.observed_together.append([h.run_id for h in handles])
-        out = {}
+        now, out = time.time(), {}
         for h in handles:
+            times = {"submitted": h.submitted_at}
             if h.run_id.endswith("-blocker"):
-                state = JobState.FAILED if self.blocker_dies else JobState.RUNNING
-                out[h.run_id] = Observation(state, [], {"submitted": h.submitted_at, "allocated": h.submitted_at})
-            elif self.holder != h.run_id and not self.room:
-                out[h.run_id] = Observation(JobState.PENDING, [], {"submitted": h.submitted_at}, native_state="PENDING")
+                times["allocated"] = h.submitted_at
+                if now < self.blocker_end:
+                    out[h.run_id] = Observation(JobState.RUNNING, [], times)
+                elif self.blocker_dies:
+                    out[h.run_id] = Observation(JobState.FAILED, [], times)
+                else:
+                    out[h.run_id] = Observation(JobState.SUCCEEDED, [] if self.late_events else self._dones(), times)
+            elif not self.room and self.blocker_end is not None and now < self.blocker_end + 0.25:
+                out[h.run_id] = Observation(JobState.PENDING, [], times, native_state="PENDING")
             else:
                 obs = super().observe([h])[h.run_id]
-                obs.times["allocated"] = (self.freed_at or h.submitted_at) + 0.25
+                behind = not self.room and self.blocker_end is not None
+                obs.times["allocated"] = self.blocker_end + 0.25 if behind else h.submitted_at
                 out[h.run_id] = obs
         return out
 
-    def cancel(self, handle):
-        super().cancel(handle)
-        if handle.run_id == self.holder:
-            self.holder, self.freed_at = None, time.time()
-            waiting = [r for r in self.submitted if r != handle.run_id and r not in self.cancelled]
-            self.holder = waiting[0] if waiting else None
+    def collect(self, handle):
+        c = super().collect(handle)
+        if handle.run_id.endswith("-blocker"):
+            c.events = self._dones()
+        return c
 
 
 def _run(tmp_path, backend):
-    cfg = from_mapping({**CFG, "platforms": ["slurm"], "repetitions": 0, "contention": {"runs": 1, "hold_s": 1}})
+    cfg = from_mapping({**CFG, "platforms": ["slurm"], "repetitions": 0, "contention": {"runs": 1}})
     store = Store(tmp_path, cfg.campaign)
     return campaign(cfg, ["slurm"], store, lambda p: backend, resume=False, poll_s=0.05)
 
 
-def test_measured_job_waits_for_the_blocker_and_handover_is_measured(tmp_path):
-    backend = OneJobScheduler()
+@pytest.mark.parametrize("late_events", [False, True])
+def test_measured_job_waits_for_the_blocker_and_handover_is_measured(tmp_path, late_events):
+    backend = OneJobScheduler(late_events=late_events)
     (rec,) = _run(tmp_path, backend)
     assert rec["status"] == "ok", rec.get("error")
     assert backend.submitted == ["slurm-contention-01-blocker", "slurm-contention-01"]
-    assert backend.cancelled[0] == "slurm-contention-01-blocker"
+    assert sorted(backend.cancelled) == ["slurm-contention-01", "slurm-contention-01-blocker"]  # objects removed
     assert ["slurm-contention-01", "slurm-contention-01-blocker"] in backend.observed_together  # one batched look
     c = rec["contention"]
-    assert c["hold_s"] == 1 and c["released"] - rec["metrics"]["queue_s"]["sources"]["submitted"] >= 1
+    assert c["released"] == pytest.approx(backend.blocker_end) and c["blocker_state"] == "succeeded"
     m = rec["metrics"]
-    assert m["handover_s"]["value"] == pytest.approx(0.25, abs=0.06)
-    assert m["queue_s"]["value"] >= 1.0
+    assert m["handover_s"]["value"] == pytest.approx(0.25, abs=1e-6)
+    assert m["handover_s"]["sources"] == {"released": c["released"], "allocated": backend.blocker_end + 0.25}
+    assert m["queue_s"]["value"] > 0.25
     names = [s["name"] for s in rec["stages"]]
-    assert names[:4] == ["render", "blocker", "submit", "queue"] and "release-blocker" in names
+    assert names[:4] == ["render", "blocker", "submit", "queue"]
     assert rec["timeline"]["blocker_released"] == c["released"]
     assert (tmp_path / "smoke" / "runs" / "slurm-contention-01" / "rendered" / "blocker").is_dir()
     assert not list((tmp_path / "smoke").glob("inflight/*")), "blocker and job were both cleared"
@@ -125,20 +135,21 @@ def test_a_cluster_with_room_for_two_is_a_failed_run_not_a_number(tmp_path):
     (rec,) = _run(tmp_path, backend)
     assert rec["status"] == "failed" and rec["error"]["stage"] == "queue"
     assert "room for two jobs" in rec["error"]["message"] and "fits one job" in rec["error"]["tip"]
+    assert "metrics" not in rec
     assert sorted(backend.cancelled) == ["slurm-contention-01", "slurm-contention-01-blocker"]
 
 
-def test_a_blocker_that_ends_early_is_reported(tmp_path):
+def test_a_blocker_that_fails_is_reported(tmp_path):
     backend = OneJobScheduler(blocker_dies=True)
     (rec,) = _run(tmp_path, backend)
     assert rec["status"] == "failed" and rec["error"]["stage"] == "queue"
-    assert "blocking job ended failed before the harness released it" in rec["error"]["message"]
+    assert "blocking job ended failed instead of finishing its steps" in rec["error"]["message"]
     assert sorted(backend.cancelled) == ["slurm-contention-01", "slurm-contention-01-blocker"]
 
 
 def test_report_keeps_contention_apart_and_charts_it(tmp_path):
     backend = OneJobScheduler()
-    cfg = from_mapping({**CFG, "platforms": ["slurm"], "repetitions": 2, "contention": {"runs": 2, "hold_s": 1}})
+    cfg = from_mapping({**CFG, "platforms": ["slurm"], "repetitions": 2, "contention": {"runs": 2}})
     campaign(cfg, ["slurm"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=False, poll_s=0.05)
     runs = [json.loads(x) for x in (tmp_path / "smoke" / "runs.jsonl").read_text().splitlines()]
     df = stats.tidy(runs)
