@@ -94,6 +94,8 @@ def _record_line(rec: dict) -> str:
          f"  step {v('step_time_s', '{:.3f}')}s  cost/step ${v('cost_per_step_usd', '{:.2e}')}")
     if "recovery_s" in m:
         s += f"  recovery {v('recovery_s')}s  lost {v('lost_steps', '{:.0f}')} steps"
+    if "handover_s" in m:
+        s += f"  handover {v('handover_s')}s (behind the blocker)"
     return s
 
 

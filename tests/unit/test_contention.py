@@ -13,6 +13,7 @@ from fakes import ScriptedBackend
 
 from harness import spec
 from harness.backends.base import Observation
+from harness.cli import _record_line
 from harness.config import from_mapping
 from harness.pipeline import campaign
 from harness.render.sbatch import render_sbatch
@@ -127,6 +128,7 @@ def test_measured_job_waits_for_the_blocker_and_handover_is_measured(tmp_path, l
     assert names[:4] == ["render", "blocker", "submit", "queue"]
     assert rec["timeline"]["blocker_released"] == c["released"]
     assert (tmp_path / "smoke" / "runs" / "slurm-contention-01" / "rendered" / "blocker").is_dir()
+    assert "handover 0.25s (behind the blocker)" in _record_line(rec)
     assert not list((tmp_path / "smoke").glob("inflight/*")), "blocker and job were both cleared"
 
 
