@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .errors import StoreError
@@ -34,26 +35,38 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def read_runs(path: Path) -> list[dict]:
-    """Every complete record of a runs.jsonl; a torn final line (a crash mid-write) is skipped."""
+def iter_runs(path: Path) -> Iterator[dict]:
+    """Every complete record of a runs.jsonl, read line by line; a torn final line (a crash
+    mid-write) is skipped."""
     if not path.exists():
-        return []
-    out = []
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            if i == len(lines) - 1:
-                continue
-            raise StoreError(f"{path}: line {i + 1} is not JSON", tip="the file was edited by hand; restore it")
-        if rec.get("schema") != SCHEMA_VERSION:
-            raise StoreError(f"{path}: line {i + 1} has schema {rec.get('schema')!r}; this harness reads {SCHEMA_VERSION}",
-                             tip="use the harness version that wrote it, or start a new campaign")
-        out.append(rec)
-    return out
+        return
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        prev: tuple[int, str] | None = None
+        for i, line in enumerate(fh):
+            if prev is not None:
+                yield _parse(path, *prev, last=False)
+            prev = (i, line) if line.strip() else None
+        if prev is not None:
+            rec = _parse(path, *prev, last=True)
+            if rec is not None:
+                yield rec
+
+
+def _parse(path: Path, i: int, line: str, last: bool) -> dict | None:
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        if last:
+            return None
+        raise StoreError(f"{path}: line {i + 1} is not JSON", tip="the file was edited by hand; restore it") from None
+    if rec.get("schema") != SCHEMA_VERSION:
+        raise StoreError(f"{path}: line {i + 1} has schema {rec.get('schema')!r}; this harness reads {SCHEMA_VERSION}",
+                         tip="use the harness version that wrote it, or start a new campaign")
+    return rec
+
+
+def read_runs(path: Path) -> list[dict]:
+    return list(iter_runs(path))
 
 
 class Store:
@@ -162,8 +175,9 @@ class Store:
         return out
 
 
-def load_results(path: str | os.PathLike) -> list[dict]:
-    """Every run under a results dir: a campaign dir, or a dir of campaigns."""
+def load_results(path: str | os.PathLike, keep: Callable[[dict], dict] | None = None) -> list[dict]:
+    """Every run under a results dir: a campaign dir, or a dir of campaigns; `keep` reduces each
+    record as it is read (the report keeps a slim copy)."""
     root = Path(path).expanduser()
     if not root.exists():
         raise StoreError(f"results directory {str(path)!r} does not exist",
@@ -173,7 +187,7 @@ def load_results(path: str | os.PathLike) -> list[dict]:
         raise StoreError(f"no runs.jsonl under {root}", tip="run `poc run --results DIR` first, then `poc report DIR`")
     runs = []
     for f in files:
-        for r in read_runs(f):
+        for r in iter_runs(f):
             r.setdefault("_dir", str(f.parent))
-            runs.append(r)
+            runs.append(keep(r) if keep else r)
     return runs

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .records import curve_of, samples_of, value_of  # noqa: E402
 from .stats import PLATFORM_LABEL, latest, platform_sort_key  # noqa: E402
 
 COLORS = {"local": "#7f7f7f", "slurm": "#1f77b4", "k8s": "#d62728"}
@@ -66,7 +67,7 @@ def _representative(runs: list[dict]) -> list[dict]:
             groups.setdefault((r["platform"], r.get("scenario", "clean")), []).append(r)
     out = []
     for key in sorted(groups, key=lambda k: (platform_sort_key(k[0]), k[1] != "clean", k[1])):
-        g = sorted(groups[key], key=lambda r: (r["metrics"].get("startup_s", {}).get("value") or 0))
+        g = sorted(groups[key], key=lambda r: (value_of(r, "startup_s") or 0))
         out.append(g[len(g) // 2])
     return out
 
@@ -104,9 +105,8 @@ def busbw_curve(runs: list[dict], out: Path) -> Path:
     for r in latest(runs):
         if r.get("status") != "ok":
             continue
-        curve = r.get("metrics", {}).get("allreduce_busbw_gbps", {}).get("detail", {}).get("curve") or []
-        for pt in curve:
-            by_plat.setdefault(r["platform"], {}).setdefault(pt["bytes"], []).append(pt["busbw_gbps"])
+        for size, bw in curve_of(r):
+            by_plat.setdefault(r["platform"], {}).setdefault(size, []).append(bw)
     for plat in sorted(by_plat, key=platform_sort_key):
         sizes = sorted(by_plat[plat])
         med = [np.median(by_plat[plat][s]) for s in sizes]
@@ -133,7 +133,7 @@ def step_times(runs: list[dict], out: Path) -> Path:
     by_plat: dict[str, list[float]] = {}
     for r in latest(runs):
         if r.get("status") == "ok":
-            by_plat.setdefault(r["platform"], []).extend(r["metrics"].get("step_time_s", {}).get("detail", {}).get("samples") or [])
+            by_plat.setdefault(r["platform"], []).extend(samples_of(r))
     for plat in sorted(by_plat, key=platform_sort_key):
         if by_plat[plat]:
             data.append(np.array(by_plat[plat]) * 1000)

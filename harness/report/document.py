@@ -12,6 +12,7 @@ import pandas as pd
 from ..metrics import HEADLINE
 from ..store import atomic_write, load_results
 from . import charts as chartmod
+from .records import Slimmer
 from .stats import PLATFORM_LABEL, latest, platform_sort_key, ratios, summary, tidy
 
 CHART_TITLES = {
@@ -150,7 +151,7 @@ def _img_tag(path: Path, alt: str) -> str:
 
 
 def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
-    runs = load_results(results_dir)
+    runs = load_results(results_dir, keep=Slimmer())
     out = Path(out_dir or Path(results_dir) / "report")
     out.mkdir(parents=True, exist_ok=True)
     df = tidy(runs)

@@ -40,19 +40,24 @@ def base_metric(key: str) -> str:
     return key.split(":", 1)[0]
 
 
+TIDY_COLUMNS = ["run_id", "campaign", "platform", "scenario", "metric", "unit", "value"]
+
+
 def tidy(runs: list[dict]) -> pd.DataFrame:
-    rows = []
+    cols: dict[str, list] = {c: [] for c in TIDY_COLUMNS}   # columns, not row dicts: a million rows stay small
     for r in latest(runs):
         if r.get("status") != "ok":
             continue
+        scenario = r.get("scenario", "clean")
         for name, m in (r.get("metrics") or {}).items():
-            key = metric_key(name, r.get("scenario", "clean"))
-            if key is None or m.get("value") is None:
+            key = metric_key(name, scenario)
+            value = m.get("value") if isinstance(m, dict) else m   # a stored record or a slim one
+            if key is None or value is None:
                 continue
-            rows.append({"run_id": r["run_id"], "campaign": r.get("campaign"), "platform": r["platform"],
-                         "scenario": r.get("scenario", "clean"), "metric": key, "unit": m.get("unit", UNITS.get(name, "")),
-                         "value": float(m["value"])})
-    return pd.DataFrame(rows, columns=["run_id", "campaign", "platform", "scenario", "metric", "unit", "value"])
+            for c, v in zip(TIDY_COLUMNS, (r["run_id"], r.get("campaign"), r["platform"], scenario, key,
+                                           UNITS.get(name, ""), float(value))):
+                cols[c].append(v)
+    return pd.DataFrame(cols, columns=TIDY_COLUMNS)
 
 
 def platform_sort_key(p: str) -> tuple:

@@ -85,3 +85,21 @@ def test_report_of_missing_dir_is_a_clear_error(tmp_path, capsys):
     assert main(["report", str(tmp_path / "none")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ERROR results directory") and "TIP " in err
+
+
+def test_slim_records_give_the_same_tables_and_charts_data():
+    from harness.report import charts
+    from harness.report.records import Slimmer, curve_of, samples_of
+    from harness.store import load_results
+
+    full = load_results(FIX)
+    slim = load_results(FIX, keep=Slimmer())
+    assert stats.tidy(full).equals(stats.tidy(slim))
+    for f, s in zip(full, slim):
+        assert curve_of(f) == curve_of(s)
+        assert samples_of(f) == samples_of(s)
+        assert s["environment"] == f["environment"]
+        assert "stages" not in s and "scheduler" not in s
+    assert sum(1 for s in slim if curve_of(s)) >= 2
+    assert len({id(s["environment"]) for s in slim}) < len(slim), "equal environments are shared"
+    assert [r["run_id"] for r in charts._representative(full)] == [r["run_id"] for r in charts._representative(slim)]
