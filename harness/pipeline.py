@@ -144,7 +144,16 @@ def start_blocker(ctx: RunContext, spec: JobSpec, files: dict[str, str]) -> Bloc
     files.update({f"rendered/blocker/{k}": v for k, v in rendered.files.items()})
     handle = ctx.backend.submit(bspec, rendered)
     ctx.store.mark_inflight(handle.to_json())
-    blocker = Blocker(handle, bspec.world_size)
+    try:
+        return _wait_blocker(ctx, spec, Blocker(handle, bspec.world_size))
+    except BaseException:   # Ctrl-C included: nothing the harness submitted is left running
+        ctx.backend.cancel(handle)
+        ctx.store.clear_inflight(handle.run_id)
+        raise
+
+
+def _wait_blocker(ctx: RunContext, spec: JobSpec, blocker: Blocker) -> Blocker:
+    handle = blocker.handle
     deadline = handle.submitted_at + ctx.cfg.timeouts.queue_s
     while True:
         obs = ctx.backend.observe([handle])[handle.run_id]

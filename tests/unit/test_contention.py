@@ -163,3 +163,19 @@ def test_report_keeps_contention_apart_and_charts_it(tmp_path):
     assert "charts/contention.png" in paths
     md = paths["report.md"].read_text()
     assert "`queue_s:contention`" in md and "`handover_s`" in md
+
+
+def test_interrupt_while_the_blocker_starts_cancels_it(tmp_path):
+    class Interrupted(OneJobScheduler):
+        def observe(self, handles):
+            if any(h.run_id.endswith("-blocker") for h in handles):
+                raise KeyboardInterrupt
+            return super().observe(handles)
+
+    backend = Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path, backend)
+    assert backend.cancelled == ["slurm-contention-01-blocker"]
+    assert not list((tmp_path / "smoke").glob("inflight/*"))
+    rec = json.loads((tmp_path / "smoke" / "runs.jsonl").read_text().splitlines()[-1])
+    assert rec["status"] == "interrupted" and rec["error"]["stage"] == "blocker"
