@@ -123,6 +123,8 @@ def _run_campaign(args, cfg, out: "Out") -> int:
     try:
         recs = campaign(cfg, plats, store, lambda p: make_backend(p, cfg), resume=args.resume,
                         progress=out.progress, on_record=on_record)
+    except KeyboardInterrupt:
+        raise Interrupted(store.inflight()) from None  # what could not be cancelled is still in the store
     finally:
         out.stop()
     all_runs = store.runs()
@@ -278,6 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a campaign; `left` holds the in-flight handles it did not cancel."""
+
+    def __init__(self, left: list[dict]):
+        super().__init__()
+        self.left = left
+
+
 def _on_sigterm(signum, frame):
     raise KeyboardInterrupt  # same path as Ctrl-C: cancel what was submitted, keep what was measured
 
@@ -293,9 +303,17 @@ def main(argv: list[str] | None = None) -> int:
         if exc.tip:
             print(f"TIP {exc.tip}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("ERROR interrupted: submitted jobs were cancelled and finished runs are kept", file=sys.stderr)
-        print("TIP continue with the same command plus --resume", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        left = getattr(exc, "left", None) or []
+        if left:
+            jobs = "; ".join(f"{h.get('platform')} {h.get('run_id')} ({' '.join(map(str, h.get('ids') or []))})"
+                             for h in left)
+            print(f"ERROR interrupted: {len(left)} submitted job(s) may still be running: {jobs}; "
+                  "finished runs are kept", file=sys.stderr)
+            print("TIP the same command plus --resume cancels them first, then continues", file=sys.stderr)
+        else:
+            print("ERROR interrupted: submitted jobs were cancelled and finished runs are kept", file=sys.stderr)
+            print("TIP continue with the same command plus --resume", file=sys.stderr)
         return 130
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -36,3 +36,31 @@ def test_validate_json(capsys):
 def test_bad_campaign_name(capsys, tmp_path):
     assert main(["run", "--campaign", "Bad Name!", "--results", str(tmp_path)]) == 2
     assert "ERROR --campaign" in capsys.readouterr().err
+
+
+def _interrupting_campaign(leave: list[str]):
+    """A stand-in for harness.pipeline.campaign: marks `leave` in flight (not cancelled), then Ctrl-C."""
+    def fake(cfg, platforms, store, make_backend, *, resume, **_kw):
+        store.open(cfg.config_hash(), cfg.redacted(), resume)
+        for run_id in leave:
+            store.mark_inflight({"platform": "slurm", "run_id": run_id, "ids": ["42"], "submitted_at": 0.0, "data": {}})
+        store.close()
+        raise KeyboardInterrupt
+    return fake
+
+
+def test_interrupt_with_everything_cancelled_says_so(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.pipeline.campaign", _interrupting_campaign([]))
+    assert main(["run", "--results", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert "ERROR interrupted: submitted jobs were cancelled" in err and "--resume" in err
+
+
+def test_interrupt_names_the_jobs_it_could_not_cancel(capsys, tmp_path, monkeypatch):
+    """A handle still in flight after the interrupt was not cancelled: the message must not claim it was."""
+    monkeypatch.setattr("harness.pipeline.campaign", _interrupting_campaign(["slurm-contention-01-blocker"]))
+    assert main(["run", "--results", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert "were cancelled" not in err
+    assert "1 submitted job(s) may still be running: slurm slurm-contention-01-blocker (42)" in err
+    assert "TIP the same command plus --resume cancels them first" in err

@@ -1,0 +1,369 @@
+"""Ctrl-C (and SIGTERM) stop a campaign cleanly, cancel what it submitted, and `--resume` goes on.
+
+Each case runs the real `poc` CLI as a subprocess in its own session and process group, waits until
+the first run is stored and the second one is really training, then signals the whole process group
+the way a terminal's Ctrl-C does. It checks the outcome harness/cli.py promises (exit code 130,
+an ERROR/TIP message, no traceback), what the store holds (the finished run kept, the interrupted
+one recorded as interrupted, no in-flight handle left), that nothing of the interrupted run is still
+running (local processes; the Slurm job and its processes on the compute nodes), and that
+`--resume` runs only what is not yet ok and ends with every planned run ok.
+
+Every wait is a poll with a deadline; the machine is shared with other integration tests, so the
+deadlines are generous while the checks stay strict.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import events as evmod
+from harness.store import read_runs
+
+pytestmark = [pytest.mark.integration]
+
+EXIT_INTERRUPTED = 130          # harness/cli.py main(): what an interrupted command returns (128 + SIGINT)
+EXIT_DEADLINE_S = 30            # "promptly": from the signal to the process having exited
+POLL_S = 0.2
+# Long enough that the second run is still training well after the harness saw its first step
+# (about 0.05 s a step on this machine's CPUs: 15 s of steps), short enough to keep the test cheap.
+WORKLOAD = {"steps": 300, "checkpoint_every": 20, "sweep": "1K:64K", "sweep_iters": 2, "sweep_warmup": 1}
+ACTIVE_SLURM_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+                       "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+
+
+# ---------------------------------------------------------------- helpers
+
+def poc_argv(*args: str) -> list[str]:
+    exe = Path(sys.executable).with_name("poc")  # the installed console script, as a user runs it
+    return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "harness.cli", *args]
+
+
+def write_config(path: Path, data: dict) -> Path:
+    path.write_text(json.dumps(data, indent=2))  # JSON is YAML
+    return path
+
+
+class Poc:
+    """A `poc` process in a session of its own, so its process group can be signalled like a terminal's."""
+
+    def __init__(self, args: list[str], tmp: Path, env: dict[str, str], tag: str):
+        self.out_path, self.err_path = tmp / f"{tag}.stdout", tmp / f"{tag}.stderr"
+        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(poc_argv(*args), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                         env=env, cwd=str(tmp), start_new_session=True)
+
+    @property
+    def stderr(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    @property
+    def stdout(self) -> str:
+        return self.out_path.read_text(errors="replace")
+
+    def interrupt(self, sig: int) -> float:
+        """Signal the process group (a terminal's Ctrl-C reaches every process in the foreground group);
+        return how long the process took to exit."""
+        t0 = time.monotonic()
+        os.killpg(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout=EXIT_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"poc did not exit within {EXIT_DEADLINE_S} s of {signal.Signals(sig).name}\n"
+                        f"stderr:\n{self.stderr[-3000:]}")
+        return time.monotonic() - t0
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+
+
+def wait_for(what: str, probe, timeout: float, poc: Poc | None = None, interval: float = POLL_S):
+    """Poll probe() until it returns something truthy; fail with `what` (and poc's stderr) at the deadline,
+    or at once when the poc process being watched exits before it happened."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        if poc is not None and poc.proc.poll() is not None:
+            last = probe()
+            if last:
+                return last
+            pytest.fail(f"poc exited with {poc.proc.returncode} before {what}\nstderr:\n{poc.stderr[-3000:]}")
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}"
+                + (f"\nstderr:\n{poc.stderr[-3000:]}" if poc is not None else ""))
+
+
+def records(campaign_dir: Path) -> list[dict]:
+    return read_runs(campaign_dir / "runs.jsonl")
+
+
+def latest_status(recs: list[dict]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for r in recs:
+        out[r["run_id"]] = r["status"]
+    return out
+
+
+def inflight(campaign_dir: Path) -> list[str]:
+    d = campaign_dir / "inflight"
+    return sorted(p.name for p in d.glob("*.json")) if d.is_dir() else []
+
+
+def has_step(events: list[dict]) -> bool:
+    return any(e.get("kind") == "step" for e in events)
+
+
+def processes_mentioning(needle: str) -> dict[int, str]:
+    """Live (not zombie) processes on this machine whose command line contains needle."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if needle in cmd and state != b"Z":
+            found[int(entry)] = cmd
+    return found
+
+
+def assert_interrupted_cleanly(poc: Poc, took_s: float, sig: int) -> None:
+    err = poc.stderr
+    assert poc.proc.returncode == EXIT_INTERRUPTED, (poc.proc.returncode, err[-3000:])
+    assert took_s < EXIT_DEADLINE_S
+    assert "Traceback" not in err, err[-3000:]
+    assert "ERROR interrupted: submitted jobs were cancelled" in err, err[-3000:]
+    assert "TIP " in err and "--resume" in err, err[-3000:]
+    print(f"\n{signal.Signals(sig).name}: poc exited {poc.proc.returncode} after {took_s:.1f} s")
+
+
+def resume(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
+    t0 = time.monotonic()
+    done = subprocess.run(poc_argv(*args, "--resume", "--json"), capture_output=True, text=True, env=env,
+                          cwd=str(cwd), timeout=timeout, stdin=subprocess.DEVNULL)
+    print(f"--resume: exit {done.returncode} after {time.monotonic() - t0:.1f} s")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    return done, json.loads(done.stdout)
+
+
+def assert_resumed_from_where_it_stopped(campaign_dir: Path, before: list[dict], resumed: dict, planned: list[str],
+                                         first: str, interrupted: str) -> None:
+    after = records(campaign_dir)
+    # Only the runs not yet ok ran again, in plan order, and all of them are ok now.
+    rerun = [r["run_id"] for r in resumed["runs"]]
+    assert rerun == planned[planned.index(interrupted):], rerun
+    assert all(r["status"] == "ok" for r in resumed["runs"]), resumed["runs"]
+    # The finished run was not re-run: still one record, the same one.
+    firsts = [r for r in after if r["run_id"] == first]
+    assert len(firsts) == 1
+    (kept,) = [r for r in before if r["run_id"] == first]
+    assert firsts[0]["started_at"] == kept["started_at"] and firsts[0]["finished_at"] == kept["finished_at"]
+    # Nothing recorded before the resume was rewritten; the store only grew.
+    assert after[:len(before)] == before
+    assert latest_status(after) == {rid: "ok" for rid in planned}
+    assert inflight(campaign_dir) == []
+
+
+# ---------------------------------------------------------------- local baseline
+
+LOCAL_CASES = {
+    # `poc run` with Ctrl-C: three clean runs.
+    "run-sigint": (signal.SIGINT, ["run", "--platform", "local", "--repetitions", "3"]),
+    # `poc smoke` (local only, no clusters) with SIGTERM: two clean runs, then the smoke faults the local
+    # baseline supports.
+    "smoke-sigterm": (signal.SIGTERM, ["smoke", "--platform", "local", "--no-clusters", "--repetitions", "2"]),
+}
+
+
+def planned_runs(cfg_path: Path, command: list[str], platform: str) -> list[str]:
+    """The run ids the command plans, in order, as the harness computes them (the plan is not under test)."""
+    from harness import config as cfgmod
+    from harness.smoke import smoke_config
+    from harness.spec import run_plan
+
+    cfg = cfgmod.load(str(cfg_path))
+    reps = int(command[command.index("--repetitions") + 1])
+    cfg = smoke_config(cfg, [platform], reps) if command[0] == "smoke" else cfg.model_copy(update={"repetitions": reps})
+    return [p.run_id for p in run_plan(cfg, platform)]
+
+
+@pytest.mark.parametrize("case", list(LOCAL_CASES))
+def test_local_interrupt_cancels_and_resume_continues(tmp_path, case):
+    sig, command = LOCAL_CASES[case]
+    campaign = f"irt-{case}"
+    state = tmp_path / "state"  # the local backend's work dirs live under $POC_STATE_DIR/local/<campaign>/
+    env = dict(os.environ, POC_STATE_DIR=str(state))
+    cfg = write_config(tmp_path / "poc.yaml", {"campaign": campaign, "platforms": ["local"], "repetitions": 3,
+                                               "faults": [], "workload": WORKLOAD,
+                                               "timeouts": {"queue_s": 120, "run_s": 600}})
+    planned = planned_runs(cfg, command, "local")
+    assert planned[:2] == ["local-clean-01", "local-clean-02"] and len(planned) >= 3, planned
+    results = tmp_path / "results"
+    args = [*command, "--config", str(cfg), "--results", str(results), "--campaign", campaign]
+    cdir = results / campaign
+    first, second = planned[0], planned[1]
+    work = state / "local" / campaign / second
+
+    def second_run_training():
+        recs = records(cdir)
+        if [(r["run_id"], r["status"]) for r in recs] != [(first, "ok")]:
+            return None
+        tail = list((work / "events").glob("*.jsonl")) if (work / "events").is_dir() else []
+        events = evmod.parse_lines(l for p in tail for l in p.read_text(errors="replace").splitlines())
+        return has_step(events) and processes_mentioning(str(work))
+
+    t0 = time.monotonic()
+    poc = Poc(args, tmp_path, env, case)
+    try:
+        procs = wait_for(f"{first} stored and {second} training", second_run_training, 600, poc)
+        print(f"\n{first} stored and {second} training after {time.monotonic() - t0:.1f} s; "
+              f"{len(procs)} processes of {second}")
+        # the agents (torchrun) and the workers (ddp_train.py) of the second run are what must go away
+        assert any("torch.distributed.run" in c for c in procs.values()), procs
+        assert any("ddp_train.py" in c for c in procs.values()), procs
+        took = poc.interrupt(sig)
+    finally:
+        poc.kill()
+    assert_interrupted_cleanly(poc, took, sig)
+
+    # No torchrun agent and no worker of the interrupted run is left (all were gone before poc exited).
+    left = processes_mentioning(str(work))
+    assert left == {}, left
+
+    before = records(cdir)
+    assert [(r["run_id"], r["status"]) for r in before] == [(first, "ok"), (second, "interrupted")]
+    assert before[1]["error"]["type"] == "KeyboardInterrupt"
+    # its job ids are the torchrun agents that were running when the signal came
+    assert before[1]["job_ids"] and {int(i) for i in before[1]["job_ids"]} <= set(procs), (before[1]["job_ids"], procs)
+    assert inflight(cdir) == []
+    assert (cdir / "runs" / second / "events.jsonl").exists()  # what the interrupted run did is kept
+
+    _, resumed = resume(args, env, tmp_path, 900)
+    assert_resumed_from_where_it_stopped(cdir, before, resumed, planned, first, second)
+    assert processes_mentioning(str(state / "local" / campaign)) == {}
+    if command[0] == "smoke":
+        assert (cdir / "report" / "report.md").exists()
+    print(f"total {time.monotonic() - t0:.1f} s")
+
+
+# ---------------------------------------------------------------- Slurm in Docker
+
+SLURM_RELEASE = os.environ.get("POC_SLURM_RELEASE", "trixie")
+# A step takes about 0.5 s on the one-CPU compute containers: 60 steps keep the job running for half a minute.
+SLURM_WORKLOAD = {**WORKLOAD, "steps": 60}
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    from harness.clusters import slurm_docker
+
+    # Reuses a running cluster; left up afterwards (other tests and people use it).
+    return slurm_docker.up(release=SLURM_RELEASE, timeout=300)
+
+
+def login(argv: list[str], check: bool = False) -> subprocess.CompletedProcess:
+    from harness.clusters import slurm_docker
+
+    return slurm_docker.run(slurm_docker.login_exec_argv(argv), check=check)
+
+
+def squeue_state(job_id: str) -> str:
+    return login(["squeue", "-h", "-j", job_id, "-o", "%T"]).stdout.strip()
+
+
+def node_processes(nodes, needle: str) -> list[str] | None:
+    """`ps` lines (state, args) on the compute node containers that mention needle; None if a node did not answer."""
+    from harness.clusters import slurm_docker
+
+    found = []
+    for node in nodes:
+        ps = slurm_docker.run(["docker", "exec", f"poc-slurm-{node}", "ps", "-eo", "stat=,args="], check=False)
+        if ps.returncode != 0:
+            return None
+        found += [f"{node}: {ln.strip()}" for ln in ps.stdout.splitlines()
+                  if needle in ln and not ln.strip().startswith("Z")]
+    return found
+
+
+@pytest.mark.slurm
+def test_slurm_interrupt_scancels_and_resume_continues(slurm_cluster, tmp_path):
+    campaign = f"irt-slurm-{os.getpid() % 100000}-{int(time.time()) % 100000}"
+    cfg = write_config(tmp_path / "poc.yaml", {"campaign": campaign, "platforms": ["slurm"], "repetitions": 2,
+                                               "faults": [], "workload": SLURM_WORKLOAD,
+                                               "timeouts": {"queue_s": 180, "run_s": 600}})
+    results = tmp_path / "results"
+    args = ["run", "--platform", "slurm", "--config", str(cfg), "--results", str(results)]
+    cdir = results / campaign
+    first, second = "slurm-clean-01", "slurm-clean-02"
+    planned = [first, second]
+    env = dict(os.environ)
+
+    def second_job_training():
+        recs = records(cdir)
+        if [(r["run_id"], r["status"]) for r in recs] != [(first, "ok")]:
+            return None
+        try:
+            handle = json.loads((cdir / "inflight" / f"{second}.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        job_id = handle["data"]["job_id"]
+        if squeue_state(job_id) != "RUNNING":
+            return None
+        out = login(["sh", "-c", 'cat "$1"/*.jsonl 2>/dev/null; true', "sh", handle["data"]["events_dir"]]).stdout
+        return has_step(evmod.parse_lines(out.splitlines())) and handle
+
+    t0 = time.monotonic()
+    poc = Poc(args, tmp_path, env, "slurm")
+    try:
+        handle = wait_for(f"{first} stored and {second}'s job RUNNING and training", second_job_training, 900, poc,
+                          interval=0.5)
+        job_id, run_dir = handle["data"]["job_id"], handle["data"]["run_dir"]
+        print(f"\n{first} stored and job {job_id} ({second}) training after {time.monotonic() - t0:.1f} s")
+        running = node_processes(slurm_cluster.compute_nodes, run_dir)
+        assert running and any("ddp_train.py" in ln for ln in running), running  # what must go away
+        took = poc.interrupt(signal.SIGINT)
+    finally:
+        poc.kill()
+    assert_interrupted_cleanly(poc, took, signal.SIGINT)
+
+    # scancel happened: the job leaves squeue (it may show CANCELLED/COMPLETING for a moment) and
+    # sacct has it CANCELLED; no process of the run is left on any compute node.
+    wait_for(f"job {job_id} gone from squeue", lambda: squeue_state(job_id) not in ACTIVE_SLURM_STATES, 120)
+    acct = [ln.strip() for ln in login(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"]).stdout.splitlines()
+            if ln.strip()]
+    assert acct and acct[-1].startswith("CANCELLED"), acct
+
+    wait_for(f"no process of {second} on {', '.join(slurm_cluster.compute_nodes)}",
+             lambda: node_processes(slurm_cluster.compute_nodes, run_dir) == [], 90, interval=1.0)
+
+    before = records(cdir)
+    assert [(r["run_id"], r["status"]) for r in before] == [(first, "ok"), (second, "interrupted")]
+    assert before[1]["job_ids"] == [job_id]
+    assert inflight(cdir) == []
+
+    _, resumed = resume(args, env, tmp_path, 900)
+    assert_resumed_from_where_it_stopped(cdir, before, resumed, planned, first, second)
+    assert resumed["runs"][0]["run_id"] == second
+    new = [r for r in records(cdir) if r["run_id"] == second][-1]
+    assert new["job_ids"] != [job_id]  # a new job, not the cancelled one
+    print(f"total {time.monotonic() - t0:.1f} s")
