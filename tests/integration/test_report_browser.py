@@ -7,7 +7,8 @@ import pytest
 from harness.report.document import build
 
 pytestmark = pytest.mark.integration
-FIX = Path(__file__).parents[1] / "fixtures" / "local"
+# the committed smoke campaign: every platform, faults and contention, so every chart has data
+STORED = Path(__file__).parents[2] / "results" / "smoke-2026-12-02"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
@@ -15,10 +16,8 @@ def test_report_html_in_chromium(tmp_path):
     playwright = pytest.importorskip("playwright.sync_api", reason="pip install .[dev] brings playwright")
     if not Path(CHROMIUM).exists():
         pytest.fail("chromium is not installed: scripts/setup.sh installs Debian's chromium")
-    camp = tmp_path / "smoke"
-    camp.mkdir()
-    shutil.copy(FIX / "runs.jsonl", camp / "runs.jsonl")
-    paths = build(str(camp), str(tmp_path / "report"))
+    paths = build(str(STORED), str(tmp_path / "report"))
+    charts = sorted(k for k in paths if k.startswith("charts/"))
     problems: list[str] = []
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
@@ -39,9 +38,9 @@ def test_report_html_in_chromium(tmp_path):
         headline_rows = page.eval_on_selector_all("table tr", "rows => rows.length")
         browser.close()
     assert title == "Kubernetes vs Slurm report"
-    assert len(images) == 5
+    assert len(images) == len(charts) == 6, (images, charts)
     for alt, complete, w, h in images:
         assert complete and w > 300 and h > 200, f"chart {alt!r} did not load ({w}x{h})"
-    assert headline_rows > 5
+    assert headline_rows > 15   # 20 metrics across local, Slurm and Kubernetes
     assert problems == []
     assert (tmp_path / "report.png").stat().st_size > 50_000

@@ -12,11 +12,13 @@ def test_committed_campaign_regenerates(tmp_path):
     rows = list(csv.DictReader(paths["summary.csv"].read_text().splitlines()))
     by = {(r["platform"], r["metric"]): r for r in rows}
     for plat in ("local", "slurm", "k8s"):
-        for metric in ("queue_s", "startup_s", "allreduce_busbw_gbps", "cost_per_step_usd"):
+        for metric in ("queue_s", "startup_s", "allreduce_busbw_gbps", "cost_per_step_usd", "recovery_s:kill_rank"):
             assert int(by[(plat, metric)]["n"]) >= 3, (plat, metric)
-        assert (plat, "recovery_s:kill_rank") in by
     for plat in ("slurm", "k8s"):
-        assert (plat, "recovery_s:lose_node") in by
+        for metric in ("recovery_s:lose_node", "queue_s:contention", "handover_s"):
+            assert (plat, metric) in by, (plat, metric)
+    assert ("k8s", "queue_admission_s:contention") in by
+    assert (STORED / "report" / "charts" / "contention.png").exists() and "charts/contention.png" in paths
     # the regenerated numbers are the committed ones
     committed = {(r["platform"], r["metric"]): r for r in
                  csv.DictReader((STORED / "report" / "summary.csv").read_text().splitlines())}
