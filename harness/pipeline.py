@@ -315,7 +315,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
             record["collect_error"] = str(exc)[:500]
     record["finished_at"] = time.time()
     usage1 = _own_usage()
-    # The harness's own footprint while it watched this run (benchmarks/harness_overhead.py reads it).
+    # The harness's own footprint while it watched this run (benchmarks/observation_latency.py prints it).
     record["harness_usage"] = {"cpu_s": round(usage1["cpu_s"] - usage0["cpu_s"], 3), "max_rss_mb": usage1["max_rss_mb"]}
     record["faults"] = [f.to_json() for f in faults]
     record["scheduler"] = {"times": times, "attempts": collected.attempts if collected else [],
