@@ -158,14 +158,23 @@ def cmd_smoke(args) -> int:
 
 def cmd_render(args) -> int:
     from .backends.factory import make_backend
-    from .spec import Planned, build, run_plan
+    from .spec import Planned, blocker_spec, build, run_plan
 
     cfg = _load(args)
     plats = _platforms(args, cfg)
     for plat in plats:
-        first = (run_plan(cfg, plat) or [Planned(f"{plat}-clean-01")])[0]
+        plan = run_plan(cfg, plat) or [Planned(f"{plat}-clean-01")]
+        want = args.run_id or plan[0].run_id
+        # a planned run renders as planned (its fault, its scenario); "<contention run>-blocker" is
+        # that run's blocking job; any other id renders the first planned run under that name
+        planned = {p.run_id: p for p in plan}
+        blocker = want.endswith("-blocker") and want.removesuffix("-blocker") in planned
+        p = planned.get(want.removesuffix("-blocker") if blocker else want) or plan[0]._replace(run_id=want)
+        spec = build(cfg, plat, p.run_id, p.fault, p.scenario)
+        if blocker and p.scenario == "contention":
+            spec = blocker_spec(spec, cfg.contention.blocker_steps if cfg.contention else None)
         backend = make_backend(plat, cfg)
-        rendered = backend.render(build(cfg, plat, args.run_id or first.run_id, first.fault, first.scenario))
+        rendered = backend.render(spec)
         if args.out:
             d = Path(args.out) / plat if len(plats) > 1 else Path(args.out)
             d.mkdir(parents=True, exist_ok=True)
@@ -251,7 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     rd = sub.add_parser("render", parents=[common], help="print or write the job as each platform would receive it")
     rd.add_argument("--platform", "-p", action="append", help="local, slurm or k8s (repeatable)")
     rd.add_argument("--out", help="write files into this directory instead of printing")
-    rd.add_argument("--run-id", help="run id to render (default: the first planned run)")
+    rd.add_argument("--run-id", help="run id to render (default: the first planned run; "
+                                     "<contention run id>-blocker renders its blocking job)")
     rd.set_defaults(func=cmd_render)
 
     rp = sub.add_parser("report", parents=[common], help="write report.md/.html, charts and summary.csv from results")

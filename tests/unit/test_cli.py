@@ -22,6 +22,20 @@ def test_render_out_dir(tmp_path, capsys):
     assert (tmp_path / "launch.sh").read_text().startswith("#!/usr/bin/env bash")
 
 
+def test_render_a_contention_run_and_its_blocker(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("platforms: [slurm]\nfaults: []\ncontention: {runs: 1, blocker_steps: 500}\n")
+    assert main(["render", "--platform", "slurm", "--config", str(cfg), "--run-id", "slurm-contention-01"]) == 0
+    measured = capsys.readouterr().out
+    assert "#SBATCH --job-name=poc-slurm-contention-01\n" in measured and "--exclusive" not in measured
+    assert main(["render", "--platform", "slurm", "--config", str(cfg), "--run-id", "slurm-contention-01-blocker"]) == 0
+    blocker = capsys.readouterr().out
+    assert "#SBATCH --job-name=poc-slurm-contention-01-blocker\n" in blocker and "#SBATCH --exclusive\n" in blocker
+    assert "--steps 500" in blocker
+    assert main(["render", "--platform", "slurm", "--config", str(cfg), "--run-id", "my-run"]) == 0
+    assert "#SBATCH --job-name=poc-my-run\n" in capsys.readouterr().out
+
+
 def test_unknown_platform(capsys):
     assert main(["render", "--platform", "openshift"]) == 2
     err = capsys.readouterr().err
