@@ -240,19 +240,22 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("run", parents=[common], help="run a campaign and store its results")
+    # what `run` and `smoke` share: where results go and how an interrupted campaign continues
+    campaign_opts = argparse.ArgumentParser(add_help=False)
+    campaign_opts.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: ./{DEFAULT_RESULTS})")
+    campaign_opts.add_argument("--resume", action="store_true",
+                               help="continue an interrupted campaign: cancel what it left, skip runs already done")
+
+    r = sub.add_parser("run", parents=[common, campaign_opts], help="run a campaign and store its results")
     r.add_argument("--platform", "-p", action="append", help="local, slurm or k8s (repeatable; default: the config's)")
-    r.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: ./{DEFAULT_RESULTS})")
     r.add_argument("--campaign", help="campaign name (default: the config's)")
-    r.add_argument("--resume", action="store_true", help="continue a campaign: skip runs already done")
     r.add_argument("--repetitions", type=int, help="clean runs per platform (overrides the config)")
     r.set_defaults(func=cmd_run)
 
-    sm = sub.add_parser("smoke", parents=[common], help="local clusters up, the default campaign on every platform, the report")
+    sm = sub.add_parser("smoke", parents=[common, campaign_opts],
+                        help="local clusters up, the default campaign on every platform, the report")
     sm.add_argument("--platform", "-p", action="append", help="limit to these platforms (default: local, slurm, k8s)")
-    sm.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: ./{DEFAULT_RESULTS})")
-    sm.add_argument("--campaign", help="campaign name (default: the config's)")
-    sm.add_argument("--resume", action="store_true", help="continue an interrupted smoke campaign")
+    sm.add_argument("--campaign", help="campaign name (default: smoke-poc)")
     sm.add_argument("--repetitions", type=int, help="clean runs per platform (default: 3)")
     sm.add_argument("--no-clusters", action="store_true", help="do not start the local clusters (use what the config points at)")
     sm.set_defaults(func=cmd_smoke)

@@ -209,7 +209,6 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
         if spec.scenario == "contention":
             with stages.stage("blocker"):
                 blocker = start_blocker(ctx, spec, files)
-                record["contention"] = blocker.to_json()
         with stages.stage("submit"):
             handle = backend.submit(spec, rendered)
             store.mark_inflight(handle.to_json())
@@ -229,7 +228,6 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
                     blocker.see(looked[blocker.handle.run_id])
                     if blocker.state == JobState.SUCCEEDED and blocker.done_at is None:  # its last lines
                         blocker.see_events(backend.collect(blocker.handle).events)
-                    record["contention"] = blocker.to_json()
                 if blocker is not None:
                     check_contention(blocker, times)
                 ctx.progress(spec.platform, spec.run_id, f"queued ({obs.native_state or state.value})"
@@ -318,6 +316,8 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
     # The harness's own footprint while it watched this run (benchmarks/observation_latency.py prints it).
     record["harness_usage"] = {"cpu_s": round(usage1["cpu_s"] - usage0["cpu_s"], 3), "max_rss_mb": usage1["max_rss_mb"]}
     record["faults"] = [f.to_json() for f in faults]
+    if blocker is not None:
+        record["contention"] = blocker.to_json()
     record["scheduler"] = {"times": times, "attempts": collected.attempts if collected else [],
                            "info": collected.info if collected else {}}
     record["environment"] = environment(ctx, events)
