@@ -40,6 +40,26 @@ def event_key(ev: dict) -> tuple:
     return (ev.get("host"), ev.get("pid"), ev.get("kind"), ev.get("ts_ns"), ev.get("rank"), ev.get("bytes"))
 
 
+class Unseen:
+    """Remembers which events a backend has handed over already: logs and event files are re-read
+    around the last position, so the same line arrives more than once."""
+
+    def __init__(self) -> None:
+        self._keys: set[tuple] = set()
+
+    def __call__(self, events: Iterable[dict]) -> list[dict]:
+        new = []
+        for ev in events:
+            k = event_key(ev)
+            if k not in self._keys:
+                self._keys.add(k)
+                new.append(ev)
+        return new
+
+    def forget(self) -> None:
+        self._keys.clear()
+
+
 def dedupe(events: Iterable[dict]) -> list[dict]:
     """Merge events read twice (stdout and files), ordered by time."""
     seen, out = set(), []

@@ -213,6 +213,9 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
             handle = backend.submit(spec, rendered)
             store.mark_inflight(handle.to_json())
             record["job_ids"] = handle.ids
+        def journal(h: Handle) -> None:
+            store.mark_inflight(h.to_json())
+
         t_sub = handle.submitted_at
         queue_deadline, run_deadline = t_sub + ctx.cfg.timeouts.queue_s, t_sub + ctx.cfg.timeouts.run_s
         state = JobState.PENDING
@@ -249,7 +252,10 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
                     target = fault_target(events, pending, first_attempt)
                     if target is not None:
                         with stages.stage(f"fault:{pending.kind}"):
-                            faults.append(backend.inject(handle, pending.kind, target))
+                            try:
+                                faults.append(backend.inject(handle, pending.kind, target, journal=journal))
+                            finally:  # what the fault changed is on disk before anything else can fail
+                                journal(handle)
                         pending = None
                 if time.time() > run_deadline:
                     raise RunTimeout(f"run did not finish within {ctx.cfg.timeouts.run_s:g} s (state {state.value})",

@@ -8,6 +8,7 @@ real or recording ones without patching.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,16 @@ class FaultRecord:
         return {"kind": self.kind, "injected_at": self.injected_at, "target": self.target, "detail": self.detail}
 
 
+Journal = Callable[["Handle"], None]
+"""Persists a handle at once (the store's in-flight record). A backend calls it after noting in
+``handle.data`` what a destructive fault is about to change and before changing it, so a harness
+that dies mid-fault leaves a record from which ``cancel`` (at the next ``--resume``) undoes it."""
+
+
+def no_journal(_handle: Handle) -> None:
+    pass
+
+
 class Backend(abc.ABC):
     platform: str = ""
 
@@ -100,8 +111,10 @@ class Backend(abc.ABC):
         """One batched look at several jobs (keyed by run_id)."""
 
     @abc.abstractmethod
-    def inject(self, handle: Handle, kind: str, target_event: dict) -> FaultRecord:
-        """Inject a fault aimed at the rank that emitted target_event; time-stamp it."""
+    def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
+        """Inject a fault aimed at the rank that emitted target_event; time-stamp it. A fault that
+        changes something outside the job (a node down) records it in handle.data and calls
+        journal(handle) before acting; cancel() undoes whatever handle.data records."""
 
     @abc.abstractmethod
     def collect(self, handle: Handle) -> Collected: ...

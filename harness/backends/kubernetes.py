@@ -32,7 +32,7 @@ from ..paths import state_dir
 from ..render import jobset as rj
 from ..spec import JobSpec, build
 from ..states import JobState
-from .base import Backend, Collected, FaultRecord, Handle, Observation, Rendered
+from .base import Backend, Collected, FaultRecord, Handle, Journal, Observation, Rendered, no_journal
 
 # native state (computed in _native_state) -> shared enum
 STATE_TABLE: dict[str, JobState] = {
@@ -735,7 +735,7 @@ class KubernetesBackend(Backend):
                 return p
         raise BackendError(f"no pod of {h.data['name']} has host name {ev.get('host')!r} (attempt {att})")
 
-    def inject(self, handle: Handle, kind: str, target_event: dict) -> FaultRecord:
+    def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
         from kubernetes import client
         from kubernetes.stream import stream
         pod = self._pod_of(handle, target_event)

@@ -176,7 +176,7 @@ class LocalBackend(Backend):
     def supported_faults(self) -> set[str]:
         return {"kill_rank"}
 
-    def inject(self, handle: Handle, kind: str, target_event: dict) -> FaultRecord:
+    def inject(self, handle: Handle, kind: str, target_event: dict, journal=None) -> FaultRecord:
         if kind != "kill_rank":
             raise BackendError(f"fault {kind!r} is not available on the local baseline",
                                tip="the local baseline supports kill_rank only")

@@ -28,7 +28,7 @@ from ..render.sbatch import render_sbatch
 from ..spec import JobSpec
 from ..states import JobState
 from ..transports import LocalTransport, Transport, make_transport
-from .base import Backend, Collected, FaultRecord, Handle, Observation, Rendered
+from .base import Backend, Collected, FaultRecord, Handle, Journal, Observation, Rendered, no_journal
 
 TIME_ENV = {"SLURM_TIME_FORMAT": "%s"}
 _RUNNING_OR_AFTER = {JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED,
@@ -237,7 +237,7 @@ class SlurmBackend(Backend):
     def supported_faults(self) -> set[str]:
         return {"kill_rank", "lose_node", "requeue"}
 
-    def inject(self, handle: Handle, kind: str, target_event: dict) -> FaultRecord:
+    def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
         job_id = handle.data["job_id"]
         host = str(target_event.get("host") or "")
         target = {k: target_event.get(k) for k in ("rank", "host", "pid", "attempt", "step")}

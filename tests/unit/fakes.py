@@ -42,7 +42,7 @@ class ScriptedBackend(Backend):
                                         {"submitted": h.submitted_at, "allocated": h.submitted_at + 0.005})
         return out
 
-    def inject(self, handle, kind, target_event):
+    def inject(self, handle, kind, target_event, journal=None):
         return FaultRecord(kind, time.time(), {})
 
     def collect(self, handle):
