@@ -26,10 +26,24 @@ def parse_line(line: str) -> dict | None:
         ev = json.loads(payload)
     except ValueError:
         return None  # a line cut short by a kill, or unrelated JSON
-    if not isinstance(ev, dict) or "kind" not in ev or "ts_ns" not in ev:
+    if not isinstance(ev, dict) or not isinstance(ev.get("kind"), str) or not _is_int(ev.get("ts_ns")):
         return None
-    ev["attempt"] = list(ev.get("attempt") or [0, 0, 0])
+    if any(k in ev and ev[k] is not None and not _is_int(ev[k]) for k in _INT_FIELDS):
+        return None   # a field the metrics do arithmetic on is not a number: not one of the workload's lines
+    if "host" in ev and not isinstance(ev["host"], str):
+        return None
+    att = ev.get("attempt") or [0, 0, 0]
+    if not isinstance(att, list) or not all(_is_int(a) for a in att):
+        return None
+    ev["attempt"] = list(att)
     return ev
+
+
+_INT_FIELDS = ("rank", "step", "pid", "world_size", "bytes", "local_rank")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def parse_lines(lines: Iterable[str]) -> list[dict]:

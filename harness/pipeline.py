@@ -43,10 +43,11 @@ class StageFailed(Exception):
 @dataclass
 class Stages:
     items: list[dict] = field(default_factory=list)
+    clock: Callable[[], float] = time.time
 
     @contextmanager
     def stage(self, name: str):
-        rec = {"name": name, "start": time.time(), "end": None, "ok": False}
+        rec = {"name": name, "start": self.clock(), "end": None, "ok": False}
         self.items.append(rec)
         try:
             yield rec
@@ -57,7 +58,7 @@ class Stages:
             rec["error"] = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
             raise StageFailed(name, exc) from exc
         finally:
-            rec["end"] = time.time()
+            rec["end"] = self.clock()
 
 
 def host_facts() -> dict:
@@ -74,9 +75,8 @@ def host_facts() -> dict:
             "machine": pyplatform.machine(), "cpu_model": cpu}
 
 
-def _stamp(new_events: list[dict]) -> list[dict]:
+def _stamp(new_events: list[dict], now: float) -> list[dict]:
     """Mark when the harness saw each event: observed_at - ts is the observation latency."""
-    now = time.time()
     for e in new_events:
         e.setdefault("observed_at", now)
     return new_events
@@ -103,6 +103,8 @@ class RunContext:
     platform_info: dict
     progress: Progress = _noop
     poll_s: float = 0.5
+    clock: Callable[[], float] = time.time          # epoch seconds; tests pass a simulated one
+    sleep: Callable[[float], None] = time.sleep
 
 
 @dataclass
@@ -159,7 +161,7 @@ def _wait_blocker(ctx: RunContext, spec: JobSpec, blocker: Blocker) -> Blocker:
         obs = ctx.backend.observe([handle])[handle.run_id]
         blocker.see(obs)
         ctx.progress(spec.platform, spec.run_id, f"blocker queued ({obs.native_state or obs.state.value})",
-                     time.time() - handle.submitted_at)
+                     ctx.clock() - handle.submitted_at)
         if obs.times.get("allocated") is not None and not obs.state.terminal:
             blocker.allocated_at = obs.times["allocated"]
             return blocker
@@ -168,10 +170,10 @@ def _wait_blocker(ctx: RunContext, spec: JobSpec, blocker: Blocker) -> Blocker:
                                + (f": {obs.reason}" if obs.reason else ""),
                                tip="read the blocker's logs under the results dir; a longer blocker "
                                    "(contention.blocker_steps) gives the harness time to submit behind it")
-        if time.time() > deadline:
+        if ctx.clock() > deadline:
             raise RunTimeout(f"the blocking job was not allocated within {ctx.cfg.timeouts.queue_s:g} s",
                              tip="contention needs a queue that is free when the scenario starts")
-        time.sleep(ctx.poll_s)
+        ctx.sleep(ctx.poll_s)
 
 
 def check_contention(blocker: Blocker, measured_times: dict) -> None:
@@ -188,11 +190,11 @@ def check_contention(blocker: Blocker, measured_times: dict) -> None:
 
 def execute(ctx: RunContext, spec: JobSpec) -> dict:
     """Run one job end to end and return its record (already appended to the store)."""
-    stages = Stages()
+    stages = Stages(clock=ctx.clock)
     backend, store = ctx.backend, ctx.store
     usage0 = _own_usage()
     record: dict = {"run_id": spec.run_id, "campaign": spec.campaign, "platform": spec.platform,
-                    "scenario": spec.scenario, "config_hash": ctx.cfg.config_hash(), "started_at": time.time(),
+                    "scenario": spec.scenario, "config_hash": ctx.cfg.config_hash(), "started_at": ctx.clock(),
                     "status": "failed", "stages": stages.items}
     handle: Handle | None = None
     events: list[dict] = []
@@ -224,7 +226,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
                 watching = blocker is not None and blocker.watching
                 looked = backend.observe([handle, blocker.handle] if watching else [handle])  # one batched look
                 obs = looked[spec.run_id]
-                events.extend(_stamp(obs.events))
+                events.extend(_stamp(obs.events, ctx.clock()))
                 times.update(obs.times)
                 state = obs.state
                 if watching:
@@ -234,14 +236,15 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
                 if blocker is not None:
                     check_contention(blocker, times)
                 ctx.progress(spec.platform, spec.run_id, f"queued ({obs.native_state or state.value})"
-                             + (" behind the blocker" if watching else ""), time.time() - t_sub)
+                             + (" behind the blocker" if watching else ""), ctx.clock() - t_sub)
                 if times.get("allocated") is not None or state.terminal:
                     break
-                if time.time() > queue_deadline:
-                    raise RunTimeout(f"not allocated within {ctx.cfg.timeouts.queue_s:g} s (state {obs.native_state or state.value}"
+                if ctx.clock() > queue_deadline:
+                    raise RunTimeout(f"not allocated within {ctx.cfg.timeouts.queue_s:g} s "
+                                     f"(state {obs.native_state or state.value}"
                                      + (f": {obs.reason}" if obs.reason else "") + ")",
                                      tip="raise timeouts.queue_s, or check the queue/partition has room for the job")
-                time.sleep(ctx.poll_s)
+                ctx.sleep(ctx.poll_s)
         with stages.stage("run"):
             pending = spec.fault
             first_attempt = None
@@ -257,17 +260,17 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
                             finally:  # what the fault changed is on disk before anything else can fail
                                 journal(handle)
                         pending = None
-                if time.time() > run_deadline:
+                if ctx.clock() > run_deadline:
                     raise RunTimeout(f"run did not finish within {ctx.cfg.timeouts.run_s:g} s (state {state.value})",
                                      tip="raise timeouts.run_s, or look at the run's logs in the results dir")
-                time.sleep(ctx.poll_s)
+                ctx.sleep(ctx.poll_s)
                 obs = backend.observe([handle])[spec.run_id]
-                events.extend(_stamp(obs.events))
+                events.extend(_stamp(obs.events, ctx.clock()))
                 times.update(obs.times)
                 state = obs.state
                 last = max((e.get("step", 0) for e in obs.events if e["kind"] == "step"), default=None)
                 ctx.progress(spec.platform, spec.run_id,
-                             f"{state.value}" + (f" step {last}" if last else ""), time.time() - t_sub)
+                             f"{state.value}" + (f" step {last}" if last else ""), ctx.clock() - t_sub)
             if pending is not None:
                 raise BackendError(f"fault {pending.kind} was not injected: the job ended before rank {pending.rank} "
                                    f"reached step {pending.at_step}", tip="choose an earlier faults[].at_step")
@@ -292,15 +295,21 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
         record["status"] = "ok"
     except StageFailed as sf:
         err = sf.error
-        record["error"] = {"stage": sf.stage, "type": type(err).__name__,
+        record["error"] = {"stage": sf.stage, "type": type(err).__name__, "origin": "platform",
                            "message": getattr(err, "message", str(err)), "tip": getattr(err, "tip", None)}
         if not isinstance(err, (PocError, KeyboardInterrupt)):
+            # not a failure the platform reported: the harness itself raised (a bug to fix here),
+            # so the report must not count it against the platform
+            record["status"] = "harness_error"
+            record["error"]["origin"] = "harness"
             record["error"]["traceback"] = "".join(traceback.format_exception(err))[-4000:]
         if isinstance(err, KeyboardInterrupt):
+            record["error"]["origin"] = "user"
             record["status"], interrupted = "interrupted", True
     except KeyboardInterrupt:
         record["status"], interrupted = "interrupted", True
-        record["error"] = {"stage": "between stages", "type": "KeyboardInterrupt", "message": "interrupted"}
+        record["error"] = {"stage": "between stages", "type": "KeyboardInterrupt", "origin": "user",
+                           "message": "interrupted"}
     finally:
         for h in (handle, blocker.handle if blocker is not None else None):  # a finished blocker's objects too
             if h is None:
@@ -308,16 +317,16 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
             try:
                 backend.cancel(h)
                 store.clear_inflight(h.run_id)
-            except Exception as exc:  # the inflight file stays, so --resume cancels it later
+            except Exception as exc:  # noqa: BLE001 - whatever failed, the inflight file stays for --resume
                 record["cancel_error"] = str(exc)[:500]
     if collected is None and handle is not None:
         try:
             collected = backend.collect(handle)
             events = evmod.dedupe(events + list(collected.events or []))  # first copy wins: it carries observed_at
             times.update(collected.times)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the record is written whatever collect raised
             record["collect_error"] = str(exc)[:500]
-    record["finished_at"] = time.time()
+    record["finished_at"] = ctx.clock()
     usage1 = _own_usage()
     # The harness's own footprint while it watched this run (benchmarks/observation_latency.py prints it).
     record["harness_usage"] = {"cpu_s": round(usage1["cpu_s"] - usage0["cpu_s"], 3), "max_rss_mb": usage1["max_rss_mb"]}
@@ -356,7 +365,8 @@ BackendFactory = Callable[[str], Backend]
 
 
 def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: BackendFactory, *, resume: bool,
-             progress: Progress = _noop, on_record: Callable[[dict], None] = _noop, poll_s: float | None = None) -> list[dict]:
+             progress: Progress = _noop, on_record: Callable[[dict], None] = _noop, poll_s: float | None = None,
+             clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> list[dict]:
     """Run every planned run not yet done; return the records written now."""
     existing = store.open(cfg.config_hash(), cfg.redacted(), resume)
     done = {r["run_id"] for r in existing if r.get("status") == "ok"}
@@ -380,14 +390,16 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 if backend is not None:
                     backend.close()
                 rec = {"run_id": plan[0].run_id, "campaign": cfg.campaign, "platform": plat, "scenario": "preflight",
-                       "config_hash": cfg.config_hash(), "status": "failed", "started_at": time.time(),
-                       "finished_at": time.time(), "stages": [],
-                       "error": {"stage": "preflight", "type": type(exc).__name__, "message": exc.message, "tip": exc.tip}}
+                       "config_hash": cfg.config_hash(), "status": "failed", "started_at": clock(),
+                       "finished_at": clock(), "stages": [],
+                       "error": {"stage": "preflight", "type": type(exc).__name__, "origin": "platform",
+                                 "message": exc.message, "tip": exc.tip}}
                 store.append(rec)
                 written.append(rec)
                 on_record(rec)
                 continue
-            ctx = RunContext(backend, store, cfg, info, progress, poll_s or getattr(backend, "poll_s", 0.5))
+            ctx = RunContext(backend, store, cfg, info, progress, poll_s or getattr(backend, "poll_s", 0.5),
+                             clock, sleep)
             try:
                 for run_id, fault, scenario in plan:
                     unsupported = fault is not None and fault.kind not in backend.supported_faults()

@@ -20,7 +20,7 @@ def make_backend(platform: str, cfg: Config) -> Backend:
         return SlurmBackend.from_config(cfg)
     if platform == "k8s":
         try:
-            from .kubernetes import KubernetesBackend
+            from .k8s import KubernetesBackend
         except ImportError as exc:
             raise BackendError(f"the Kubernetes backend is not available: {exc}", tip="pip install -e . in the repository") from None
         return KubernetesBackend.from_config(cfg)

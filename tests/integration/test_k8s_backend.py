@@ -27,7 +27,7 @@ if os.geteuid() != 0:  # pragma: no cover - depends on the machine
     pytest.skip("the native cluster needs root", allow_module_level=True)
 
 from harness import config  # noqa: E402
-from harness.backends.kubernetes import KubernetesBackend  # noqa: E402
+from harness.backends.k8s import KubernetesBackend  # noqa: E402
 from harness.errors import ClusterError  # noqa: E402
 from harness.pipeline import campaign  # noqa: E402
 from harness.store import Store  # noqa: E402

@@ -17,8 +17,9 @@ FIX = Path(__file__).parents[1] / "fixtures" / "local"
 class ScriptedBackend(Backend):
     platform = "local"
 
-    def __init__(self, interrupt_on: str | None = None):
+    def __init__(self, interrupt_on: str | None = None, clock=time.time):
         self.interrupt_on = interrupt_on
+        self.clock = clock
         self.cancelled: list[str] = []
         self.events = ev.parse_lines((FIX / "clean_events.jsonl").read_text().splitlines())
 
@@ -29,7 +30,7 @@ class ScriptedBackend(Backend):
         return {"scheduler": "scripted"}
 
     def submit(self, spec, rendered):
-        return Handle("local", spec.run_id, ["1"], time.time(), data={})
+        return Handle("local", spec.run_id, ["1"], self.clock(), data={})
 
     def observe(self, handles):
         out = {}
@@ -43,10 +44,23 @@ class ScriptedBackend(Backend):
         return out
 
     def inject(self, handle, kind, target_event, journal=None):
-        return FaultRecord(kind, time.time(), {})
+        return FaultRecord(kind, self.clock(), {})
 
     def collect(self, handle):
         return Collected(events=[], times={}, attempts=[])
 
     def cancel(self, handle):
         self.cancelled.append(handle.run_id)
+
+
+class SimClock:
+    """Simulated time for the pipeline: sleep() advances it, so waits cost nothing and margins are exact."""
+
+    def __init__(self, start: float = 1_800_000_000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, dt: float) -> None:
+        self.now += dt

@@ -8,7 +8,7 @@ def test_render_local_is_printable_and_pure(capsys):
     assert main(["render", "--platform", "local"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("#!/usr/bin/env bash")
-    lines = [l for l in out.splitlines() if "torch.distributed.run" in l]
+    lines = [line for line in out.splitlines() if "torch.distributed.run" in line]
     assert len(lines) == 2  # one torchrun agent per node
     argv = shlex.split(lines[0].rstrip(" &"))
     assert "--nnodes=2" in argv and "--rdzv_backend=c10d" in argv and "--max_restarts=3" in argv
@@ -63,17 +63,16 @@ def _interrupting_campaign(leave: list[str]):
     return fake
 
 
-def test_interrupt_with_everything_cancelled_says_so(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr("harness.pipeline.campaign", _interrupting_campaign([]))
-    assert main(["run", "--results", str(tmp_path)]) == 130
+def test_interrupt_with_everything_cancelled_says_so(capsys, tmp_path):
+    assert main(["run", "--results", str(tmp_path)], campaign_fn=_interrupting_campaign([])) == 130
     err = capsys.readouterr().err
     assert "ERROR interrupted: submitted jobs were cancelled" in err and "--resume" in err
 
 
-def test_interrupt_names_the_jobs_it_could_not_cancel(capsys, tmp_path, monkeypatch):
+def test_interrupt_names_the_jobs_it_could_not_cancel(capsys, tmp_path):
     """A handle still in flight after the interrupt was not cancelled: the message must not claim it was."""
-    monkeypatch.setattr("harness.pipeline.campaign", _interrupting_campaign(["slurm-contention-01-blocker"]))
-    assert main(["run", "--results", str(tmp_path)]) == 130
+    assert main(["run", "--results", str(tmp_path)],
+                campaign_fn=_interrupting_campaign(["slurm-contention-01-blocker"])) == 130
     err = capsys.readouterr().err
     assert "were cancelled" not in err
     assert "1 submitted job(s) may still be running: slurm slurm-contention-01-blocker (42)" in err

@@ -92,7 +92,7 @@ def test_platform_aliases():
 
 
 def test_checkpoint_pvc_reaches_the_jobset():
-    from harness.backends.kubernetes import KubernetesBackend
+    from harness.backends.k8s import KubernetesBackend
     from harness.spec import build
 
     cfg = cfgmod.from_mapping({"kubernetes": {"checkpoint_pvc": "ckpt-claim", "image": "example/worker:1"}})

@@ -6,10 +6,9 @@ tests/integration/test_slurm_runs.py and test_k8s_backend.py against the real cl
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from fakes import ScriptedBackend
+from fakes import ScriptedBackend, SimClock
 
 from harness import spec
 from harness.backends.base import Observation
@@ -59,7 +58,7 @@ class OneJobScheduler(ScriptedBackend):
     RUN_S = 0.6
 
     def __init__(self, room: bool = False, blocker_dies: bool = False, late_events: bool = False):
-        super().__init__()
+        super().__init__(clock=SimClock())
         self.room, self.blocker_dies, self.late_events = room, blocker_dies, late_events
         self.blocker_end: float | None = None
         self.submitted: list[str] = []
@@ -77,7 +76,7 @@ class OneJobScheduler(ScriptedBackend):
 
     def observe(self, handles):
         self.observed_together.append([h.run_id for h in handles])
-        now, out = time.time(), {}
+        now, out = self.clock(), {}
         for h in handles:
             times = {"submitted": h.submitted_at}
             if h.run_id.endswith("-blocker"):
@@ -107,7 +106,8 @@ class OneJobScheduler(ScriptedBackend):
 def _run(tmp_path, backend):
     cfg = from_mapping({**CFG, "platforms": ["slurm"], "repetitions": 0, "contention": {"runs": 1}})
     store = Store(tmp_path, cfg.campaign)
-    return campaign(cfg, ["slurm"], store, lambda p: backend, resume=False, poll_s=0.05)
+    return campaign(cfg, ["slurm"], store, lambda p: backend, resume=False, poll_s=0.05,
+                    clock=backend.clock, sleep=backend.clock.sleep)
 
 
 @pytest.mark.parametrize("late_events", [False, True])
@@ -152,7 +152,8 @@ def test_a_blocker_that_fails_is_reported(tmp_path):
 def test_report_keeps_contention_apart_and_charts_it(tmp_path):
     backend = OneJobScheduler()
     cfg = from_mapping({**CFG, "platforms": ["slurm"], "repetitions": 2, "contention": {"runs": 2}})
-    campaign(cfg, ["slurm"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=False, poll_s=0.05)
+    campaign(cfg, ["slurm"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=False, poll_s=0.05,
+             clock=backend.clock, sleep=backend.clock.sleep)
     runs = [json.loads(x) for x in (tmp_path / "smoke" / "runs.jsonl").read_text().splitlines()]
     df = stats.tidy(runs)
     clean_q = df[(df.metric == "queue_s")]

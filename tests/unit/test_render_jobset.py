@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from harness import config, spec
-from harness.backends.kubernetes import KubernetesBackend
+from harness.backends.k8s import KubernetesBackend
 from harness.errors import ConfigError
 from harness.render import jobset as rj
 
@@ -224,60 +224,3 @@ def test_manifests_match_renderer(name):
     if UPDATE:
         path.write_text(header + rj.to_yaml(docs))
     assert list(yaml.safe_load_all(path.read_text())) == docs
-
-
-# ------------------------------------------------------------------ the backend's pure helpers
-
-def test_backend_helpers():
-    from harness.backends import kubernetes as kb
-    from harness.states import JobState
-    assert kb.parse_time("2026-12-02T14:09:24Z") == 1796220564.0
-    assert kb.parse_time("2026-12-02T14:09:24.860832Z") == pytest.approx(1796220564.860832)
-    # kubelet timestamps trim trailing zeros; sorted as text they must still be in time order
-    assert kb._sortable("2026-12-02T14:09:24.1234Z") < kb._sortable("2026-12-02T14:09:24.12345Z")
-    assert kb._qty("1500m") == 1.5 and kb._qty("3072Mi") == 3072 * 1024**2 and kb._qty("2") == 2
-    assert set(kb.STATE_TABLE.values()) <= set(JobState)
-    assert kb.STATE_TABLE["Suspended"] is JobState.PENDING and kb.STATE_TABLE["Unrunnable"] is JobState.FAILED
-
-
-def test_native_states_map_through_one_table():
-    """JobSet conditions + pods -> native state -> JobState, without a cluster (no unscheduled pod,
-    so no node lookup)."""
-    from kubernetes.client import (V1ContainerState, V1ContainerStateWaiting, V1ContainerStatus, V1ObjectMeta,
-                                   V1Pod, V1PodCondition, V1PodSpec, V1PodStatus)
-
-    from harness.backends import kubernetes as kb
-    from harness.backends.base import Handle
-    from harness.states import JobState
-
-    b = KubernetesBackend.from_config(config.from_mapping({"platforms": ["k8s"], "kubernetes": {"image": IMAGE}}))
-    h = Handle("k8s", "r", ["poc/r"], 0.0, data={"nodes": 2})
-
-    def pod(i, phase, attempt=0, waiting=None):
-        cs = [V1ContainerStatus(name="torchrun", image=IMAGE, image_id="", ready=False, restart_count=0,
-                                state=V1ContainerState(waiting=V1ContainerStateWaiting(reason=waiting)))] if waiting else []
-        return V1Pod(metadata=V1ObjectMeta(name=f"r-w-0-{i}-x", labels={kb.RESTART_LABEL: str(attempt)}),
-                     spec=V1PodSpec(containers=[], node_name="n"),
-                     status=V1PodStatus(phase=phase, container_statuses=cs,
-                                        conditions=[V1PodCondition(type="PodScheduled", status="True")]))
-
-    def js(suspend=False, conds=(), restarts=0):
-        return {"metadata": {"name": "r"}, "spec": {"suspend": suspend},
-                "status": {"restarts": restarts, "conditions": [{"type": c, "status": "True"} for c in conds]}}
-
-    def state(j, w, ps):
-        native, _ = b._native_state(h, j, w, ps)
-        return native, kb.STATE_TABLE[native]
-
-    full = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False",
-                                       "message": "insufficient quota ... > maximum capacity (2)"}]}}
-    assert state(js(suspend=True), None, []) == ("Suspended", JobState.PENDING)
-    assert state(js(suspend=True), full, []) == ("Unrunnable", JobState.FAILED)
-    assert state(js(), None, [pod(0, "Pending"), pod(1, "Pending")]) == ("PodsStarting", JobState.STARTING)
-    assert state(js(), None, [pod(0, "Running"), pod(1, "Running")]) == ("Running", JobState.RUNNING)
-    assert state(js(), None, [pod(0, "Running"), pod(1, "Failed")]) == ("Restarting", JobState.RESTARTING)
-    assert state(js(restarts=1), None, [pod(0, "Running", 1), pod(1, "Pending", 1)]) == ("Restarting", JobState.RESTARTING)
-    assert state(js(), None, [pod(0, "Pending", waiting="ImagePullBackOff"), pod(1, "Running")])[1] is JobState.FAILED
-    assert state(js(conds=("Completed",)), None, []) == ("Completed", JobState.SUCCEEDED)
-    assert state(js(conds=("Failed",)), None, []) == ("Failed", JobState.FAILED)
-    assert state(None, None, []) == ("NotFound", JobState.CANCELLED)

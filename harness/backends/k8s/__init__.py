@@ -1,0 +1,14 @@
+"""The Kubernetes backend, one module per concern:
+
+api.py        the API client (lazy kubeconfig), error mapping, webhook retry, resource coordinates
+watch.py      watch caches (list + watch per kind and namespace)
+state.py      a run's state and times from its JobSet, Workload and Pods (pure)
+logs.py       incremental pod-log reading (pure)
+preflight.py  is the cluster usable; the facts stored with each run
+faults.py     kill_rank, delete_pod, lose_node, and undoing them
+backend.py    KubernetesBackend: render, submit, observe, collect, cancel
+"""
+from .backend import KubernetesBackend
+from .state import STATE_TABLE
+
+__all__ = ["STATE_TABLE", "KubernetesBackend"]

@@ -1,0 +1,390 @@
+"""Kubernetes: a suspended JobSet labelled for a Kueue LocalQueue, observed through watches.
+
+The backend takes its API client (``K8sClient``) as a constructor argument, as the Slurm backend
+takes its transport. Where each number comes from is in ``state.py``; workload events (startup,
+all-reduce, steps, recovery) are read from the pods' logs (``logs.py``), and on the local cluster
+also from the run's checkpoint volume, where the workload writes the same lines.
+
+JobSets, Workloads and Pods are watched (one list + watch per kind and namespace, ``watch.py``);
+a poll (observe) reads those caches, and lists each kind once instead when a cache is out of sync.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ... import events as evmod
+from ...config import Config, Kubernetes
+from ...errors import BackendError, SubmitError
+from ...paths import state_dir
+from ...render import jobset as rj
+from ...spec import JobSpec, build
+from ...states import JobState
+from ..base import Backend, Collected, FaultRecord, Handle, Journal, Observation, Rendered, no_journal
+from . import faults, preflight
+from . import state as st
+from .api import JOBSETS, WORKLOADS, K8sClient, api_message, is_connection_error, retry_webhook
+from .logs import PodLog
+from .watch import Watched
+
+LOG_PHASES = ("Running", "Succeeded", "Failed")
+
+
+@dataclass
+class _RunState:
+    """What observe() has learnt about one run (kept between polls)."""
+    unseen: evmod.Unseen = field(default_factory=evmod.Unseen)
+    logs: dict[str, PodLog] = field(default_factory=dict)      # pod name -> its log so far
+    log_errors: dict[str, str] = field(default_factory=dict)   # pod name -> the last log read's error
+    attempts: dict = field(default_factory=dict)                # restart attempt -> {'allocated', 'pods', ...}
+    times: dict = field(default_factory=dict)
+
+
+class KubernetesBackend(Backend):
+    platform = "k8s"
+    poll_s = 1.0
+
+    def __init__(self, cfg: Kubernetes, client: K8sClient, *, image: str, checkpoint_root: str,
+                 checkpoint_pvc: str | None = None, local_cluster: bool = False, setup_spec: JobSpec | None = None,
+                 queue_jobs: int = 1, query_budget: int = 5, use_watches: bool = True, power=None):
+        self.cfg = cfg
+        self.client = client
+        self.image = image
+        self.checkpoint_root = checkpoint_root
+        self.checkpoint_pvc = checkpoint_pvc
+        self.local = local_cluster          # the native cluster on this host: setup and node faults allowed
+        self.power = power                  # harness.clusters.k8s.power on the local cluster, else None
+        self.setup_spec = setup_spec
+        self.queue_jobs = queue_jobs
+        self.query_budget = query_budget
+        self.use_watches = use_watches
+        self._runs: dict[str, _RunState] = {}
+        self._failed_polls = 0
+        self._watches: dict[str, tuple[Watched, Watched, Watched]] = {}
+        self.poll_stats = {"from_watches": 0, "from_lists": 0}
+        self.setup_report: dict = {}
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> KubernetesBackend:
+        """No cluster contact: the kubeconfig is read on the first API call."""
+        k = cfg.kubernetes
+        local = k.kubeconfig is None
+        native_root = state_dir() / "k8s-native"
+        kubeconfig = str(Path(os.path.expandvars(k.kubeconfig)).expanduser()) if k.kubeconfig \
+            else str(native_root / "kubeconfig")
+        image = k.image
+        if image is None:
+            from ...clusters import images  # the ref is a content hash of the image recipe: no docker call
+            image = images.worker_ref()
+        ckpt = os.path.expandvars(os.path.expanduser(k.checkpoint_host_path)) if k.checkpoint_host_path \
+            else str(native_root / "checkpoints")
+        power = None
+        if local:
+            from ...clusters.k8s import power
+        return cls(k, K8sClient(kubeconfig, k.context), image=image, checkpoint_root=ckpt,
+                   checkpoint_pvc=k.checkpoint_pvc, local_cluster=local, power=power,
+                   setup_spec=build(cfg, "k8s", "k8s-setup", None))
+
+    def render(self, spec: JobSpec) -> Rendered:
+        job = rj.render_jobset(spec, self.cfg, self.image, self.checkpoint_root, self.checkpoint_pvc)
+        setup = rj.setup_objects(spec, self.cfg, self.queue_jobs)
+        files = {"jobset.yaml": rj.to_yaml([job.jobset]),
+                 "workload-configmap.yaml": rj.to_yaml([job.configmap]),
+                 "kueue.yaml": rj.to_yaml(o for o in setup if o["apiVersion"].startswith("kueue")
+                                          or o["kind"] == "Namespace"),
+                 "rbac.yaml": rj.to_yaml(o for o in setup if o["apiVersion"].startswith(("rbac", "v1"))
+                                         and o["kind"] != "Namespace")}
+        return Rendered("k8s", files, payload=job)
+
+    def preflight(self) -> dict:
+        if self.local:
+            self.setup_report = self.setup_local()
+        return preflight.check(self.client, self.cfg, image=self.image, local=self.local,
+                               checkpoint=({"pvc": self.checkpoint_pvc} if self.checkpoint_pvc
+                                           else {"host_path": self.checkpoint_root}),
+                               setup=self.setup_report)
+
+    def setup_local(self) -> dict:
+        """The local cluster only: nodes a crashed campaign left powered off come back; then the
+        namespace, Kueue queues and the worker image (see harness/clusters/k8s/setup.py)."""
+        from ...clusters.k8s.setup import setup_local
+        preflight.require_crds(self.client)
+        restored = self.restore_lost_nodes()
+        report = setup_local(self.client, rj.setup_objects(self.setup_spec, self.cfg, self.queue_jobs),
+                             self.cfg.namespace, import_image=self.cfg.image is None)
+        report["restored_nodes"] = restored
+        return report
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
+        job: rj.K8sJob = rendered.payload
+        c = self.client
+        core, ns = c.core(), job.namespace
+        # a resumed campaign re-runs from scratch: remove a leftover of the same run and its checkpoints
+        if c.get("GET JobSet", JOBSETS, job.name, ns, missing_ok=True) is not None:
+            self._delete_run(ns, job.name, wait_s=120)
+        cm = job.configmap["metadata"]["name"]
+        c.call("DELETE ConfigMap", core.delete_namespaced_config_map, cm, ns, missing_ok=True)
+        if not job.checkpoint_pvc and self.local:
+            shutil.rmtree(job.checkpoint_path, ignore_errors=True)
+        c.call("CREATE ConfigMap", core.create_namespaced_config_map, ns, job.configmap)
+        from kubernetes.client.rest import ApiException
+        co = c.custom()
+        stamp: dict = {}
+
+        def create():
+            stamp["before"] = time.time()
+            out = co.create_namespaced_custom_object(*JOBSETS[:2], ns, JOBSETS.plural, job.jobset,
+                                                     _request_timeout=c.timeout)
+            stamp["after"] = time.time()
+            return out
+        try:
+            created = retry_webhook(create, 30)
+        except ApiException as exc:
+            c.call("DELETE ConfigMap", core.delete_namespaced_config_map, cm, ns, missing_ok=True)
+            raise SubmitError(f"the API server refused the JobSet: HTTP {exc.status}: {api_message(exc)}",
+                              tip="check the rendered jobset.yaml (`poc render --platform k8s`); "
+                                  "a webhook error means the JobSet or Kueue controller is down") from None
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+            raise SubmitError(f"the JobSet could not be sent: the API server is unreachable ({type(exc).__name__})",
+                              tip="is the cluster up? `poc cluster status --k8s`") from None
+        self._runs[spec.run_id] = _RunState()
+        data = {"namespace": ns, "name": job.name, "uid": created["metadata"]["uid"], "configmap": cm,
+                "nodes": spec.nodes, "checkpoint_path": job.checkpoint_path, "checkpoint_pvc": job.checkpoint_pvc,
+                "submit_returned": stamp["after"], "lost_nodes": [], "cordoned": []}
+        if self.power is not None:
+            data["ledger"] = str(Path(self.checkpoint_root) / ".lost-nodes.json")
+        return Handle("k8s", spec.run_id, [f"{ns}/{job.name}"], stamp["before"], data=data)
+
+    # ------------------------------------------------------------------ observe
+    def _watched(self, ns: str) -> tuple[Watched, Watched, Watched]:
+        if ns not in self._watches:
+            c, t = self.client, self.client.timeout
+            co, core = c.custom(), c.core()
+            self._watches[ns] = (
+                Watched(f"jobsets/{ns}", co.list_namespaced_custom_object, (*JOBSETS[:2], ns, JOBSETS.plural),
+                        {"label_selector": "poc/platform=k8s"}, t),
+                Watched(f"workloads/{ns}", co.list_namespaced_custom_object, (*WORKLOADS[:2], ns, WORKLOADS.plural),
+                        {}, t),
+                Watched(f"pods/{ns}", core.list_namespaced_pod, (ns,), {"label_selector": "poc/platform=k8s"}, t,
+                        convert=c.to_dict))
+        return self._watches[ns]
+
+    def _from_watches(self, handles: list[Handle]) -> tuple[dict, dict, dict] | None:
+        """The watch caches, or None when one is out of sync or lacks a handle's JobSet (just created,
+        or gone): then this poll lists."""
+        js, wl, pods = {}, {}, {}
+        for ns in sorted({h.data["namespace"] for h in handles}):
+            got = [x.objects(wait_s=5.0) for x in self._watched(ns)]
+            if any(g is None for g in got):
+                return None
+            names = {h.data["name"] for h in handles if h.data["namespace"] == ns}
+            self._file(ns, names, *got, js, wl, pods)
+            if any((ns, n) not in js for n in names):
+                return None
+        return js, wl, pods
+
+    @staticmethod
+    def _file(ns, names, j_items, w_items, p_items, js, wl, pods) -> None:
+        for o in j_items:
+            js[(ns, o["metadata"]["name"])] = o
+        for owner, o in st.workload_of(w_items).items():
+            wl[(ns, owner)] = o
+        for p in p_items:
+            owner = st.get(p, "metadata", "labels", rj.JOBSET_NAME_LABEL)
+            if owner in names:
+                pods.setdefault((ns, owner), []).append(p)
+
+    def _list(self, handles: list[Handle]) -> tuple[dict, dict, dict]:
+        """JobSets, Kueue Workloads and Pods: from the watches when in sync, else one list per kind."""
+        if self.use_watches:
+            cached = self._from_watches(handles)
+            if cached is not None:
+                self.poll_stats["from_watches"] += 1
+                return cached
+        self.poll_stats["from_lists"] += 1
+        c = self.client
+        js, wl, pods = {}, {}, {}
+        for ns in sorted({h.data["namespace"] for h in handles}):
+            names = sorted(h.data["name"] for h in handles if h.data["namespace"] == ns)
+            sel = f"{rj.JOBSET_NAME_LABEL} in ({','.join(names)})"
+            j_items = c.list("LIST jobsets", JOBSETS, ns, label_selector="poc/platform=k8s")
+            w_items = c.list("LIST workloads", WORKLOADS, ns)
+            p_items = [c.to_dict(p) for p in c.call("LIST pods", c.core().list_namespaced_pod, ns,
+                                                     label_selector=sel).items]
+            self._file(ns, set(names), j_items, w_items, p_items, js, wl, pods)
+        return js, wl, pods
+
+    def observe(self, handles: list[Handle]) -> dict[str, Observation]:
+        try:
+            js, wl, pods = self._list(handles)
+            self._failed_polls = 0
+        except BackendError as exc:   # a restarting API server: a few failed polls in a row are tolerated
+            self._failed_polls += 1
+            if self._failed_polls > self.query_budget:
+                raise
+            return {h.run_id: Observation(JobState.UNKNOWN, times=dict(self._run(h).times), native_state="Unknown",
+                                          reason=exc.message) for h in handles}
+        out = {}
+        for h in handles:
+            key = (h.data["namespace"], h.data["name"])
+            rs = self._run(h)
+            j, w, ps = js.get(key), wl.get(key), pods.get(key, [])
+            if j is not None and j["metadata"].get("uid") != h.data.get("uid"):
+                j = None  # a different JobSet of the same name
+            want = st.awaiting_allocation(rs.attempts, h.data["nodes"], ps)
+            st.update_times(rs.times, rs.attempts, h.data["nodes"], j, w, ps,
+                            self._scheduled_times(h.data["namespace"], want) if want else None)
+            v = st.native_state(h.data["nodes"], j, w, ps)
+            if v.unscheduled is not None:
+                v = st.with_capacity(v, self._allocatable())
+            if self.power is not None and h.data.get("lost_nodes"):
+                faults.remediate(self.client, h, ps)
+            out[h.run_id] = Observation(v.state, events=self._read_logs(h, rs, ps), times=dict(rs.times),
+                                        attempts=[dict(a, attempt=k) for k, a in sorted(rs.attempts.items())],
+                                        native_state=v.native, reason=v.reason)
+        return out
+
+    def _run(self, h: Handle) -> _RunState:
+        return self._runs.setdefault(h.run_id, _RunState())
+
+    def _scheduled_times(self, ns: str, pods: list[str]) -> dict[str, float]:
+        """pod name -> the kube-scheduler's Scheduled event time (one list per call)."""
+        c = self.client
+        try:
+            evs = c.call("LIST events", c.core().list_namespaced_event, ns, field_selector="reason=Scheduled").items
+        except BackendError:
+            return {}
+        return st.scheduled_event_times([c.to_dict(e) for e in evs], pods)
+
+    def _allocatable(self) -> list[dict] | None:
+        """Each node's allocatable; None when the identity may not list nodes (a shared cluster)."""
+        c = self.client
+        try:
+            return [st.get(c.to_dict(n), "status", "allocatable", default={})
+                    for n in c.call("LIST nodes", c.core().list_node).items]
+        except BackendError:
+            return None
+
+    def _read_logs(self, h: Handle, rs: _RunState, ps: list[dict]) -> list[dict]:
+        """New events from each pod's log since the last read (logs.PodLog keeps the position)."""
+        from kubernetes.client.rest import ApiException
+        core, new = self.client.core(), []
+        for p in ps:
+            if st.phase(p) not in LOG_PHASES:
+                continue
+            name = p["metadata"]["name"]
+            log = rs.logs.setdefault(name, PodLog())
+            kw = {"container": rj.CONTAINER, "timestamps": True}
+            if (since := log.since_seconds(time.time())) is not None:
+                kw["since_seconds"] = since
+            try:
+                text = core.read_namespaced_pod_log(name, h.data["namespace"], _request_timeout=5, **kw)
+            except (ApiException, OSError) as exc:  # a pod going away, a dead kubelet: next poll
+                rs.log_errors[name] = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+                continue
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    raise
+                rs.log_errors[name] = type(exc).__name__
+                continue
+            new += rs.unseen(log.feed(text if isinstance(text, str) else str(text)))
+            if log.notes:
+                rs.log_errors[name] = log.notes[-1]
+        return new
+
+    def close(self) -> None:
+        """Stop the watches and close the API client (the campaign is done with this platform)."""
+        for trio in self._watches.values():
+            for w in trio:
+                w.stop()
+        self._watches.clear()
+        self.client.close()
+
+    # ------------------------------------------------------------------ faults
+    def supported_faults(self) -> set[str]:
+        return {"kill_rank", "delete_pod", "lose_node"}
+
+    def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
+        return faults.inject(self.client, handle, kind, target_event, journal, power=self.power)
+
+    def restore_lost_nodes(self) -> list[str]:
+        """Bring back nodes that a crashed campaign's lose_node fault left powered off (local cluster)."""
+        if self.power is None:
+            return []
+        ledger = Path(self.checkpoint_root) / ".lost-nodes.json"
+        restored = []
+        for run_id, entry in self.power.Ledger(ledger).read().items():
+            h = Handle("k8s", run_id, [], 0.0, data={"lost_nodes": entry.get("nodes", []), "ledger": str(ledger),
+                                                     "downed_links": entry.get("links", []), "cordoned": []})
+            faults.restore(self.client, h, power=self.power)
+            restored += entry.get("nodes", [])
+        return restored
+
+    # ------------------------------------------------------------------ collect / cancel
+    def collect(self, handle: Handle) -> Collected:
+        rs = self._run(handle)
+        try:
+            obs = self.observe([handle])[handle.run_id]
+            state, native, reason = obs.state, obs.native_state, obs.reason
+        except BackendError as exc:
+            state, native, reason = JobState.UNKNOWN, "Unknown", exc.message
+        events = list(self._volume_events(handle))
+        for log in rs.logs.values():   # what the logs showed (the volume may lack a killed process's last line)
+            events.extend(evmod.parse_lines(log.text.splitlines()))
+        logs = {f"{n}.log": log.text for n, log in rs.logs.items()}
+        info = {"jobset": handle.data["name"], "namespace": handle.data["namespace"], "final_state": native,
+                "reason": reason, "restarts": max(rs.attempts, default=0),
+                "node_remediation": handle.data.get("remediated") or {},
+                "log_errors": dict(rs.log_errors), "polls": dict(self.poll_stats),
+                "events_from": "pod logs" + (" + checkpoint volume" if self._on_volume(handle) else "")}
+        logs["status.txt"] = (f"JobSet {handle.data['namespace']}/{handle.data['name']}: {native} ({state.value})"
+                              + (f"\nreason: {reason}" if reason else "") + "\n")
+        attempts = [dict(v, attempt=k) for k, v in sorted(rs.attempts.items())]
+        return Collected(events=evmod.dedupe(events), times=dict(rs.times), attempts=attempts, logs=logs, info=info)
+
+    def _on_volume(self, h: Handle) -> bool:
+        return self.local and not h.data.get("checkpoint_pvc") and bool(h.data.get("checkpoint_path"))
+
+    def _volume_events(self, h: Handle) -> list[dict]:
+        """The workload's own event files on the checkpoint volume (hostPath on this host only)."""
+        if not self._on_volume(h):
+            return []
+        d = Path(h.data["checkpoint_path"]) / "events"
+        out: list[dict] = []
+        if d.is_dir():
+            for f in sorted(d.glob("*.jsonl")):
+                out.extend(evmod.parse_lines(f.read_text(errors="replace").splitlines()))
+        return out
+
+    def _delete_run(self, ns: str, name: str, wait_s: float = 90) -> None:
+        from kubernetes import client as k
+        c = self.client
+        c.call("DELETE JobSet", c.custom().delete_namespaced_custom_object, *JOBSETS[:2], ns, JOBSETS.plural, name,
+               body=k.V1DeleteOptions(propagation_policy="Foreground"), missing_ok=True)
+        # wait until it and its pods are gone, so the next run's queue time does not include this teardown
+        deadline = time.time() + wait_s
+        while time.time() < deadline:
+            js = c.get("GET JobSet", JOBSETS, name, ns, missing_ok=True)
+            pods = c.call("LIST pods", c.core().list_namespaced_pod, ns,
+                          label_selector=f"{rj.JOBSET_NAME_LABEL}={name}").items
+            if js is None and not pods:
+                return
+            time.sleep(1)
+
+    def cancel(self, handle: Handle) -> None:
+        ns, name = handle.data["namespace"], handle.data["name"]
+        try:
+            faults.restore(self.client, handle, power=self.power)
+        finally:
+            self._delete_run(ns, name)
+            self.client.call("DELETE ConfigMap", self.client.core().delete_namespaced_config_map,
+                             handle.data["configmap"], ns, missing_ok=True)
+            if self._on_volume(handle):
+                # the checkpoints are spent; the event files beside them stay for collect()
+                shutil.rmtree(Path(handle.data["checkpoint_path"]) / "ckpt", ignore_errors=True)

@@ -1,0 +1,146 @@
+"""Faults on Kubernetes, aimed at the pod that ran a given rank: kill_rank, delete_pod, lose_node.
+
+lose_node on the native cluster is a power loss (harness/clusters/k8s/power.py); elsewhere it is a
+cordon plus eviction of the node's pods. Either way, what the fault changes outside the job is
+written into the handle and persisted (journal) before it happens, and ``restore`` undoes it.
+"""
+from __future__ import annotations
+
+import time
+
+from ...errors import BackendError, PocError
+from ...render import jobset as rj
+from ..base import FaultRecord, Handle, Journal
+from .api import K8sClient, parse_time
+from .state import RESTART_LABEL, get, items
+
+OUT_OF_SERVICE = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
+RECOVERY_CHAIN = ("node-monitor grace period -> NotReady + unreachable taint -> toleration_seconds -> "
+                  "eviction (a failed Job) -> JobSet restart; the lost node's pods stay Terminating "
+                  "(no kubelet confirms), so once the node is NotReady the harness adds the out-of-service "
+                  "taint (what a node-repair controller does) and the pod GC force-deletes them")
+
+
+def pod_of(client: K8sClient, h: Handle, ev: dict) -> dict:
+    """The pod of the attempt that emitted ev whose host name is ev's host."""
+    att = (ev.get("attempt") or [0])[0]
+    core = client.core()
+    pods = client.call("LIST pods", core.list_namespaced_pod, h.data["namespace"],
+                       label_selector=f"{rj.JOBSET_NAME_LABEL}={h.data['name']},{RESTART_LABEL}={att}").items
+    for p in map(client.to_dict, pods):
+        if ev.get("host") in (get(p, "spec", "hostname"), get(p, "metadata", "name")):
+            return p
+    raise BackendError(f"no pod of {h.data['name']} has host name {ev.get('host')!r} (attempt {att})")
+
+
+def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, *, power=None) -> FaultRecord:
+    """power: the native cluster's power module when this host runs the cluster (else None)."""
+    from kubernetes import client as k
+    from kubernetes.stream import stream
+    pod = pod_of(client, h, ev)
+    ns, name, node = h.data["namespace"], pod["metadata"]["name"], get(pod, "spec", "nodeName")
+    target = {key: ev.get(key) for key in ("rank", "host", "pid", "attempt", "step")}
+    target.update({"pod": name, "node": node})
+    core = client.core()
+    if kind == "kill_rank":
+        pid = int(ev["pid"])
+        t = time.time()
+        out = stream(client.exec_core().connect_get_namespaced_pod_exec, name, ns, container=rj.CONTAINER,
+                     command=["sh", "-c", 'kill -9 "$1"', "sh", str(pid)], stderr=True, stdout=True,
+                     stdin=False, tty=False, _request_timeout=30)
+        return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "pods/exec kill -9", "output": out})
+    if kind == "delete_pod":
+        t = time.time()
+        client.call("DELETE pod", core.delete_namespaced_pod, name, ns)
+        return FaultRecord(kind, t, target, {"how": "DELETE pod (default grace period)",
+                                             "grace_s": get(pod, "spec", "terminationGracePeriodSeconds")})
+    if kind == "lose_node":
+        if power is not None and node in power.native_nodes():
+            link = power.bridge_of(node)
+            h.data.setdefault("lost_nodes", []).append(node)
+            h.data.setdefault("downed_links", []).append(link)
+            journal(h)
+            power.Ledger(ledger_path(h)).add(h.run_id, node, link)
+            t = time.time()
+            try:
+                detail = power.power_off(node, link)
+            except PocError as exc:
+                raise BackendError(exc.message, tip=exc.tip) from None
+            return FaultRecord(kind, t, target, {**detail, "recovery_chain": RECOVERY_CHAIN})
+        h.data.setdefault("cordoned", []).append(node)
+        journal(h)
+        t = time.time()
+        client.call("PATCH node (cordon)", core.patch_node, node, {"spec": {"unschedulable": True}})
+        evicted = []
+        for p in client.call("LIST pods on node", core.list_namespaced_pod, ns,
+                             field_selector=f"spec.nodeName={node}").items:
+            body = k.V1Eviction(metadata=k.V1ObjectMeta(name=p.metadata.name, namespace=ns))
+            client.call("CREATE eviction", core.create_namespaced_pod_eviction, p.metadata.name, ns, body)
+            evicted.append(p.metadata.name)
+        return FaultRecord(kind, t, target, {"how": "cordon + evict the node's pods", "evicted": evicted})
+    raise BackendError(f"fault {kind!r} is not available on Kubernetes", tip="use kill_rank, delete_pod or lose_node")
+
+
+def ledger_path(h: Handle):
+    from pathlib import Path
+    return Path(h.data["ledger"])
+
+
+def remediate(client: K8sClient, h: Handle, pods: list[dict], clock=time.time) -> None:
+    """Native cluster, after a power loss: once the node controller has evicted the lost node's pods
+    (they stay Terminating: no kubelet confirms), taint the node out-of-service so the pod GC
+    force-deletes them and JobSet's foreground Job deletion can finish."""
+    core = client.core()
+    done = h.data.setdefault("remediated", {})
+    for node in h.data.get("lost_nodes") or []:
+        if node in done:
+            continue
+        stuck = [p for p in pods if get(p, "spec", "nodeName") == node and get(p, "metadata", "deletionTimestamp")]
+        if not stuck:
+            continue
+        n = client.to_dict(client.call("GET node", core.read_node, node))
+        if _ready(n):
+            continue   # the node controller has not noticed yet (node-monitor grace period)
+        taints = items(n, "spec", "taints")
+        if not any(t.get("key") == OUT_OF_SERVICE["key"] for t in taints):
+            client.call("PATCH node taints", core.patch_node, node, {"spec": {"taints": [*taints, OUT_OF_SERVICE]}})
+        evicted = [t for p in stuck if (t := parse_time(get(p, "metadata", "deletionTimestamp"))) is not None]
+        done[node] = {"out_of_service_at": clock(), "evicted_at": min(evicted, default=None)}
+
+
+def _ready(node: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in items(node, "status", "conditions"))
+
+
+def restore(client: K8sClient, h: Handle, *, power=None, ready_wait_s: float = 90,
+            clock=time.monotonic, sleep=time.sleep) -> None:
+    """Undo what the handle records: nodes powered off (native), their out-of-service taints,
+    cordons. Idempotent; the handle (and the ledger) forget a fault once it is undone."""
+    core = client.core()
+    lost = list(h.data.get("lost_nodes") or [])
+    if lost or h.data.get("downed_links"):
+        if power is None:
+            raise BackendError(f"nodes {', '.join(lost)} were powered off on a native cluster this host no longer runs",
+                               tip="`poc cluster up --k8s` brings every node back")
+        power.power_on(lost, list(h.data.get("downed_links") or []))
+    h.data["downed_links"] = []
+    for node in lost:
+        n = client.call("GET node", core.read_node, node, missing_ok=True)
+        if n is not None:
+            n = client.to_dict(n)
+            taints = [t for t in items(n, "spec", "taints") if t.get("key") != OUT_OF_SERVICE["key"]]
+            client.call("PATCH node taints", core.patch_node, node, {"spec": {"taints": taints or None}})
+        deadline = clock() + ready_wait_s
+        while clock() < deadline:
+            n = client.call("GET node", core.read_node, node, missing_ok=True)
+            n = client.to_dict(n) if n is not None else None
+            if n is not None and _ready(n) and not any(str(t.get("key", "")).startswith("node.kubernetes.io/")
+                                                       for t in items(n, "spec", "taints")):
+                break
+            sleep(1)
+    for node in h.data.get("cordoned") or []:
+        client.call("PATCH node (uncordon)", core.patch_node, node, {"spec": {"unschedulable": False}})
+    h.data["lost_nodes"], h.data["cordoned"] = [], []
+    if power is not None and h.data.get("ledger"):
+        power.Ledger(ledger_path(h)).drop(h.run_id)

@@ -1,0 +1,89 @@
+"""Power loss of one node of the native cluster, and power back on (host side, as root).
+
+The node dies as in a power loss: its pods' network goes first (the node's bridge down, so no
+peer sees a FIN or RST), then its kubelet (SIGKILL: the node stops reporting), then every process
+of its pods (SIGKILL through the node's pod cgroup). Peers hang in their collective; only
+Kubernetes' node lifecycle notices.
+
+A lost node must come back even if the harness dies between the fault and its cancel, and even if
+the next campaign writes to another results directory: every power-off is noted in a ledger on
+the cluster's side (beside the checkpoints) before anything is switched off, and the backend's
+preflight powers back on whatever the ledger lists.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from ...errors import ClusterError
+
+
+def _atomic_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+class Ledger:
+    """run id -> {"nodes": [...], "links": [...]} of nodes powered off and not yet back."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def read(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def add(self, run_id: str, node: str, link: str) -> None:
+        data = self.read()
+        entry = data.setdefault(run_id, {"nodes": [], "links": []})
+        entry["nodes"] = sorted(set(entry.get("nodes", [])) | {node})
+        entry["links"] = sorted(set(entry.get("links", [])) | {link})
+        _atomic_json(self.path, data)
+
+    def drop(self, run_id: str) -> None:
+        data = self.read()
+        if data.pop(run_id, None) is not None:
+            _atomic_json(self.path, data)
+
+
+def bridge_of(node: str) -> str:
+    from .. import native_k8s
+    return f"{native_k8s.BRIDGE_PREFIX}{list(native_k8s.info().nodes).index(node) + 1}"
+
+
+def native_nodes() -> list[str]:
+    """The native cluster's nodes on this host; [] when there is none."""
+    from .. import native_k8s
+    try:
+        return list(native_k8s.info().nodes)
+    except Exception:  # noqa: BLE001 - no native cluster here: no node of it can be powered off
+        return []
+
+
+def power_off(node: str, link: str, runner=subprocess.run) -> dict:
+    """Cut the node's network, kill its kubelet and its pods' processes. Returns what it did."""
+    from .. import native_k8s
+    from . import host
+    p = runner(["ip", "link", "set", link, "down"], capture_output=True, text=True, timeout=30, check=False)
+    if p.returncode != 0:
+        raise ClusterError(f"ip link set {link} down failed: {p.stderr.strip()}", tip="run as root")
+    kubelet_pid = native_k8s.stop_kubelet(node)
+    killed = host.kill_cgroup_tree(f"{native_k8s.CGROUP_PARENT}/{node}")
+    return {"how": f"power loss of {node}: bridge {link} down, kubelet SIGKILL, every pod process SIGKILL",
+            "kubelet_pid": kubelet_pid, "pod_processes_killed": len(killed)}
+
+
+def power_on(nodes: list[str], links: list[str], runner=subprocess.run) -> None:
+    """Links up, kubelets started; idempotent (a node that is up stays as it is)."""
+    from .. import native_k8s
+    for link in links:
+        runner(["ip", "link", "set", link, "up"], capture_output=True, timeout=30, check=False)
+    for node in nodes:
+        native_k8s.start_kubelet(node)

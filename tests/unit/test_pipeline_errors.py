@@ -1,0 +1,79 @@
+"""Who failed: the platform, or the harness itself; and a fault's changes are on disk before it acts."""
+from __future__ import annotations
+
+import json
+
+from fakes import ScriptedBackend, SimClock
+
+from harness.config import from_mapping
+from harness.pipeline import campaign
+from harness.states import JobState
+from harness.store import Store
+
+
+def _cfg(**kw):
+    return from_mapping({"platforms": ["local"], "repetitions": 1, "faults": [], "workload": {"steps": 2}, **kw})
+
+
+def _records(tmp_path, cfg):
+    return [json.loads(x) for x in (tmp_path / cfg.campaign / "runs.jsonl").read_text().splitlines()]
+
+
+def test_a_harness_exception_is_not_the_platforms_failure(tmp_path):
+    class Buggy(ScriptedBackend):
+        def observe(self, handles):
+            return {h.run_id: {"not": "an Observation"} for h in handles}   # the harness's own bug
+
+    cfg, clock = _cfg(), SimClock()
+    (rec,) = campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: Buggy(clock=clock), resume=False,
+                      poll_s=0.01, clock=clock, sleep=clock.sleep)
+    assert rec["status"] == "harness_error"
+    assert rec["error"]["origin"] == "harness" and rec["error"]["type"] == "AttributeError"
+    assert "Traceback" in rec["error"]["traceback"]
+    assert _records(tmp_path, cfg)[0]["status"] == "harness_error"
+
+
+def test_a_platform_failure_stays_one():
+    class Fails(ScriptedBackend):
+        def observe(self, handles):
+            out = super().observe(handles)
+            for o in out.values():
+                o.state = JobState.FAILED
+            return out
+
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        cfg, clock = _cfg(), SimClock()
+        (rec,) = campaign(cfg, ["local"], Store(d, cfg.campaign), lambda p: Fails(clock=clock), resume=False,
+                          poll_s=0.01, clock=clock, sleep=clock.sleep)
+    assert rec["status"] == "failed" and rec["error"]["origin"] == "platform"
+
+
+def test_a_fault_journals_what_it_changes_before_acting(tmp_path):
+    """A harness that dies mid-fault leaves the change in the in-flight record for --resume to undo."""
+    seen_on_disk = []
+
+    class LosesNode(ScriptedBackend):
+        def supported_faults(self):
+            return {"lose_node"}
+
+        def observe(self, handles):
+            out = super().observe(handles)
+            for o in out.values():
+                o.state = JobState.RUNNING
+            return out
+
+        def inject(self, handle, kind, target_event, journal=None):
+            handle.data["lost_nodes"] = ["node-b"]
+            journal(handle)
+            seen_on_disk.append(json.loads((tmp_path / "smoke" / "inflight" / f"{handle.run_id}.json").read_text()))
+            raise RuntimeError("the harness died while the node was down")
+
+    cfg = _cfg(platforms=["slurm"], faults=[{"kind": "lose_node", "at_step": 1, "rank": 1}], repetitions=0)
+    clock = SimClock()
+    backend = LosesNode(clock=clock)
+    (rec,) = campaign(cfg, ["slurm"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=False, poll_s=0.01,
+                      clock=clock, sleep=clock.sleep)
+    assert seen_on_disk and seen_on_disk[0]["data"]["lost_nodes"] == ["node-b"]
+    assert rec["error"]["stage"] == "fault:lose_node" and rec["status"] == "harness_error"
+    assert backend.cancelled == [rec["run_id"]]       # and the run's cancel saw the same handle
