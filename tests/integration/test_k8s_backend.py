@@ -134,26 +134,70 @@ def test_poc_run_clean_and_kill_rank(cluster, tmp_path):
                                                        if k in r["metrics"]} for r in recs}))
 
 
-def test_delete_pod_and_lose_node_recover_through_jobset(cluster, tmp_path):
-    cfg = cfg_of("k8s-faults", repetitions=0, faults=[{"kind": "delete_pod", "at_step": 12, "rank": 1},
-                                                      {"kind": "lose_node", "at_step": 10, "rank": 1}])
+def test_delete_pod_recovers_through_jobset(cluster, tmp_path):
+    cfg = cfg_of("k8s-faults", repetitions=0, faults=[{"kind": "delete_pod", "at_step": 12, "rank": 1}])
     recs, took = run_campaign(cfg, tmp_path)
-    assert [(r["run_id"], r["status"]) for r in recs] == [("k8s-delete-pod-01", "ok"), ("k8s-lose-node-02", "ok")], \
-        [r.get("error") for r in recs]
-    for r in recs:
-        _headline_ok(r)
-        assert r["metrics"]["recovery_s"]["detail"]["attempt_after"][0] >= 1
-        assert r["metrics"]["lost_steps"]["value"] is not None
-    lose = recs[1]
-    lost = lose["faults"][0]["target"]["node"]
-    after = [a for a in lose["scheduler"]["attempts"] if a["attempt"] >= 1]
-    assert after and lost not in after[-1]["nodes"], "the job resumed on the other nodes (the spare)"
-    assert lost in lose["scheduler"]["info"]["node_remediation"]
-    assert _nodes_healthy(cluster.kubeconfig) == [], "cancel() brought the lost node back"
-    print(f"\nfaults campaign {took:.0f}s: " + json.dumps({r["run_id"]: {
-        "recovery_s": r["metrics"]["recovery_s"]["value"], "lost_steps": r["metrics"]["lost_steps"]["value"],
-        **{k: round(v, 1) for k, v in r["metrics"]["recovery_s"]["detail"].items() if k.endswith("_s") and v}}
-        for r in recs}))
+    assert [(r["run_id"], r["status"]) for r in recs] == [("k8s-delete-pod-01", "ok")], [r.get("error") for r in recs]
+    _headline_ok(recs[0])
+    assert recs[0]["metrics"]["recovery_s"]["detail"]["attempt_after"][0] >= 1
+    print(f"\ndelete_pod {took:.0f}s: recovery_s={recs[0]['metrics']['recovery_s']['value']:.1f}")
+
+
+def _inflight(res: Path, campaign_name: str, run_id: str) -> dict:
+    try:
+        return json.loads((res / campaign_name / "inflight" / f"{run_id}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _link_down(link: str) -> bool:
+    """Administratively down (the flags lack UP); a bridge with no carrier is still up."""
+    out = subprocess.run(["ip", "-o", "link", "show", link], capture_output=True, text=True, check=False).stdout
+    flags = out.partition("<")[2].partition(">")[0].split(",")
+    return bool(out) and "UP" not in flags
+
+
+def test_lose_node_survives_a_harness_crash_and_resume_recovers(cluster, tmp_path):
+    """`poc run` dies (SIGKILL) right after powering a node off: the in-flight record names the node,
+    and `poc run --resume` powers it back on, removes the run's objects and runs lose_node again to
+    the end, with the job resumed on the spare node."""
+    cfg_path, res = tmp_path / "poc.yaml", tmp_path / "results"
+    data = json.loads(json.dumps(BASE)) | {"campaign": "k8s-crash", "repetitions": 0,
+                                           "faults": [{"kind": "lose_node", "at_step": 10, "rank": 1}]}
+    cfg_path.write_text(yaml.safe_dump(data))
+    argv = [sys.executable, "-m", "harness.cli", "run", "--platform", "k8s", "--config", str(cfg_path),
+            "--results", str(res)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline, handle = time.monotonic() + 300, {}
+    while time.monotonic() < deadline and proc.poll() is None:
+        handle = _inflight(res, "k8s-crash", "k8s-lose-node-01")
+        if (handle.get("data") or {}).get("lost_nodes"):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, f"poc ended before the fault: {proc.stderr.read()[-3000:]}"
+    assert handle.get("data", {}).get("lost_nodes"), "the in-flight record never named the lost node"
+    time.sleep(1.0)   # let the power-off finish: the crash comes after the node is really down
+    proc.kill()
+    proc.wait(timeout=30)
+    lost, link = handle["data"]["lost_nodes"][0], handle["data"]["downed_links"][0]
+    assert _link_down(link), f"{lost}'s bridge {link} should be down after the fault"
+
+    t0 = time.monotonic()
+    resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=900)
+    took = time.monotonic() - t0
+    recs = [json.loads(line) for line in (res / "k8s-crash" / "runs.jsonl").read_text().splitlines()]
+    assert resumed.returncode == 0, resumed.stderr[-3000:] + json.dumps([r.get("error") for r in recs])
+    assert not _link_down(link), "resume powered the node back on"
+    (rec,) = [r for r in recs if r["run_id"] == "k8s-lose-node-01"]
+    assert rec["status"] == "ok"
+    _headline_ok(rec)
+    lost2 = rec["faults"][0]["target"]["node"]
+    after = [a for a in rec["scheduler"]["attempts"] if a["attempt"] >= 1]
+    assert after and lost2 not in after[-1]["nodes"], "the job resumed on the other nodes (the spare)"
+    assert lost2 in rec["scheduler"]["info"]["node_remediation"]
+    assert _nodes_healthy(cluster.kubeconfig) == [], "every node is back after the resumed run's cancel"
+    assert not list((res / "k8s-crash" / "inflight").glob("*.json"))
+    print(f"\ncrash after lose_node, resume {took:.0f}s: recovery_s={rec['metrics']['recovery_s']['value']:.1f}")
 
 
 def test_contention_second_job_waits_for_quota(cluster, tmp_path):

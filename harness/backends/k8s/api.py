@@ -165,6 +165,11 @@ class K8sClient:
         from kubernetes import client
         return client.CoreV1Api(client.ApiClient(self.api.configuration))
 
+    def stream_core(self):
+        """A CoreV1Api on a client (and connection pool) of its own, for one long-lived stream."""
+        from kubernetes import client
+        return client.CoreV1Api(client.ApiClient(self.api.configuration))
+
     def to_dict(self, obj) -> dict:
         """A typed API object as the API server's JSON (camelCase, RFC 3339 times)."""
         return obj if isinstance(obj, dict) else self.api.sanitize_for_serialization(obj)

@@ -26,11 +26,13 @@ from ...states import JobState
 from ..base import Backend, Collected, FaultRecord, Handle, Journal, Observation, Rendered, no_journal
 from . import faults, preflight
 from . import state as st
-from .api import JOBSETS, WORKLOADS, K8sClient, api_message, is_connection_error, retry_webhook
+from .api import JOBSETS, K8sClient, api_message, is_connection_error, retry_webhook
+from .logfollow import Followers
 from .logs import PodLog
-from .watch import Watched
+from .watch import Looks
 
 LOG_PHASES = ("Running", "Succeeded", "Failed")
+LEDGER = ".lost-nodes.json"     # beside the checkpoints: nodes powered off and not yet back (local cluster)
 
 
 @dataclass
@@ -38,6 +40,8 @@ class _RunState:
     """What observe() has learnt about one run (kept between polls)."""
     unseen: evmod.Unseen = field(default_factory=evmod.Unseen)
     logs: dict[str, PodLog] = field(default_factory=dict)      # pod name -> its log so far
+    followed: set = field(default_factory=set)                  # pods whose log a thread follows
+    final_read: set = field(default_factory=set)                # ended pods read once more after their stream
     log_errors: dict[str, str] = field(default_factory=dict)   # pod name -> the last log read's error
     attempts: dict = field(default_factory=dict)                # restart attempt -> {'allocated', 'pods', ...}
     times: dict = field(default_factory=dict)
@@ -49,7 +53,8 @@ class KubernetesBackend(Backend):
 
     def __init__(self, cfg: Kubernetes, client: K8sClient, *, image: str, checkpoint_root: str,
                  checkpoint_pvc: str | None = None, local_cluster: bool = False, setup_spec: JobSpec | None = None,
-                 queue_jobs: int = 1, query_budget: int = 5, use_watches: bool = True, power=None):
+                 queue_jobs: int = 1, query_budget: int = 5, use_watches: bool = True, follow_logs: bool = True,
+                 power=None, trace=None):
         self.cfg = cfg
         self.client = client
         self.image = image
@@ -60,12 +65,13 @@ class KubernetesBackend(Backend):
         self.setup_spec = setup_spec
         self.queue_jobs = queue_jobs
         self.query_budget = query_budget
-        self.use_watches = use_watches
         self._runs: dict[str, _RunState] = {}
         self._failed_polls = 0
-        self._watches: dict[str, tuple[Watched, Watched, Watched]] = {}
-        self.poll_stats = {"from_watches": 0, "from_lists": 0}
+        self.looks = Looks(client, use_watches)
         self.setup_report: dict = {}
+        self.trace = trace                  # trace(run_id, look): each look at a run's objects, as observed
+        self.follow_logs = follow_logs      # follow running pods' logs (events arrive as written) or poll them
+        self.followers = Followers(client.stream_core, rj.CONTAINER)
 
     @classmethod
     def from_config(cls, cfg: Config) -> KubernetesBackend:
@@ -158,71 +164,13 @@ class KubernetesBackend(Backend):
                 "nodes": spec.nodes, "checkpoint_path": job.checkpoint_path, "checkpoint_pvc": job.checkpoint_pvc,
                 "submit_returned": stamp["after"], "lost_nodes": [], "cordoned": []}
         if self.power is not None:
-            data["ledger"] = str(Path(self.checkpoint_root) / ".lost-nodes.json")
+            data["ledger"] = str(Path(self.checkpoint_root) / LEDGER)
         return Handle("k8s", spec.run_id, [f"{ns}/{job.name}"], stamp["before"], data=data)
 
     # ------------------------------------------------------------------ observe
-    def _watched(self, ns: str) -> tuple[Watched, Watched, Watched]:
-        if ns not in self._watches:
-            c, t = self.client, self.client.timeout
-            co, core = c.custom(), c.core()
-            self._watches[ns] = (
-                Watched(f"jobsets/{ns}", co.list_namespaced_custom_object, (*JOBSETS[:2], ns, JOBSETS.plural),
-                        {"label_selector": "poc/platform=k8s"}, t),
-                Watched(f"workloads/{ns}", co.list_namespaced_custom_object, (*WORKLOADS[:2], ns, WORKLOADS.plural),
-                        {}, t),
-                Watched(f"pods/{ns}", core.list_namespaced_pod, (ns,), {"label_selector": "poc/platform=k8s"}, t,
-                        convert=c.to_dict))
-        return self._watches[ns]
-
-    def _from_watches(self, handles: list[Handle]) -> tuple[dict, dict, dict] | None:
-        """The watch caches, or None when one is out of sync or lacks a handle's JobSet (just created,
-        or gone): then this poll lists."""
-        js, wl, pods = {}, {}, {}
-        for ns in sorted({h.data["namespace"] for h in handles}):
-            got = [x.objects(wait_s=5.0) for x in self._watched(ns)]
-            if any(g is None for g in got):
-                return None
-            names = {h.data["name"] for h in handles if h.data["namespace"] == ns}
-            self._file(ns, names, *got, js, wl, pods)
-            if any((ns, n) not in js for n in names):
-                return None
-        return js, wl, pods
-
-    @staticmethod
-    def _file(ns, names, j_items, w_items, p_items, js, wl, pods) -> None:
-        for o in j_items:
-            js[(ns, o["metadata"]["name"])] = o
-        for owner, o in st.workload_of(w_items).items():
-            wl[(ns, owner)] = o
-        for p in p_items:
-            owner = st.get(p, "metadata", "labels", rj.JOBSET_NAME_LABEL)
-            if owner in names:
-                pods.setdefault((ns, owner), []).append(p)
-
-    def _list(self, handles: list[Handle]) -> tuple[dict, dict, dict]:
-        """JobSets, Kueue Workloads and Pods: from the watches when in sync, else one list per kind."""
-        if self.use_watches:
-            cached = self._from_watches(handles)
-            if cached is not None:
-                self.poll_stats["from_watches"] += 1
-                return cached
-        self.poll_stats["from_lists"] += 1
-        c = self.client
-        js, wl, pods = {}, {}, {}
-        for ns in sorted({h.data["namespace"] for h in handles}):
-            names = sorted(h.data["name"] for h in handles if h.data["namespace"] == ns)
-            sel = f"{rj.JOBSET_NAME_LABEL} in ({','.join(names)})"
-            j_items = c.list("LIST jobsets", JOBSETS, ns, label_selector="poc/platform=k8s")
-            w_items = c.list("LIST workloads", WORKLOADS, ns)
-            p_items = [c.to_dict(p) for p in c.call("LIST pods", c.core().list_namespaced_pod, ns,
-                                                     label_selector=sel).items]
-            self._file(ns, set(names), j_items, w_items, p_items, js, wl, pods)
-        return js, wl, pods
-
     def observe(self, handles: list[Handle]) -> dict[str, Observation]:
         try:
-            js, wl, pods = self._list(handles)
+            js, wl, pods = self.looks.look([(h.data["namespace"], h.data["name"]) for h in handles])
             self._failed_polls = 0
         except BackendError as exc:   # a restarting API server: a few failed polls in a row are tolerated
             self._failed_polls += 1
@@ -238,11 +186,14 @@ class KubernetesBackend(Backend):
             if j is not None and j["metadata"].get("uid") != h.data.get("uid"):
                 j = None  # a different JobSet of the same name
             want = st.awaiting_allocation(rs.attempts, h.data["nodes"], ps)
-            st.update_times(rs.times, rs.attempts, h.data["nodes"], j, w, ps,
-                            self._scheduled_times(h.data["namespace"], want) if want else None)
+            sched = self._scheduled_events(h.data["namespace"]) if want else []
+            st.update_times(rs.times, rs.attempts, h.data["nodes"], j, w, ps, st.scheduled_event_times(sched, want))
             v = st.native_state(h.data["nodes"], j, w, ps)
-            if v.unscheduled is not None:
-                v = st.with_capacity(v, self._allocatable())
+            alloc = self._allocatable() if v.unscheduled is not None else None
+            v = st.with_capacity(v, alloc)
+            if self.trace is not None:
+                self.trace(h.run_id, {"jobset": j, "workload": w, "pods": ps, "scheduled_events": sched,
+                                      "allocatable": alloc, "native": v.native, "reason": v.reason})
             if self.power is not None and h.data.get("lost_nodes"):
                 faults.remediate(self.client, h, ps)
             out[h.run_id] = Observation(v.state, events=self._read_logs(h, rs, ps), times=dict(rs.times),
@@ -253,14 +204,14 @@ class KubernetesBackend(Backend):
     def _run(self, h: Handle) -> _RunState:
         return self._runs.setdefault(h.run_id, _RunState())
 
-    def _scheduled_times(self, ns: str, pods: list[str]) -> dict[str, float]:
-        """pod name -> the kube-scheduler's Scheduled event time (one list per call)."""
+    def _scheduled_events(self, ns: str) -> list[dict]:
+        """The kube-scheduler's Scheduled events of the namespace (one list; [] when unreadable)."""
         c = self.client
         try:
             evs = c.call("LIST events", c.core().list_namespaced_event, ns, field_selector="reason=Scheduled").items
         except BackendError:
-            return {}
-        return st.scheduled_event_times([c.to_dict(e) for e in evs], pods)
+            return []
+        return [c.to_dict(e) for e in evs]
 
     def _allocatable(self) -> list[dict] | None:
         """Each node's allocatable; None when the identity may not list nodes (a shared cluster)."""
@@ -272,38 +223,60 @@ class KubernetesBackend(Backend):
             return None
 
     def _read_logs(self, h: Handle, rs: _RunState, ps: list[dict]) -> list[dict]:
-        """New events from each pod's log since the last read (logs.PodLog keeps the position)."""
-        from kubernetes.client.rest import ApiException
-        core, new = self.client.core(), []
+        """New events from the run's pods: a running pod's log is followed by a thread (each line
+        arrives as written); an ended pod's log is read once more in full, then no more."""
+        ns, new = h.data["namespace"], []
+        present = {p["metadata"]["name"] for p in ps}
+        for name in sorted(rs.followed - present):          # pods gone (deleted, recreated under new names)
+            new += rs.unseen(self.followers.stop(ns, name))
+            rs.followed.discard(name)
         for p in ps:
-            if st.phase(p) not in LOG_PHASES:
+            name, phase = p["metadata"]["name"], st.phase(p)
+            if phase not in LOG_PHASES or name in rs.final_read:
                 continue
-            name = p["metadata"]["name"]
             log = rs.logs.setdefault(name, PodLog())
-            kw = {"container": rj.CONTAINER, "timestamps": True}
-            if (since := log.since_seconds(time.time())) is not None:
-                kw["since_seconds"] = since
-            try:
-                text = core.read_namespaced_pod_log(name, h.data["namespace"], _request_timeout=5, **kw)
-            except (ApiException, OSError) as exc:  # a pod going away, a dead kubelet: next poll
-                rs.log_errors[name] = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+            if phase == "Running" and self.follow_logs:
+                f = self.followers.follow(ns, name, log)
+                rs.followed.add(name)
+                new += rs.unseen(f.take())
+                if f.error:
+                    rs.log_errors[name] = f.error
                 continue
-            except Exception as exc:
-                if not is_connection_error(exc):
-                    raise
-                rs.log_errors[name] = type(exc).__name__
-                continue
-            new += rs.unseen(log.feed(text if isinstance(text, str) else str(text)))
-            if log.notes:
-                rs.log_errors[name] = log.notes[-1]
+            if name in rs.followed:
+                new += rs.unseen(self.followers.stop(ns, name))
+                rs.followed.discard(name)
+            new += rs.unseen(self._read_log(ns, name, log, rs))
+            if phase != "Running":
+                rs.final_read.add(name)
         return new
+
+    def _read_log(self, ns: str, name: str, log: PodLog, rs: _RunState) -> list[dict]:
+        """One plain read of a pod's log from a little before the last line taken."""
+        from kubernetes.client.rest import ApiException
+        kw = {"container": rj.CONTAINER, "timestamps": True}
+        if (since := log.since_seconds(time.time())) is not None:
+            kw["since_seconds"] = since
+        try:
+            text = self.client.core().read_namespaced_pod_log(name, ns, _request_timeout=5, **kw)
+        except (ApiException, OSError) as exc:  # a pod going away, a dead kubelet: next poll
+            rs.log_errors[name] = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+            rs.final_read.discard(name)
+            return []
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+            rs.log_errors[name] = type(exc).__name__
+            return []
+        with self.followers.lock:
+            events = log.feed(text if isinstance(text, str) else str(text))
+        if log.notes:
+            rs.log_errors[name] = log.notes[-1]
+        return events
 
     def close(self) -> None:
         """Stop the watches and close the API client (the campaign is done with this platform)."""
-        for trio in self._watches.values():
-            for w in trio:
-                w.stop()
-        self._watches.clear()
+        self.looks.stop()
+        self.followers.stop_all()
         self.client.close()
 
     # ------------------------------------------------------------------ faults
@@ -317,14 +290,7 @@ class KubernetesBackend(Backend):
         """Bring back nodes that a crashed campaign's lose_node fault left powered off (local cluster)."""
         if self.power is None:
             return []
-        ledger = Path(self.checkpoint_root) / ".lost-nodes.json"
-        restored = []
-        for run_id, entry in self.power.Ledger(ledger).read().items():
-            h = Handle("k8s", run_id, [], 0.0, data={"lost_nodes": entry.get("nodes", []), "ledger": str(ledger),
-                                                     "downed_links": entry.get("links", []), "cordoned": []})
-            faults.restore(self.client, h, power=self.power)
-            restored += entry.get("nodes", [])
-        return restored
+        return faults.restore_ledger(self.client, self.power, Path(self.checkpoint_root) / LEDGER)
 
     # ------------------------------------------------------------------ collect / cancel
     def collect(self, handle: Handle) -> Collected:
@@ -341,7 +307,7 @@ class KubernetesBackend(Backend):
         info = {"jobset": handle.data["name"], "namespace": handle.data["namespace"], "final_state": native,
                 "reason": reason, "restarts": max(rs.attempts, default=0),
                 "node_remediation": handle.data.get("remediated") or {},
-                "log_errors": dict(rs.log_errors), "polls": dict(self.poll_stats),
+                "log_errors": dict(rs.log_errors), "polls": dict(self.looks.stats),
                 "events_from": "pod logs" + (" + checkpoint volume" if self._on_volume(handle) else "")}
         logs["status.txt"] = (f"JobSet {handle.data['namespace']}/{handle.data['name']}: {native} ({state.value})"
                               + (f"\nreason: {reason}" if reason else "") + "\n")
@@ -355,12 +321,8 @@ class KubernetesBackend(Backend):
         """The workload's own event files on the checkpoint volume (hostPath on this host only)."""
         if not self._on_volume(h):
             return []
-        d = Path(h.data["checkpoint_path"]) / "events"
-        out: list[dict] = []
-        if d.is_dir():
-            for f in sorted(d.glob("*.jsonl")):
-                out.extend(evmod.parse_lines(f.read_text(errors="replace").splitlines()))
-        return out
+        return [e for f in sorted((Path(h.data["checkpoint_path"]) / "events").glob("*.jsonl"))
+                for e in evmod.parse_lines(f.read_text(errors="replace").splitlines())]
 
     def _delete_run(self, ns: str, name: str, wait_s: float = 90) -> None:
         from kubernetes import client as k

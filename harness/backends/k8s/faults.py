@@ -144,3 +144,14 @@ def restore(client: K8sClient, h: Handle, *, power=None, ready_wait_s: float = 9
     h.data["lost_nodes"], h.data["cordoned"] = [], []
     if power is not None and h.data.get("ledger"):
         power.Ledger(ledger_path(h)).drop(h.run_id)
+
+
+def restore_ledger(client: K8sClient, power, ledger) -> list[str]:
+    """Power back on every node the ledger lists (a crashed campaign's lose_node faults)."""
+    restored = []
+    for run_id, entry in power.Ledger(ledger).read().items():
+        h = Handle("k8s", run_id, [], 0.0, data={"lost_nodes": entry.get("nodes", []), "ledger": str(ledger),
+                                                 "downed_links": entry.get("links", []), "cordoned": []})
+        restore(client, h, power=power)
+        restored += entry.get("nodes", [])
+    return restored

@@ -9,6 +9,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from ...render import jobset as rj
+from .api import JOBSETS, WORKLOADS, K8sClient
+from .state import get, workload_of
+
+Key = tuple[str, str]          # (namespace, JobSet name)
+
 
 def _name(o) -> str:
     return o["metadata"]["name"] if isinstance(o, dict) else o.metadata.name
@@ -71,3 +77,79 @@ class Watched:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+class Looks:
+    """One consistent look at several runs' JobSets, Workloads and Pods: from the watch caches when
+    they are in sync, else one list per kind and namespace. Keys are (namespace, JobSet name)."""
+
+    def __init__(self, client: K8sClient, use_watches: bool = True):
+        self.client, self.use_watches = client, use_watches
+        self._watches: dict[str, tuple[Watched, Watched, Watched]] = {}
+        self.stats = {"from_watches": 0, "from_lists": 0}
+
+    def _watched(self, ns: str) -> tuple[Watched, Watched, Watched]:
+        if ns not in self._watches:
+            c, t = self.client, self.client.timeout
+            co, core = c.custom(), c.core()
+            self._watches[ns] = (
+                Watched(f"jobsets/{ns}", co.list_namespaced_custom_object, (*JOBSETS[:2], ns, JOBSETS.plural),
+                        {"label_selector": "poc/platform=k8s"}, t),
+                Watched(f"workloads/{ns}", co.list_namespaced_custom_object, (*WORKLOADS[:2], ns, WORKLOADS.plural),
+                        {}, t),
+                Watched(f"pods/{ns}", core.list_namespaced_pod, (ns,), {"label_selector": "poc/platform=k8s"}, t,
+                        convert=c.to_dict))
+        return self._watches[ns]
+
+    def look(self, keys: list[Key]) -> tuple[dict, dict, dict]:
+        if self.use_watches:
+            cached = self._from_watches(keys)
+            if cached is not None:
+                self.stats["from_watches"] += 1
+                return cached
+        self.stats["from_lists"] += 1
+        c = self.client
+        js: dict = {}
+        wl: dict = {}
+        pods: dict = {}
+        for ns in sorted({ns for ns, _ in keys}):
+            names = sorted(n for k_ns, n in keys if k_ns == ns)
+            sel = f"{rj.JOBSET_NAME_LABEL} in ({','.join(names)})"
+            j_items = c.list("LIST jobsets", JOBSETS, ns, label_selector="poc/platform=k8s")
+            w_items = c.list("LIST workloads", WORKLOADS, ns)
+            p_items = [c.to_dict(p) for p in c.call("LIST pods", c.core().list_namespaced_pod, ns,
+                                                     label_selector=sel).items]
+            _file(ns, set(names), j_items, w_items, p_items, js, wl, pods)
+        return js, wl, pods
+
+    def _from_watches(self, keys: list[Key]) -> tuple[dict, dict, dict] | None:
+        """None when a cache is out of sync or lacks a run's JobSet (just created, or gone)."""
+        js: dict = {}
+        wl: dict = {}
+        pods: dict = {}
+        for ns in sorted({ns for ns, _ in keys}):
+            got = [x.objects(wait_s=5.0) for x in self._watched(ns)]
+            if any(g is None for g in got):
+                return None
+            names = {n for k_ns, n in keys if k_ns == ns}
+            _file(ns, names, *got, js, wl, pods)
+            if any((ns, n) not in js for n in names):
+                return None
+        return js, wl, pods
+
+    def stop(self) -> None:
+        for trio in self._watches.values():
+            for w in trio:
+                w.stop()
+        self._watches.clear()
+
+
+def _file(ns, names, j_items, w_items, p_items, js, wl, pods) -> None:
+    for o in j_items:
+        js[(ns, o["metadata"]["name"])] = o
+    for owner, o in workload_of(w_items).items():
+        wl[(ns, owner)] = o
+    for p in p_items:
+        owner = get(p, "metadata", "labels", rj.JOBSET_NAME_LABEL)
+        if owner in names:
+            pods.setdefault((ns, owner), []).append(p)
