@@ -110,3 +110,18 @@ def test_state_of_api_objects_of_any_shape_never_raises(j, w, pods):
     assert v.native in st.STATE_TABLE
     st.update_times({}, {}, 2, j, w, pods, {})
     st.with_capacity(v, [{"cpu": "1"}])
+
+
+@fast
+@given(s.lists(s.integers(min_value=0, max_value=2000), max_size=12))
+def test_a_followed_log_cut_anywhere_gives_the_same_events(cuts):
+    from itertools import pairwise
+
+    from harness.backends.k8s.logfollow import whole_lines
+    body = "".join(f"2026-12-02T14:09:{24 + i // 10:02d}.{i:06d}Z {evmod.EVENT_PREFIX}{line}\n"
+                   for i, line in enumerate(REAL_LINES[:30])).encode()
+    bounds = sorted({0, len(body), *[c % (len(body) + 1) for c in cuts]})
+    log = PodLog()
+    followed = [e for text in whole_lines(body[a:b] for a, b in pairwise(bounds)) for e in log.feed(text)]
+    whole = PodLog().feed(body.decode())
+    assert [e["ts_ns"] for e in followed] == [e["ts_ns"] for e in whole] and len(whole) == 30

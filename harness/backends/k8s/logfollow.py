@@ -17,6 +17,16 @@ from .logs import PodLog
 READ_TIMEOUT_S = 60     # an idle stream (a hung rank prints nothing) is re-opened after this
 
 
+def whole_lines(chunks):
+    """Chunks of a byte stream -> text blocks of whole lines (a line cut between chunks waits for its end)."""
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        head, sep, buf = buf.rpartition(b"\n")
+        if sep:
+            yield head.decode("utf-8", errors="replace")
+
+
 class Follower:
     def __init__(self, core, ns: str, pod: str, container: str, log: PodLog, lock: threading.Lock):
         self.core, self.ns, self.pod, self.container = core, ns, pod, container
@@ -48,16 +58,11 @@ class Follower:
             self._stop.wait(0.5)
 
     def _pump(self, resp) -> None:
-        buf = b""
-        for chunk in resp.stream(65536, decode_content=True):
+        for text in whole_lines(resp.stream(65536, decode_content=True)):
             if self._stop.is_set():
                 return
-            buf += chunk
-            head, sep, buf = buf.rpartition(b"\n")
-            if sep:
-                text = head.decode("utf-8", errors="replace")
-                with self.lock:
-                    self.events += self.log.feed(text)
+            with self.lock:
+                self.events += self.log.feed(text)
 
     def _close(self) -> None:
         resp, self._resp = self._resp, None
