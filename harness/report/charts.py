@@ -1,23 +1,23 @@
 """Charts as PNG files. matplotlib with the Agg backend: no display needed."""
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from .records import curve_of, samples_of, value_of  # noqa: E402
-from .stats import PLATFORM_LABEL, latest, platform_sort_key  # noqa: E402
+from .records import PHASES
+from .stats import PLATFORM_LABEL, Groups, base_metric, platform_sort_key
+from .table import RunTable
 
 COLORS = {"local": "#7f7f7f", "slurm": "#1f77b4", "k8s": "#d62728"}
-PHASES = ["submitted", "blocker_released", "admitted", "allocated", "launched", "rendezvous", "sweep_done", "first_step", "fault",
-          "resumed", "done"]
-PHASE_COLORS = {"blocker_released": "#e0e0e0", "admitted": "#c7c7c7", "allocated": "#9edae5", "launched": "#ffbb78", "rendezvous": "#98df8a",
-                "sweep_done": "#f7b6d2", "first_step": "#aec7e8", "fault": "#c5b0d5", "resumed": "#ff9896", "done": "#dbdb8d"}
+PHASE_COLORS = {"blocker_released": "#e0e0e0", "admitted": "#c7c7c7", "allocated": "#9edae5", "launched": "#ffbb78",
+                "rendezvous": "#98df8a", "sweep_done": "#f7b6d2", "first_step": "#aec7e8", "fault": "#c5b0d5",
+                "resumed": "#ff9896", "done": "#dbdb8d"}
 SIDE_BY_SIDE = [("queue_s", "queue (s)"), ("startup_s", "startup (s)"), ("allreduce_busbw_gbps", "peak busbw (GB/s)"),
                 ("recovery_s", "recovery (s)"), ("cost_per_step_usd", "cost per step (USD)")]
 
@@ -33,25 +33,33 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def metrics_side_by_side(df: pd.DataFrame, out: Path) -> Path:
+def _sorted_platforms(names) -> list[str]:
+    return sorted(set(names), key=platform_sort_key)
+
+
+def metrics_side_by_side(gs: Groups, out: Path) -> Path:
     fig, axes = plt.subplots(1, len(SIDE_BY_SIDE), figsize=(4 * len(SIDE_BY_SIDE), 4))
-    for ax, (metric, title) in zip(axes, SIDE_BY_SIDE):
+    for ax, (metric, title) in zip(axes, SIDE_BY_SIDE, strict=True):
         # recovery exists only per fault kind: show every fault kind's values together per platform;
         # a wait behind a blocking job is not a queue time of the clean job, so contention stays out
-        sub = df[(df.metric.str.split(":").str[0] == metric) & ~df.metric.str.endswith(":contention")]
-        plats = sorted(sub.platform.unique(), key=platform_sort_key)
+        sub = {pk: g for pk, g in gs.items() if base_metric(pk[1]) == metric and not pk[1].endswith(":contention")}
+        plats = _sorted_platforms(p for p, _ in sub)
         ax.set_title(title)
-        if sub.empty:
+        if not sub:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
             ax.set_xticks([])
             continue
-        data = [sub[sub.platform == p]["value"].to_numpy() for p in plats]
+        data = []
+        for p in plats:   # a run has one key per metric, so its runs' values merge back in report order
+            parts = [g for (gp, _), g in sub.items() if gp == p]
+            runs = np.concatenate([g.runs for g in parts])
+            data.append(np.concatenate([g.values for g in parts])[np.argsort(runs, kind="stable")])
         bp = ax.boxplot(data, widths=0.5, showfliers=False, patch_artist=True)
-        for patch, p in zip(bp["boxes"], plats):
+        for patch, p in zip(bp["boxes"], plats, strict=True):
             patch.set_facecolor(_color(p))
             patch.set_alpha(0.35)
         rng = np.random.default_rng(0)
-        for i, (vals, p) in enumerate(zip(data, plats), start=1):
+        for i, (vals, p) in enumerate(zip(data, plats, strict=True), start=1):
             ax.scatter(i + rng.uniform(-0.12, 0.12, len(vals)), vals, color=_color(p), s=18, zorder=3)
         ax.set_xticks(range(1, len(plats) + 1), [PLATFORM_LABEL.get(p, p) for p in plats], rotation=15)
         ax.grid(axis="y", alpha=0.3)
@@ -59,29 +67,32 @@ def metrics_side_by_side(df: pd.DataFrame, out: Path) -> Path:
     return _save(fig, out)
 
 
-def _representative(runs: list[dict]) -> list[dict]:
+def representative(table: RunTable) -> list[int]:
     """Per (platform, scenario), the ok run with the median startup (a typical run, not the best)."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in latest(runs):
-        if r.get("status") == "ok" and r.get("timeline"):
-            groups.setdefault((r["platform"], r.get("scenario", "clean")), []).append(r)
+    rows = np.flatnonzero(table.ok & table.has_timeline)
+    startup = np.nan_to_num(table.values["startup_s"][rows], nan=0.0)
+    plat, scen = table.platform.codes[rows], table.scenario.codes[rows]
     out = []
-    for key in sorted(groups, key=lambda k: (platform_sort_key(k[0]), k[1] != "clean", k[1])):
-        g = sorted(groups[key], key=lambda r: (value_of(r, "startup_s") or 0))
-        out.append(g[len(g) // 2])
+    keys = {(table.platform.names[p], table.scenario.names[s])
+            for p, s in zip(plat.tolist(), scen.tolist(), strict=True)}
+    for p, s in sorted(keys, key=lambda k: (platform_sort_key(k[0]), k[1] != "clean", k[1])):
+        in_group = (plat == table.platform.names.index(p)) & (scen == table.scenario.names.index(s))
+        g = np.flatnonzero(in_group)
+        g = g[np.argsort(startup[g], kind="stable")]
+        out.append(int(rows[g[len(g) // 2]]))
     return out
 
 
-def timeline(runs: list[dict], out: Path) -> Path:
-    reps = _representative(runs)
+def timeline(table: RunTable, out: Path) -> Path:
+    reps = representative(table)
     fig, ax = plt.subplots(figsize=(11, 0.7 * max(2, len(reps)) + 2.2))
     seen = set()
     for y, r in enumerate(reps):
-        tl = r["timeline"]
+        tl = {p: float(t) for p, t in zip(PHASES, table.timeline[r], strict=True) if not np.isnan(t)}
         t0 = tl.get("submitted")
         pts = [(p, tl[p] - t0) for p in PHASES if p in tl and t0 is not None]
         pts.sort(key=lambda x: x[1])
-        for (p0, a), (p1, b) in zip(pts, pts[1:]):
+        for (_, a), (p1, b) in itertools.pairwise(pts):
             ax.barh(y, b - a, left=a, color=PHASE_COLORS.get(p1, "#ddd"), edgecolor="white",
                     label=None if p1 in seen else f"→ {p1}")
             seen.add(p1)
@@ -89,7 +100,8 @@ def timeline(runs: list[dict], out: Path) -> Path:
             if p in ("fault", "resumed"):
                 ax.plot([x, x], [y - 0.45, y + 0.45], color="black", lw=1.2)
                 ax.annotate(p, (x, y - 0.45), fontsize=7, ha="center", va="bottom")
-    ax.set_yticks(range(len(reps)), [f"{PLATFORM_LABEL.get(r['platform'], r['platform'])} · {r.get('scenario')}" for r in reps])
+    ax.set_yticks(range(len(reps)), [f"{PLATFORM_LABEL.get(table.platform[r], table.platform[r])} · {table.scenario[r]}"
+                                     for r in reps])
     ax.invert_yaxis()
     ax.set_xlabel("seconds since submit")
     ax.set_title("Phase timeline of a typical run (segment = time until the named phase)")
@@ -98,22 +110,23 @@ def timeline(runs: list[dict], out: Path) -> Path:
     return _save(fig, out)
 
 
-def busbw_curve(runs: list[dict], out: Path) -> Path:
+def busbw_curve(table: RunTable, out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
+    run = table.curve_bytes.row_of_each()
+    keep = table.ok[run]
+    plat = table.platform.codes[run[keep]]
+    sizes, bws = table.curve_bytes.values[keep], table.curve_busbw.values[keep]
     any_data = False
-    by_plat: dict[str, dict[int, list[float]]] = {}
-    for r in latest(runs):
-        if r.get("status") != "ok":
-            continue
-        for size, bw in curve_of(r):
-            by_plat.setdefault(r["platform"], {}).setdefault(size, []).append(bw)
-    for plat in sorted(by_plat, key=platform_sort_key):
-        sizes = sorted(by_plat[plat])
-        med = [np.median(by_plat[plat][s]) for s in sizes]
-        lo = [np.min(by_plat[plat][s]) for s in sizes]
-        hi = [np.max(by_plat[plat][s]) for s in sizes]
-        ax.plot(sizes, med, marker="o", color=_color(plat), label=PLATFORM_LABEL.get(plat, plat))
-        ax.fill_between(sizes, lo, hi, color=_color(plat), alpha=0.15)
+    for name in _sorted_platforms(table.platform.names[c] for c in np.unique(plat)):
+        mine = plat == table.platform.names.index(name)
+        s, bw = sizes[mine], bws[mine]
+        order = np.argsort(s, kind="stable")
+        xs, starts = np.unique(s[order], return_index=True)
+        per_size = np.split(bw[order], starts[1:])
+        ax.plot(xs.tolist(), [np.median(v) for v in per_size], marker="o", color=_color(name),
+                label=PLATFORM_LABEL.get(name, name))
+        ax.fill_between(xs.tolist(), [np.min(v) for v in per_size], [np.max(v) for v in per_size],
+                        color=_color(name), alpha=0.15)
         any_data = True
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
@@ -127,21 +140,19 @@ def busbw_curve(runs: list[dict], out: Path) -> Path:
     return _save(fig, out)
 
 
-def step_times(runs: list[dict], out: Path) -> Path:
+def step_times(table: RunTable, out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     data, labels, colors = [], [], []
-    by_plat: dict[str, list[float]] = {}
-    for r in latest(runs):
-        if r.get("status") == "ok":
-            by_plat.setdefault(r["platform"], []).extend(samples_of(r))
-    for plat in sorted(by_plat, key=platform_sort_key):
-        if by_plat[plat]:
-            data.append(np.array(by_plat[plat]) * 1000)
-            labels.append(PLATFORM_LABEL.get(plat, plat))
-            colors.append(_color(plat))
+    run = table.samples.row_of_each()
+    ok_plat = np.where(table.ok, table.platform.codes, -1)[run]
+    for name in _sorted_platforms(table.platform.names[c] for c in np.unique(ok_plat) if c >= 0):
+        vals = table.samples.values[ok_plat == table.platform.names.index(name)]
+        data.append(vals * 1000)
+        labels.append(PLATFORM_LABEL.get(name, name))
+        colors.append(_color(name))
     if data:
         parts = ax.violinplot(data, showmedians=True)
-        for body, c in zip(parts["bodies"], colors):
+        for body, c in zip(parts["bodies"], colors, strict=True):
             body.set_facecolor(c)
             body.set_alpha(0.4)
         ax.set_xticks(range(1, len(labels) + 1), labels)
@@ -153,16 +164,15 @@ def step_times(runs: list[dict], out: Path) -> Path:
     return _save(fig, out)
 
 
-def cost(df: pd.DataFrame, out: Path) -> Path:
+def cost(gs: Groups, out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    sub = df[df.metric.str.startswith("cost_per_step")]
-    keys = sorted(sub.metric.unique())
-    plats = sorted(sub.platform.unique(), key=platform_sort_key)
+    sub = {pk: g for pk, g in gs.items() if pk[1].startswith("cost_per_step")}
+    keys = sorted({k for _, k in sub})
+    plats = _sorted_platforms(p for p, _ in sub)
     width = 0.8 / max(1, len(plats))
     for i, plat in enumerate(plats):
-        meds = [sub[(sub.platform == plat) & (sub.metric == k)]["value"].median() for k in keys]
-        ax.bar(np.arange(len(keys)) + i * width, [0 if np.isnan(m) else m for m in meds], width,
-               color=_color(plat), label=PLATFORM_LABEL.get(plat, plat))
+        meds = [np.median(sub[(plat, k)].values) if (plat, k) in sub else 0 for k in keys]
+        ax.bar(np.arange(len(keys)) + i * width, meds, width, color=_color(plat), label=PLATFORM_LABEL.get(plat, plat))
     label = {"cost_per_step_usd": "effective (clean)", "cost_per_step_steady_usd": "steady state"}
     ax.set_xticks(np.arange(len(keys)) + width * (len(plats) - 1) / 2,
                   [label.get(k, "effective · " + k.split(":", 1)[-1]) for k in keys], rotation=10)
@@ -179,14 +189,13 @@ CONTENTION_PANELS = [("queue_s:contention", "queue behind the blocker (s)"),
                      ("handover_s", "handover: blocker released → allocated (s)")]
 
 
-def contention(df: pd.DataFrame, out: Path) -> Path:
-    panels = [(m, t) for m, t in CONTENTION_PANELS if (df.metric == m).any()]
+def contention(gs: Groups, out: Path) -> Path:
+    panels = [(m, t) for m, t in CONTENTION_PANELS if any(k == m for _, k in gs)]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
-    for ax, (metric, title) in zip(axes[0], panels):
-        sub = df[df.metric == metric]
-        plats = sorted(sub.platform.unique(), key=platform_sort_key)
+    for ax, (metric, title) in zip(axes[0], panels, strict=True):
+        plats = _sorted_platforms(p for p, k in gs if k == metric)
         for i, p in enumerate(plats):
-            vals = sub[sub.platform == p]["value"].to_numpy()
+            vals = gs[(p, metric)].values
             ax.bar(i, np.median(vals), 0.6, color=_color(p), alpha=0.35)
             ax.scatter(np.full(len(vals), i), vals, color=_color(p), s=18, zorder=3)
         ax.set_xticks(range(len(plats)), [PLATFORM_LABEL.get(p, p) for p in plats])
@@ -197,15 +206,15 @@ def contention(df: pd.DataFrame, out: Path) -> Path:
     return _save(fig, out)
 
 
-def all_charts(runs: list[dict], df: pd.DataFrame, outdir: Path) -> dict[str, Path]:
+def all_charts(table: RunTable, gs: Groups, outdir: Path) -> dict[str, Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     charts = {
-        "metrics": metrics_side_by_side(df, outdir / "metrics.png"),
-        "timeline": timeline(runs, outdir / "timeline.png"),
-        "busbw": busbw_curve(runs, outdir / "busbw.png"),
-        "step_times": step_times(runs, outdir / "step_times.png"),
-        "cost": cost(df, outdir / "cost.png"),
+        "metrics": metrics_side_by_side(gs, outdir / "metrics.png"),
+        "timeline": timeline(table, outdir / "timeline.png"),
+        "busbw": busbw_curve(table, outdir / "busbw.png"),
+        "step_times": step_times(table, outdir / "step_times.png"),
+        "cost": cost(gs, outdir / "cost.png"),
     }
-    if (df.metric == "handover_s").any():
-        charts["contention"] = contention(df, outdir / "contention.png")
+    if any(k == "handover_s" for _, k in gs):
+        charts["contention"] = contention(gs, outdir / "contention.png")
     return charts

@@ -1,29 +1,27 @@
-"""Run records -> tidy tables: one row per (run, metric), summaries, ratios with bootstrap intervals."""
+"""The runs' values grouped per (platform, metric key), their summaries, and ratios with bootstrap intervals."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..metrics import UNITS
+from .bootstrap import bootstrap_ratio
+from .records import METRICS
+from .table import RunTable, from_records
 
 SUMMARY_COLUMNS = ["platform", "metric", "unit", "n", "median", "p05", "p95", "min", "max"]
+RATIO_COLUMNS = ["metric", "numerator", "denominator", "ratio", "ci_low", "ci_high", "n_num", "n_den"]
 PLATFORM_ORDER = ["local", "slurm", "k8s"]
 PLATFORM_LABEL = {"local": "local (baseline)", "slurm": "Slurm", "k8s": "Kubernetes"}
 # Metrics a fault changes are kept apart per fault kind: "recovery_s:kill_rank".
 BY_SCENARIO = {"recovery_s", "lost_steps", "cost_per_step_usd"}
 # Metrics of the first attempt, comparable across clean and fault runs alike.
-ANY_SCENARIO = {"queue_s", "queue_admission_s", "handover_s", "startup_s", "launch_s", "rendezvous_s", "first_step_s", "sweep_s",
-                "allreduce_busbw_gbps", "step_time_s", "cost_per_step_steady_usd"}
+ANY_SCENARIO = {"queue_s", "queue_admission_s", "handover_s", "startup_s", "launch_s", "rendezvous_s", "first_step_s",
+                "sweep_s", "allreduce_busbw_gbps", "step_time_s", "cost_per_step_steady_usd"}
 QUEUE = {"queue_s", "queue_admission_s"}
 HIGHER_IS_BETTER = {"allreduce_busbw_gbps"}
-
-
-def latest(runs: list[dict]) -> list[dict]:
-    """The last record of each run (a resumed campaign may have retried a failed one)."""
-    by_id: dict[tuple, dict] = {}
-    for r in runs:
-        by_id[(r.get("campaign"), r["run_id"])] = r
-    return list(by_id.values())
 
 
 def metric_key(name: str, scenario: str) -> str | None:
@@ -40,75 +38,90 @@ def base_metric(key: str) -> str:
     return key.split(":", 1)[0]
 
 
-TIDY_COLUMNS = ["run_id", "campaign", "platform", "scenario", "metric", "unit", "value"]
-
-
-def tidy(runs: list[dict]) -> pd.DataFrame:
-    cols: dict[str, list] = {c: [] for c in TIDY_COLUMNS}   # columns, not row dicts: a million rows stay small
-    for r in latest(runs):
-        if r.get("status") != "ok":
-            continue
-        scenario = r.get("scenario", "clean")
-        for name, m in (r.get("metrics") or {}).items():
-            key = metric_key(name, scenario)
-            value = m.get("value") if isinstance(m, dict) else m   # a stored record or a slim one
-            if key is None or value is None:
-                continue
-            for c, v in zip(TIDY_COLUMNS, (r["run_id"], r.get("campaign"), r["platform"], scenario, key,
-                                           UNITS.get(name, ""), float(value))):
-                cols[c].append(v)
-    return pd.DataFrame(cols, columns=TIDY_COLUMNS)
-
-
 def platform_sort_key(p: str) -> tuple:
     return (PLATFORM_ORDER.index(p) if p in PLATFORM_ORDER else len(PLATFORM_ORDER), p)
 
 
-def summary(df: pd.DataFrame) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Group:
+    """The values of one metric key on one platform, from the successful runs, in report order."""
+    unit: str
+    values: np.ndarray
+    runs: np.ndarray   # the table row each value came from
+
+
+Groups = dict[tuple[str, str], Group]
+
+
+def groups(table: RunTable) -> Groups:
+    out: Groups = {}
+    ok = table.ok
+    plat, scen = table.platform, table.scenario
+    for name in METRICS:
+        col = table.values[name]
+        rows = np.flatnonzero(ok & ~np.isnan(col))
+        if rows.size == 0:
+            continue
+        keys = [metric_key(name, s) for s in scen.names]
+        key_code = np.array([-1 if k is None else i for i, k in enumerate(keys)], dtype=np.int64)[scen.codes[rows]]
+        rows, key_code = rows[key_code >= 0], key_code[key_code >= 0]
+        combo = plat.codes[rows].astype(np.int64) * len(keys) + key_code
+        order = np.argsort(combo, kind="stable")   # stable: each group keeps report order
+        combos, starts = np.unique(combo[order], return_index=True)
+        for c, part in zip(combos, np.split(order, starts[1:]), strict=True):
+            p, k = plat.names[c // len(keys)], keys[c % len(keys)]
+            r = rows[part]
+            prev = out.get((p, k))
+            if prev is not None:   # several scenarios share this key: merge, back in report order
+                r = np.sort(np.concatenate((prev.runs, r)))
+            out[(p, k)] = Group(UNITS.get(name, ""), col[r], r)
+    return out
+
+
+def summary(gs: Groups) -> pd.DataFrame:
     out = []
-    for (plat, metric), g in df.groupby(["platform", "metric"], sort=False):
-        v = g["value"].to_numpy()
-        out.append({"platform": plat, "metric": metric, "unit": g["unit"].iloc[0], "n": int(v.size),
+    for (plat, metric), g in sorted(gs.items(), key=lambda kv: (kv[0][1], platform_sort_key(kv[0][0]))):
+        v = g.values
+        out.append({"platform": plat, "metric": metric, "unit": g.unit, "n": int(v.size),
                     "median": float(np.median(v)), "p05": float(np.percentile(v, 5)),
                     "p95": float(np.percentile(v, 95)), "min": float(v.min()), "max": float(v.max())})
-    res = pd.DataFrame(out, columns=SUMMARY_COLUMNS)
-    if res.empty:
-        return res
-    res["_p"] = res["platform"].map(platform_sort_key)
-    return res.sort_values(["metric", "_p"]).drop(columns="_p").reset_index(drop=True)
+    return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
 
 
-def bootstrap_ratio(a: np.ndarray, b: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Ratio of medians a/b with a 95% percentile-bootstrap interval."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    point = float(np.median(a) / np.median(b)) if np.median(b) != 0 else float("nan")
-    rng = np.random.default_rng(seed)
-    # Resampling costs n_boot x n; with tens of thousands of runs the interval is already
-    # narrow, so fewer resamples keep a big campaign's report fast.
-    n_boot = int(min(n_boot, max(200, 4e6 // max(a.size, b.size))))
-    ra = np.median(rng.choice(a, (n_boot, a.size)), axis=1)
-    rb = np.median(rng.choice(b, (n_boot, b.size)), axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = ra / rb
-    ratios = ratios[np.isfinite(ratios)]
-    if ratios.size == 0:
-        return point, float("nan"), float("nan")
-    return point, float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
-
-
-def ratios(df: pd.DataFrame, pairs: list[tuple[str, str]] | None = None) -> pd.DataFrame:
+def ratios(gs: Groups, pairs: list[tuple[str, str]] | None = None) -> pd.DataFrame:
     """Per metric, the ratio of medians for each pair of platforms present (numerator, denominator)."""
-    present = sorted(df["platform"].unique(), key=platform_sort_key) if not df.empty else []
+    present = {p for p, _ in gs}
     if pairs is None:
-        pairs = [(a, b) for a, b in (("k8s", "slurm"), ("k8s", "local"), ("slurm", "local")) if a in present and b in present]
+        pairs = [(a, b) for a, b in (("k8s", "slurm"), ("k8s", "local"), ("slurm", "local"))
+                 if a in present and b in present]
     out = []
-    for metric, g in df.groupby("metric", sort=True):
+    for metric in sorted({k for _, k in gs}):
         for num, den in pairs:
-            a = g[g.platform == num]["value"].to_numpy()
-            b = g[g.platform == den]["value"].to_numpy()
-            if a.size == 0 or b.size == 0:
+            a, b = gs.get((num, metric)), gs.get((den, metric))
+            if a is None or b is None:
                 continue
-            point, lo, hi = bootstrap_ratio(a, b)
+            point, lo, hi = bootstrap_ratio(a.values, b.values)
             out.append({"metric": metric, "numerator": num, "denominator": den, "ratio": point,
-                        "ci_low": lo, "ci_high": hi, "n_num": int(a.size), "n_den": int(b.size)})
-    return pd.DataFrame(out, columns=["metric", "numerator", "denominator", "ratio", "ci_low", "ci_high", "n_num", "n_den"])
+                        "ci_low": lo, "ci_high": hi, "n_num": int(a.values.size), "n_den": int(b.values.size)})
+    return pd.DataFrame(out, columns=RATIO_COLUMNS)
+
+
+TIDY_COLUMNS = ["run_id", "campaign", "platform", "scenario", "metric", "unit", "value"]
+
+
+def tidy(runs: list[dict]) -> pd.DataFrame:
+    """Stored records -> one row per (run, metric key) of the successful runs, for inspection and tests."""
+    table = from_records(runs)
+    parts = [(g.runs, p, k, g.unit, g.values) for (p, k), g in groups(table).items()]
+    if not parts:
+        return pd.DataFrame(columns=TIDY_COLUMNS)
+    rows = np.concatenate([r for r, *_ in parts])
+    df = pd.DataFrame({
+        "run_id": [table.run_id[i] for i in rows], "campaign": [table.campaign[i] for i in rows],
+        "platform": np.concatenate([[p] * r.size for r, p, *_ in parts]),
+        "scenario": [table.scenario[i] for i in rows],
+        "metric": np.concatenate([[k] * r.size for r, _, k, *_ in parts]),
+        "unit": np.concatenate([[u] * r.size for r, _, _, u, _ in parts]),
+        "value": np.concatenate([v for *_, v in parts])}, columns=TIDY_COLUMNS)
+    df["_row"] = rows
+    return df.sort_values("_row", kind="stable").drop(columns="_row").reset_index(drop=True)

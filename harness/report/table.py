@@ -1,0 +1,271 @@
+"""The runs a report covers, as columns: one entry per run, in report order.
+
+Only the last record of each (campaign, run_id) counts (a resumed campaign may have retried a failed
+run); runs keep the position of their first record. Per-run values live in numpy arrays, the
+all-reduce curves and step samples in flat arrays with offsets, and the environment is reduced as it
+is read to what the report shows of it, so no per-record dict outlives its line.
+"""
+from __future__ import annotations
+
+import gc
+import math
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from msgspec.structs import astuple
+
+from .records import METRICS, PHASES, Record, from_dicts, read_files, runs_files
+
+# Environment facts worth showing; secrets never reach the records in the first place.
+SETTING_KEYS_SKIP = {"harness_host"}
+_EMPTY = (None, "", [], {})
+_NAN = math.nan
+_NO_VALUES = [_NAN] * len(METRICS)
+_NO_PHASES = (None,) * len(PHASES)
+
+
+@dataclass(frozen=True)
+class Ragged:
+    """A list of arrays per run, stored flat: run i owns values[offsets[i]:offsets[i + 1]]."""
+    offsets: np.ndarray
+    values: np.ndarray
+
+    def of(self, i: int) -> np.ndarray:
+        return self.values[self.offsets[i]:self.offsets[i + 1]]
+
+    def take(self, rows: np.ndarray) -> Ragged:
+        lens = np.diff(self.offsets)[rows]
+        offsets = np.concatenate(([0], np.cumsum(lens)))
+        idx = np.repeat(self.offsets[rows] - offsets[:-1], lens) + np.arange(offsets[-1])
+        return Ragged(offsets, self.values[idx.astype(np.int64)])
+
+    def row_of_each(self) -> np.ndarray:
+        """For every stored value, the run it belongs to."""
+        return np.repeat(np.arange(self.offsets.size - 1), np.diff(self.offsets))
+
+
+@dataclass(frozen=True)
+class Labels:
+    """A short string per run (platform, scenario, status), stored as a code per run and the distinct strings."""
+    codes: np.ndarray
+    names: list
+
+    def __getitem__(self, i: int):
+        return self.names[self.codes[i]]
+
+    def __len__(self) -> int:
+        return self.codes.size
+
+    def where(self, name) -> np.ndarray:
+        return self.codes == self.names.index(name) if name in self.names else np.zeros(self.codes.size, bool)
+
+    def take(self, rows: np.ndarray) -> Labels:
+        return Labels(self.codes[rows], self.names)
+
+
+class _Coder:
+    def __init__(self) -> None:
+        self.code: dict = {}
+        self.codes = array("i")
+
+    def append(self, name) -> None:
+        self.codes.append(self.code.setdefault(name, len(self.code)))
+
+    def labels(self, rows: np.ndarray) -> Labels:
+        return Labels(np.frombuffer(self.codes, dtype=np.int32)[rows], list(self.code))
+
+
+@dataclass(frozen=True)
+class RunTable:
+    run_id: list[str]
+    campaign: list[str | None]
+    platform: Labels
+    scenario: Labels
+    status: Labels
+    values: dict[str, np.ndarray]  # metric -> value per run, NaN where the run has none
+    timeline: np.ndarray           # runs x PHASES, NaN where the run has no such phase
+    has_timeline: np.ndarray
+    curve_bytes: Ragged
+    curve_busbw: Ragged
+    samples: Ragged
+    errors: dict[int, dict]        # run -> {stage, type, message, origin}, for runs that have one
+    harness_error: np.ndarray      # the harness itself failed: no platform's fault
+    gpus_visible: np.ndarray
+    harness_host: list
+    torch: list
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.run_id)
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.status.where("ok")
+
+
+def read(results_dir: str) -> RunTable:
+    files = runs_files(results_dir)
+    return build(lambda: read_files(files))
+
+
+def from_records(records: list[dict]) -> RunTable:
+    return build(lambda: from_dicts(records))
+
+
+def is_harness_error(rec: Record) -> bool:
+    if rec.status == "harness_error":
+        return True
+    return rec.status != "ok" and rec.error is not None and rec.error.origin == "harness"
+
+
+class _Settings:
+    """Per platform, each environment fact's first non-empty value over the runs in report order.
+
+    Fed in file order. A run's first record arrives after every run before it, so only facts the
+    platform lacks so far can be new; a retried run's later record is checked in full. If a retry
+    replaces the record that gave a fact, the next giver is unknown: `stale` asks for a second pass.
+    """
+
+    def __init__(self) -> None:
+        self.first: dict[str, dict[str, tuple[int, int, Any]]] = {}
+        self.givers: set[int] = set()
+        self.max_pos = -1
+        self.stale = False
+
+    def add(self, platform: str, env: dict, pos: int, row: int, replaces: int | None) -> None:
+        if replaces is not None and replaces in self.givers:
+            self.stale = True
+        have = self.first.setdefault(platform, {})
+        in_order = pos > self.max_pos
+        self.max_pos = max(self.max_pos, pos)
+        keys = env.keys() - have.keys() if in_order else env.keys()
+        order = None
+        for k in keys:
+            v = env[k]
+            if k in SETTING_KEYS_SKIP or v in _EMPTY:
+                continue
+            order = order or {key: j for j, key in enumerate(env)}
+            old = have.get(k)
+            if old is None or (pos, order[k]) < old[:2]:
+                have[k] = (pos, order[k], v)
+                self.givers.add(row)
+
+    def result(self) -> dict[str, dict[str, Any]]:
+        return {p: {k: v for k, (_, _, v) in sorted(d.items(), key=lambda kv: kv[1][:2])}
+                for p, d in self.first.items()}
+
+
+def build(source: Callable[[], Iterator[Record]]) -> RunTable:
+    """The table of the runs `source()` yields; `source` is called again only when a retried run
+    replaced the record an environment fact was shown from (see _Settings)."""
+    pos_of: dict[tuple, int] = {}
+    last_row: list[int] = []
+    cols = _Columns()
+    settings = _Settings()
+    was_enabled = gc.isenabled()
+    gc.disable()   # nothing read here forms a cycle; collecting while 100,000s of objects come and go is pure cost
+    try:
+        for row, rec in enumerate(source()):
+            pos = pos_of.setdefault((rec.campaign, rec.run_id), len(last_row))
+            replaces = None
+            if pos == len(last_row):
+                last_row.append(row)
+            else:
+                replaces, last_row[pos] = last_row[pos], row
+            cols.add(row, rec)
+            settings.add(rec.platform, rec.environment, pos, row, replaces)
+    finally:
+        if was_enabled:
+            gc.enable()
+    if settings.stale:
+        settings = _settings_of(source(), set(last_row), pos_of)
+    return cols.table(last_row, settings.result())
+
+
+class _Columns:
+    """What the report keeps of each record, appended column by column as records arrive."""
+
+    def __init__(self) -> None:
+        self.run_id: list[str] = []
+        self.campaign: list[str | None] = []
+        self.platform, self.scenario, self.status = _Coder(), _Coder(), _Coder()
+        self.values = array("d")        # runs x METRICS, row-major
+        self.timeline = array("d")      # runs x PHASES, row-major
+        self.has_timeline = bytearray()
+        self.curve_bytes, self.curve_busbw, self.curve_end = array("q"), array("d"), array("q", [0])
+        self.samples, self.samples_end = array("d"), array("q", [0])
+        self.errors: dict[int, dict] = {}
+        self.harness_error, self.gpus_visible = bytearray(), bytearray()
+        self.harness_host: list = []
+        self.torch: list = []
+        self._intern: dict = {}
+
+    def add(self, row: int, rec: Record) -> None:
+        self.run_id.append(rec.run_id)
+        self.campaign.append(rec.campaign)
+        self.platform.append(rec.platform)
+        self.scenario.append(rec.scenario)
+        self.status.append(rec.status)
+        m = rec.metrics
+        if m is None:
+            self.values.extend(_NO_VALUES)
+        else:
+            self.values.extend([_NAN if v is None or v.value is None else v.value for v in astuple(m)])
+            bw = m.allreduce_busbw_gbps
+            if bw is not None and bw.detail is not None:
+                self.curve_bytes.extend([p.bytes for p in bw.detail.curve])
+                self.curve_busbw.extend([p.busbw_gbps for p in bw.detail.curve])
+            st = m.step_time_s
+            if st is not None and st.detail is not None:
+                self.samples.extend(st.detail.samples)
+        self.curve_end.append(len(self.curve_bytes))
+        self.samples_end.append(len(self.samples))
+        phases = astuple(rec.timeline) if rec.timeline is not None else _NO_PHASES
+        self.timeline.extend([_NAN if t is None else t for t in phases])
+        self.has_timeline.append(phases.count(None) < len(phases))
+        if rec.error is not None:
+            e = rec.error
+            self.errors[row] = {"stage": e.stage, "type": e.type, "message": e.message, "origin": e.origin}
+        self.harness_error.append(is_harness_error(rec))
+        env = rec.environment
+        self.gpus_visible.append(bool(env.get("gpus_visible")))
+        self.harness_host.append(_interned(self._intern, env.get("harness_host") or None))
+        self.torch.append(_interned(self._intern, env.get("torch") or None))
+
+    def table(self, last_row: list[int], settings: dict) -> RunTable:
+        rows = np.asarray(last_row, dtype=np.int64)
+        curve_end = np.frombuffer(self.curve_end, dtype=np.int64)
+        values = np.frombuffer(self.values, dtype=np.float64).reshape(-1, len(METRICS))[rows]
+        return RunTable(
+            run_id=[self.run_id[i] for i in last_row], campaign=[self.campaign[i] for i in last_row],
+            platform=self.platform.labels(rows), scenario=self.scenario.labels(rows), status=self.status.labels(rows),
+            values={m: np.ascontiguousarray(values[:, j]) for j, m in enumerate(METRICS)},
+            timeline=np.frombuffer(self.timeline, dtype=np.float64).reshape(-1, len(PHASES))[rows],
+            has_timeline=np.frombuffer(self.has_timeline, dtype=np.bool_)[rows],
+            curve_bytes=Ragged(curve_end, np.frombuffer(self.curve_bytes, dtype=np.int64)).take(rows),
+            curve_busbw=Ragged(curve_end, np.frombuffer(self.curve_busbw, dtype=np.float64)).take(rows),
+            samples=Ragged(np.frombuffer(self.samples_end, dtype=np.int64),
+                           np.frombuffer(self.samples, dtype=np.float64)).take(rows),
+            errors={i: self.errors[r] for i, r in enumerate(last_row) if r in self.errors},
+            harness_error=np.frombuffer(self.harness_error, dtype=np.bool_)[rows],
+            gpus_visible=np.frombuffer(self.gpus_visible, dtype=np.bool_)[rows],
+            harness_host=[self.harness_host[i] for i in last_row], torch=[self.torch[i] for i in last_row],
+            settings=settings)
+
+
+def _settings_of(records: Iterable[Record], latest: set[int], pos_of: dict[tuple, int]) -> _Settings:
+    out = _Settings()
+    for row, rec in enumerate(records):
+        if row in latest:
+            out.add(rec.platform, rec.environment, pos_of[(rec.campaign, rec.run_id)], row, None)
+    return out
+
+
+def _interned(table: dict, v):
+    try:
+        return table.setdefault(v, v)
+    except TypeError:   # an unhashable value is kept as it is
+        return v
