@@ -205,7 +205,10 @@ def cmd_report(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    from .render.validate import check_config
+
     cfg = _load(args)
+    check_config(cfg)  # what `poc render` and a run would refuse is refused here too
     if args.json:
         print(json.dumps({"ok": True, "config_hash": cfg.config_hash()}))
     elif not args.quiet:

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from . import imageref
 from .errors import ConfigError
 
 PLATFORMS = ("local", "slurm", "k8s")
@@ -110,6 +112,14 @@ class Kubernetes(_Model):
             raise ValueError("must be a DNS label: lower-case letters, digits and '-', at most 63")
         return v
 
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        problem = None if v is None else imageref.reference_problem(v)
+        if problem:
+            raise PydanticCustomError("image_reference", "{value} {problem}", {"value": repr(v), "problem": problem})
+        return v
+
 
 class Slurm(_Model):
     transport: Literal["local", "ssh", "pyslurm"] = "ssh"
@@ -160,8 +170,16 @@ class Slurm(_Model):
                 raise ValueError(f"{item!r} is not a plain --option or --option=value")
         return v
 
+    @field_validator("container_image")
+    @classmethod
+    def _container_image(cls, v: str | None, info: ValidationInfo) -> str | None:
+        problem = imageref.slurm_image_problem(info.data.get("container", "none"), v)
+        if problem:
+            raise PydanticCustomError("slurm_image", "{value} {problem}", {"value": repr(v), "problem": problem})
+        return v
+
     @model_validator(mode="after")
-    def _container(self) -> "Slurm":
+    def _container(self) -> Slurm:
         if self.container != "none" and not self.container_image:
             raise ValueError(f"container {self.container!r} needs slurm.container_image")
         return self
@@ -227,7 +245,7 @@ class Config(_Model):
         return out
 
     @model_validator(mode="after")
-    def _cross(self) -> "Config":
+    def _cross(self) -> Config:
         r = self.resources
         if self.workload.backend == "nccl" and r.gpus_per_node == 0:
             raise ValueError("workload.backend nccl needs resources.gpus_per_node > 0")
@@ -293,6 +311,8 @@ _TIPS = {
     "extra_forbidden": "remove the key or fix its spelling; `poc config show` lists every valid key",
     "missing": "add the key; `poc config show` shows it with its default",
     "literal_error": "use one of the values listed in the message",
+    "image_reference": f"an image reference is {imageref.FORM}, e.g. registry.example.com/team/torch:2.4",
+    "slurm_image": f"{imageref.SLURM_FORMS}; an image reference is {imageref.FORM}",
 }
 
 
@@ -314,8 +334,9 @@ def from_mapping(data: object, source: str = "<config>") -> Config:
             if tip and tip not in tips:
                 tips.append(tip)
         first, rest = lines[0], lines[1:]
-        message = f"{source}: {first}" + "".join(f"\nERROR {source}: {l}" for l in rest)
-        raise ConfigError(message, tip="; ".join(tips) or "fix the value; `poc config show` documents each field") from None
+        message = f"{source}: {first}" + "".join(f"\nERROR {source}: {line}" for line in rest)
+        raise ConfigError(message,
+                          tip="; ".join(tips) or "fix the value; `poc config show` documents each field") from None
 
 
 def load(path: str | os.PathLike | None) -> Config:

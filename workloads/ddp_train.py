@@ -12,6 +12,10 @@ that schedulers' log streams can be filtered, and appends the same lines to
 
 Phases: process start -> rendezvous -> all-reduce sweep (first attempt only)
 -> checkpoint load -> training steps with periodic checkpoints -> done.
+
+The harness ships and runs harness/data/workloads/ddp_train.py; workloads/ddp_train.py at the top
+of the repository is an identical copy to take to a cluster by hand. Edit the first; a unit test
+(tests/unit/test_package_data.py) fails until the copy matches, and with POC_UPDATE_GOLDEN=1 copies it.
 """
 from __future__ import annotations
 
@@ -85,7 +89,8 @@ class Events:
         if events_dir:
             os.makedirs(events_dir, exist_ok=True)
             path = os.path.join(events_dir, f"events-{self.host}-{self.pid}.jsonl")
-            self.file = open(path, "a", buffering=1, encoding="utf-8")
+            # open for the life of the process (every line is flushed; the exit closes it): no `with`
+            self.file = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
 
     def emit(self, kind: str, **data) -> None:
         ev = {

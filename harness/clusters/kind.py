@@ -15,11 +15,12 @@ from pathlib import Path
 
 import yaml
 
+from harness import data
 from harness.clusters.k8s import builds
 from harness.errors import ClusterError, CommandError
 
 CLUSTER_NAME = "k8s-slurm-poc"
-CONFIG = Path(__file__).resolve().parents[2] / "manifests" / "kind-cluster.yaml"
+CONFIG = data.path("kind-cluster.yaml")   # a copy for people to read: manifests/kind-cluster.yaml
 # The 1.34 node image listed in kind v0.33.0's release notes (kind supports an image only with the
 # release that built it; pin by digest). Same minor as the native cluster (v1.34.4), a later patch;
 # no kind image is published for v1.34.4 by that release. Not pulled here (no registry).
@@ -64,7 +65,7 @@ def usable() -> bool:
 
 
 def _config(nodes: int) -> Path:
-    """manifests/kind-cluster.yaml with `nodes` workers (default 3: two for the job, one spare)."""
+    """harness/data/kind-cluster.yaml with `nodes` workers (default 3: two for the job, one spare)."""
     doc = yaml.safe_load(CONFIG.read_text())
     workers = [n for n in doc["nodes"] if n["role"] == "worker"]
     template = workers[0] if workers else {"role": "worker"}

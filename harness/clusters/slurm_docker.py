@@ -1,6 +1,6 @@
 """A local Slurm cluster in Docker: mariadb, slurmdbd, slurmctld, login (sshd) and compute nodes c1..c3.
 
-``docker-compose.yml`` at the repository root is the one description of the cluster. This module
+``harness/data/docker-compose.yml`` (copied to the repository root) describes the cluster. This module
 reads it and starts exactly what it says by driving the docker CLI (argv lists, never a shell),
 because this machine has no ``docker compose`` v2 and no BuildKit: building Compose v2 from the Go
 module proxy costs minutes of a 2-core machine's time on every fresh CI machine, and Debian's
@@ -34,11 +34,12 @@ from typing import Any, Sequence
 
 import yaml
 
+from harness import data
 from harness.clusters import images
-from harness.clusters.images import REPO_ROOT, run
+from harness.clusters.images import run
 from harness.errors import ClusterError
 
-COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
+COMPOSE_FILE = data.path("docker-compose.yml")
 LABEL = "k8s-slurm-poc.cluster=slurm"
 LOGIN_CONTAINER = "poc-slurm-login"
 CTLD_CONTAINER = "poc-slurm-slurmctld"

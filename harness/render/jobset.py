@@ -26,6 +26,7 @@ import yaml
 
 from ..config import Kubernetes
 from ..errors import ConfigError
+from ..imageref import FORM, reference_problem
 from ..spec import WORKLOAD_SCRIPT, JobSpec
 from .local import workload_script
 
@@ -47,7 +48,6 @@ POD_ENV = {
     "GLOO_SOCKET_IFNAME": "eth0",
 }
 _RUN_ID = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-_IMAGE = re.compile(r"^[A-Za-z0-9_./:@+-]+$")
 _HOSTNAME_MAX = 63
 
 
@@ -76,7 +76,9 @@ def _workload_text() -> str:
     return workload_script().read_text(encoding="utf-8")
 
 
-def _check(spec: JobSpec, k: Kubernetes, image: str) -> None:
+def check(spec: JobSpec, image: str | None) -> None:
+    """What render_jobset refuses; `poc validate` runs it on every planned run (render/validate.py).
+    image None: the harness's own worker image, whose ref it computes."""
     if not _RUN_ID.match(spec.run_id):
         raise ConfigError(f"run id {spec.run_id!r} is not a Kubernetes name",
                           "run ids are lower-case letters, digits and '-'")
@@ -84,9 +86,10 @@ def _check(spec: JobSpec, k: Kubernetes, image: str) -> None:
     if len(host) > _HOSTNAME_MAX:
         raise ConfigError(f"pod host name {host!r} is longer than {_HOSTNAME_MAX} characters",
                           "use a shorter campaign or run id")
-    if not image or not _IMAGE.match(image):
-        raise ConfigError(f"kubernetes.image {image!r} is not a plain image reference",
-                          "set kubernetes.image to e.g. registry.example.com/team/torch:2.4")
+    problem = None if image is None else reference_problem(image)
+    if problem:
+        raise ConfigError(f"kubernetes.image {image!r} {problem}",
+                          f"an image reference is {FORM}, e.g. registry.example.com/team/torch:2.4")
     if not 1 <= spec.rdzv_port <= 65535:
         raise ConfigError(f"rendezvous port {spec.rdzv_port} is out of range")
 
@@ -131,7 +134,9 @@ def checkpoint_volume(spec: JobSpec, k: Kubernetes, host_root: str, pvc: str | N
 def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str,
                   checkpoint_pvc: str | None = None, workload_text: str | None = None) -> K8sJob:
     """The run's ConfigMap and JobSet. checkpoint_root: hostPath root (ignored with a PVC)."""
-    _check(spec, k, image)
+    if not image:
+        raise ConfigError("no container image for the pods", "set kubernetes.image")
+    check(spec, image)
     text = _workload_text() if workload_text is None else workload_text
     sha = hashlib.sha256(text.encode()).hexdigest()
     name, ns = spec.run_id, k.namespace

@@ -9,11 +9,13 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ..spec import JobSpec
+from .. import data
+from ..spec import WORKLOAD_SCRIPT, JobSpec
 
 
 def workload_script() -> Path:
-    return Path(__file__).resolve().parents[2] / "workloads" / "ddp_train.py"
+    """The training job as shipped with the harness (a real file: the local baseline runs it)."""
+    return data.path("workloads", WORKLOAD_SCRIPT)
 
 
 def render_local(spec: JobSpec, work_dir: str, python: str, script: str | None = None) -> list[list[str]]:
@@ -28,7 +30,8 @@ def render_local(spec: JobSpec, work_dir: str, python: str, script: str | None =
 
 
 def as_script(argvs: list[list[str]], env: dict[str, str]) -> str:
-    lines = ["#!/usr/bin/env bash", "# Local baseline: one torchrun agent per node, on this machine.", "set -euo pipefail"]
+    lines = ["#!/usr/bin/env bash", "# Local baseline: one torchrun agent per node, on this machine.",
+             "set -euo pipefail"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
     lines += [shlex.join(a) + " &" for a in argvs]
     lines.append("wait")

@@ -1,8 +1,8 @@
 """JobSpec + the slurm config section -> a batch script (pure: no I/O but reading the template).
 
 Every value that reaches the script is validated here or by the config model, and quoted with
-shlex.quote where the shell reads it. The template is sbatch/job.sbatch.tmpl (string.Template,
-so ``$$`` is a literal ``$``).
+shlex.quote where the shell reads it. The template is harness/data/sbatch/job.sbatch.tmpl
+(string.Template, so ``$$`` is a literal ``$``).
 """
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import shlex
 import string
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
+from .. import data
 from ..config import Slurm
 from ..errors import ConfigError
-from ..spec import JobSpec, WORKLOAD_SCRIPT
+from ..imageref import FORM, SLURM_FORMS, slurm_image_problem
+from ..spec import WORKLOAD_SCRIPT, JobSpec
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "sbatch" / "job.sbatch.tmpl"
+TEMPLATE = ("sbatch", "job.sbatch.tmpl")     # in harness/data
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-_IMAGE = re.compile(r"^[A-Za-z0-9_./:@#+-]+$")
 _HEAD = "__POC_HEAD__"
 
 
@@ -35,16 +35,18 @@ class SbatchJob:
 
 @lru_cache(maxsize=1)
 def _template() -> string.Template:
-    return string.Template(TEMPLATE.read_text())
+    return string.Template(data.text(*TEMPLATE))
 
 
-def _check(spec: JobSpec, cfg: Slurm) -> None:
+def check(spec: JobSpec, cfg: Slurm) -> None:
+    """What render_sbatch refuses; `poc validate` runs it on every planned run (render/validate.py)."""
     if not _RUN_ID.match(spec.run_id):
         raise ConfigError(f"run id {spec.run_id!r} is not usable in a Slurm job name",
                           "run ids are lower-case letters, digits and '-'")
-    if cfg.container_image is not None and not _IMAGE.match(cfg.container_image):
-        raise ConfigError(f"slurm.container_image {cfg.container_image!r} has characters a path or image ref "
-                          "does not need", "use a plain image ref or .sif path")
+    problem = slurm_image_problem(cfg.container, cfg.container_image)
+    if problem:
+        raise ConfigError(f"slurm.container_image {cfg.container_image!r} {problem}",
+                          f"{SLURM_FORMS}; an image reference is {FORM}")
     if not 1 <= spec.rdzv_port <= 65535:
         raise ConfigError(f"rendezvous port {spec.rdzv_port} is out of range")
 
@@ -106,7 +108,7 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
 
 
 def render_sbatch(spec: JobSpec, cfg: Slurm) -> SbatchJob:
-    _check(spec, cfg)
+    check(spec, cfg)
     rdir = run_dir(spec, cfg)
     lines = "\n".join(f"#SBATCH {o}" for o in sbatch_options(spec, cfg, rdir))
     text = _template().substitute(

@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from harness import config as cfgmod
+from harness import imageref
 from harness.cli import main
 from harness.errors import ConfigError
 
@@ -47,17 +48,30 @@ def test_bad_values_name_the_field(doc, where, what):
     assert ei.value.exit_code == 2
 
 
+@pytest.mark.parametrize("doc, tip", [
+    ({"workload": {"stpes": 5}}, "remove the key or fix its spelling"),
+    ({"slurm": {"transport": "telnet"}}, "use one of the values listed"),
+    ({"workload": {"steps": 0}}, "fix the value; `poc config show` documents each field"),
+    ({"kubernetes": {"image": "$(reboot)"}}, "an image reference is [registry[:port]/]name"),
+    ({"slurm": {"container": "pyxis", "container_image": "$(reboot)"}}, "pyxis takes [user@][registry#]image"),
+])
+def test_the_tip_fits_the_error(doc, tip):
+    with pytest.raises(ConfigError) as ei:
+        cfgmod.from_mapping(doc)
+    assert ei.value.tip.startswith(tip)
+
+
 def test_cli_reports_bad_file_without_traceback(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text(yaml.safe_dump({"workload": {"steps": -3}, "resources": {"nodes": 0}}))
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "validate", "--config", str(p)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
-    assert any(l.startswith("ERROR ") and "workload.steps" in l for l in lines)
-    assert any(l.startswith("ERROR ") and "resources.nodes" in l for l in lines)
-    assert any(l.startswith("TIP ") for l in lines)
+    assert any(line.startswith("ERROR ") and "workload.steps" in line for line in lines)
+    assert any(line.startswith("ERROR ") and "resources.nodes" in line for line in lines)
+    assert any(line.startswith("TIP ") for line in lines)
 
 
 def test_broken_yaml_gives_line(tmp_path):
@@ -98,5 +112,113 @@ def test_checkpoint_pvc_reaches_the_jobset():
     cfg = cfgmod.from_mapping({"kubernetes": {"checkpoint_pvc": "ckpt-claim", "image": "example/worker:1"}})
     rendered = KubernetesBackend.from_config(cfg).render(build(cfg, "k8s", "k8s-clean-01", None))
     assert "claimName: ckpt-claim" in "".join(rendered.files.values())
-    with pytest.raises(ConfigError, match="kubernetes.checkpoint_pvc"):
+    with pytest.raises(ConfigError, match=r"kubernetes\.checkpoint_pvc"):
         cfgmod.from_mapping({"kubernetes": {"checkpoint_pvc": "Bad Claim"}})
+
+
+# ------------------------------------------------------------------ image references (harness/imageref.py)
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+GOOD_REFS = ["localhost/poc-worker:abc", f"registry:5000/a/b:tag@sha256:{'a' * 64}", "nvcr.io/nvidia/pytorch:24.05-py3",
+             "ubuntu", f"ubuntu@{DIGEST}", "k8s-slurm-poc/worker:trixie-53a353b73686", "[::1]:5000/x/y:1",
+             "Registry.Example.com/team/torch:V2_x", "a_b__c--d.e/f"]
+BAD_REFS = [
+    ("$(reboot)", "is not an image reference"),
+    ("bad image", "is not an image reference"),
+    ("busybox;reboot", "is not an image reference"),
+    ("example.com/Team/torch:2.4", "upper-case"),
+    ("UPPER/repo:1", "upper-case letters in 'UPPER'"),
+    ("ubuntu:", "is not an image reference"),
+    (":2.4", "is not an image reference"),
+    ("ubuntu@sha256:abc", "is not an image reference"),
+    (f"ubuntu@{DIGEST[:-1]}", "63 hex digits, not 64"),
+    ("ubuntu@md5:" + "a" * 32, "unknown algorithm 'md5'"),
+    ("x" * 256, "longer than 255"),
+    ("", "is empty"),
+]
+
+
+@pytest.mark.parametrize("ref", GOOD_REFS)
+def test_image_references_of_the_oci_grammar_are_accepted(ref):
+    assert imageref.reference_problem(ref) is None
+    assert cfgmod.from_mapping({"kubernetes": {"image": ref}}).kubernetes.image == ref
+
+
+@pytest.mark.parametrize("ref, what", BAD_REFS)
+def test_bad_image_references_name_the_field(ref, what):
+    with pytest.raises(ConfigError) as ei:
+        cfgmod.from_mapping({"kubernetes": {"image": ref}}, "x.yaml")
+    assert ei.value.message.startswith(f"x.yaml: kubernetes.image: {ref!r} ")
+    assert what in ei.value.message
+    assert "[registry[:port]/]name[:tag][@digest]" in ei.value.tip
+    assert ei.value.exit_code == 2
+
+
+@pytest.mark.parametrize("container, image", [
+    ("pyxis", "nvcr.io#nvidia/pytorch:24.05-py3"), ("pyxis", "me@nvcr.io#nvidia/pytorch:24.05-py3"),
+    ("pyxis", "ubuntu:22.04"), ("pyxis", "/shared/images/worker.sqsh"), ("apptainer", "/shared/images/worker.sif"),
+    ("apptainer", "worker.sif"), ("apptainer", "docker://ubuntu:22.04"), ("apptainer", "library://sylabs/default/alpine:3.7"),
+])
+def test_slurm_container_images_accepted(container, image):
+    cfg = cfgmod.from_mapping({"slurm": {"container": container, "container_image": image}})
+    assert cfg.slurm.container_image == image
+
+
+@pytest.mark.parametrize("container, image, what", [
+    ("pyxis", "x`reboot`", "not an image reference for pyxis"),
+    ("pyxis", "nvcr.io#Nvidia/pytorch:24.05", "upper-case"),
+    ("pyxis", "m e@nvcr.io#nvidia/pytorch", "user name"),
+    ("apptainer", "x`reboot`", "a path with characters"),
+    ("apptainer", "/shared/$(reboot).sif", "a path with characters"),
+    ("apptainer", "docker://$(reboot)", "not an image reference (after docker://)"),
+    ("apptainer", "https://example.com/x.sif", "not a path or a docker://"),
+])
+def test_bad_slurm_container_images_name_the_field(container, image, what):
+    with pytest.raises(ConfigError) as ei:
+        cfgmod.from_mapping({"slurm": {"container": container, "container_image": image}}, "x.yaml")
+    assert ei.value.message.startswith(f"x.yaml: slurm.container_image: {image!r} ")
+    assert what in ei.value.message
+    assert "pyxis takes" in ei.value.tip and ei.value.exit_code == 2
+
+
+# ------------------------------------------------------------------ poc validate runs what rendering runs
+
+@pytest.mark.parametrize("doc, field", [
+    ({"kubernetes": {"image": "$(reboot)"}}, "kubernetes.image"),
+    ({"slurm": {"container": "pyxis", "container_image": "x`reboot`"}}, "slurm.container_image"),
+])
+def test_validate_refuses_what_render_refuses(tmp_path, capsys, doc, field):
+    p = tmp_path / "poc.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["validate", "--config", str(p)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"ERROR {p}: {field}: ") and err[1].startswith("TIP ")
+    assert main(["render", "--config", str(p), "--platform", "k8s"]) == 2
+
+
+def test_validate_runs_the_renderers_checks():
+    """A value the model never saw (assigned without validation) still fails validate, through the
+    renderer's own check: validate and render share it."""
+    from harness.render.validate import check_config
+
+    cfg = cfgmod.from_mapping({"platforms": ["slurm"]})
+    assert check_config(cfg) == 6          # every platform x (1 clean run + the default kill_rank fault)
+    bad = cfg.model_copy(update={"slurm": cfg.slurm.model_copy(update={"container": "apptainer",
+                                                                       "container_image": "x`reboot`"})})
+    with pytest.raises(ConfigError, match=r"slurm.container_image 'x`reboot`' is a path"):
+        check_config(bad)
+
+
+@pytest.mark.parametrize("doc", [
+    {},
+    {"kubernetes": {"image": f"registry:5000/team/torch:2.4@sha256:{'b' * 64}"}, "contention": {"runs": 1}},
+    {"slurm": {"container": "pyxis", "container_image": "nvcr.io#nvidia/pytorch:24.05-py3"}, "repetitions": 2},
+])
+def test_a_config_that_validates_renders_on_every_platform(tmp_path, monkeypatch, capsys, doc):
+    monkeypatch.setenv("POC_STATE_DIR", str(tmp_path / "state"))   # no local cluster's connection file
+    p = tmp_path / "poc.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["validate", "--config", str(p), "--quiet"]) == 0
+    for plat in cfgmod.PLATFORMS:
+        assert main(["render", "--config", str(p), "--platform", plat, "--out", str(tmp_path / plat)]) == 0, plat
+    capsys.readouterr()

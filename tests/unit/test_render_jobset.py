@@ -1,6 +1,7 @@
 """Golden tests of the rendered JobSet and Kueue objects, validated against the CRDs' own schemas.
 
-POC_UPDATE_GOLDEN=1 rewrites the golden files (tests/fixtures/k8s/golden) and manifests/.
+POC_UPDATE_GOLDEN=1 rewrites the golden files (tests/fixtures/k8s/golden) and manifests/*.yaml
+but kind-cluster.yaml (tests/unit/test_package_data.py).
 The CRD schemas (tests/fixtures/k8s/crd-schemas) are the openAPIV3Schema of JobSet v0.10.1 and
 Kueue v0.14.5 from their modules' config/components/crd/bases; a test checks them against the
 module cache when the local cluster's build has fetched it.
@@ -72,7 +73,7 @@ def test_configmap_carries_the_workload_verbatim():
     _, _, job = job_of("default-clean")
     text = (Path(__file__).resolve().parents[2] / "workloads" / "ddp_train.py").read_text()
     assert job.configmap["data"]["ddp_train.py"] == text
-    assert list(yaml.safe_load_all(rj.to_yaml([job.configmap])))[0]["data"]["ddp_train.py"] == text
+    assert next(yaml.safe_load_all(rj.to_yaml([job.configmap])))["data"]["ddp_train.py"] == text
 
 
 # ------------------------------------------------------------------ CRD schema validation
@@ -95,7 +96,7 @@ def _validator(kind: str, version: str):
 
 
 def validate(obj: dict) -> list[str]:
-    group, version = obj["apiVersion"].split("/")
+    _, version = obj["apiVersion"].split("/")
     v = _validator(obj["kind"], version)
     return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(obj)]
 
@@ -135,7 +136,7 @@ def test_vendored_schemas_match_module_cache():
 # ------------------------------------------------------------------ what the JobSet must say
 
 def test_jobset_shape():
-    s, cfg, job = job_of("default-kill-rank")
+    s, _, job = job_of("default-kill-rank")
     js = job.jobset
     assert js["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and js["spec"]["suspend"] is True
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "poc-queue"
@@ -168,7 +169,8 @@ def test_gpu_and_pvc():
     c = pod["containers"][0]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert c["image"] == "nvcr.io/nvidia/pytorch:24.05-py3" and c["imagePullPolicy"] == "Always"
-    assert {v["name"]: v for v in pod["volumes"]}["run"] == {"name": "run", "persistentVolumeClaim": {"claimName": "poc-checkpoints"}}
+    assert {v["name"]: v for v in pod["volumes"]}["run"] == {"name": "run",
+                                                            "persistentVolumeClaim": {"claimName": "poc-checkpoints"}}
     assert {m["name"]: m for m in c["volumeMounts"]}["run"]["subPath"] == f"a100/{s.run_id}"
     q = {r["name"]: r["nominalQuota"] for r in rj.kueue_objects(s, cfg.kubernetes)[1]["spec"]["resourceGroups"][0]
          ["flavors"][0]["resources"]}
@@ -177,15 +179,23 @@ def test_gpu_and_pvc():
 
 
 def test_quota_fits_n_jobs():
-    s, cfg, _ = job_of("default-clean")
+    s, _, _ = job_of("default-clean")
     assert rj.quota(s, 1) == {"cpu": "2", "memory": "6144Mi", "nvidia.com/gpu": "0"}
     assert rj.quota(s, 2)["cpu"] == "4"
 
 
-def test_bad_inputs_are_config_errors():
+@pytest.mark.parametrize("image", ["bad image; rm -rf /", "$(reboot)", "example.com/Team/torch:1", ""])
+def test_config_and_renderer_refuse_the_same_images(image):
+    """One check (harness/imageref.py) behind both: what the config refuses, the renderer refuses too."""
+    with pytest.raises(ConfigError, match=r"kubernetes\.image"):
+        config.from_mapping({"platforms": ["k8s"], "kubernetes": {"image": image}})
     s, cfg, _ = job_of("default-clean")
     with pytest.raises(ConfigError, match="image"):
-        rj.render_jobset(s, cfg.kubernetes, "bad image; rm -rf /", CKPT_ROOT)
+        rj.render_jobset(s, cfg.kubernetes, image, CKPT_ROOT)
+
+
+def test_bad_inputs_are_config_errors():
+    s, cfg, _ = job_of("default-clean")
     import dataclasses
     long = dataclasses.replace(s, run_id="x" * 60)
     with pytest.raises(ConfigError, match="longer than 63"):
@@ -199,9 +209,17 @@ def test_render_is_pure_and_backend_needs_no_cluster(tmp_path, monkeypatch):
     s = spec.build(cfg, "k8s", "k8s-clean-01", None)
     r1, r2 = b.render(s), b.render(s)
     assert r1.files == r2.files
-    assert set(r1.files) == {"jobset.yaml", "workload-configmap.yaml", "kueue.yaml", "rbac.yaml"}
-    for text in r1.files.values():
-        assert all(isinstance(d, dict) for d in yaml.safe_load_all(text))
+    # each file holds exactly its objects, in apply order (an empty or short file fails here)
+    objects = {name: [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(text)]
+               for name, text in r1.files.items()}
+    assert objects == {
+        "workload-configmap.yaml": [("ConfigMap", "k8s-clean-01-workload")],
+        "jobset.yaml": [("JobSet", "k8s-clean-01")],
+        "kueue.yaml": [("Namespace", "poc"), ("ResourceFlavor", "poc-default"), ("ClusterQueue", "poc-cluster-queue"),
+                       ("LocalQueue", "poc-queue")],
+        "rbac.yaml": [("ServiceAccount", "poc-harness"), ("Role", "poc-harness"), ("RoleBinding", "poc-harness"),
+                      ("ClusterRole", "poc-harness"), ("ClusterRoleBinding", "poc-harness-poc")],
+    }
     assert str(tmp_path) in r1.files["jobset.yaml"]
 
 
@@ -210,8 +228,9 @@ def test_render_is_pure_and_backend_needs_no_cluster(tmp_path, monkeypatch):
 def manifest_docs() -> dict[str, list[dict]]:
     s, cfg, job = job_of("default-clean")
     setup = rj.setup_objects(s, cfg.kubernetes)
+    queues = ("Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue")
     return {"jobset.yaml": [job.jobset],
-            "kueue.yaml": [o for o in setup if o["kind"] in ("Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue")],
+            "kueue.yaml": [o for o in setup if o["kind"] in queues],
             "rbac.yaml": [o for o in setup if o["apiVersion"].startswith("rbac") or o["kind"] == "ServiceAccount"]}
 
 
@@ -220,7 +239,8 @@ def test_manifests_match_renderer(name):
     docs = manifest_docs()[name]
     path = MANIFESTS / name
     header = ("# Rendered by harness/render/jobset.py from the built-in default config (run k8s-clean-01);\n"
-              "# tests/unit/test_render_jobset.py keeps it in step. See manifests/README.md.\n")
+              "# tests/unit/test_render_jobset.py keeps it in step (see manifests/README.md). Regenerate:\n"
+              "# POC_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/test_render_jobset.py\n")
     if UPDATE:
         path.write_text(header + rj.to_yaml(docs))
-    assert list(yaml.safe_load_all(path.read_text())) == docs
+    assert path.read_text() == header + rj.to_yaml(docs), f"{path} differs; POC_UPDATE_GOLDEN=1 rewrites it"

@@ -50,7 +50,7 @@ def test_golden(name):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_script_is_valid_bash(name):
-    res = subprocess.run(["bash", "-n"], input=rendered(name), capture_output=True, text=True)
+    res = subprocess.run(["bash", "-n"], input=rendered(name), capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
 
 
@@ -98,3 +98,17 @@ def test_container_image_is_checked():
     bad = cfg.slurm.model_copy(update={"container_image": "x`reboot`"})
     with pytest.raises(ConfigError):
         render_sbatch(s, bad)
+
+
+@pytest.mark.parametrize("container, image", [
+    ("apptainer", "x`reboot`"), ("apptainer", "docker://$(reboot)"), ("pyxis", "nvcr.io#Nvidia/torch:1"),
+    ("pyxis", "a b"),
+])
+def test_config_and_renderer_refuse_the_same_images(container, image):
+    """One check (harness/imageref.py) behind both: what the config refuses, the renderer refuses too."""
+    with pytest.raises(ConfigError, match=r"slurm\.container_image"):
+        config.from_mapping({"platforms": ["slurm"], "slurm": {"container": container, "container_image": image}})
+    cfg = config.from_mapping({"platforms": ["slurm"]})
+    unchecked = cfg.slurm.model_copy(update={"container": container, "container_image": image})
+    with pytest.raises(ConfigError, match=r"slurm\.container_image"):
+        render_sbatch(spec.build(cfg, "slurm", "slurm-clean-01", None), unchecked)
