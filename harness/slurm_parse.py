@@ -10,6 +10,10 @@
 * ``scontrol show config``: the settings that shape queue and recovery times.
 
 One table, ``STATE_MAP``, maps Slurm's job states into the shared ``JobState`` enum.
+
+The text comes from commands the harness does not control (other releases, site wrappers, a
+message on stdout), so every parser returns what it can read and skips what it cannot: none raises
+on any input (tests/unit/test_slurm_parse_props.py feeds them arbitrary text and JSON).
 """
 from __future__ import annotations
 
@@ -51,26 +55,32 @@ STATE_MAP: dict[str, JobState] = {
 _FLAG_RESTARTING = {"REQUEUED", "REQUEUE_FED", "REQUEUE_CRON"}
 
 
+def _str(v: Any) -> str:
+    """A JSON value where text is expected: strings as they are, anything else (a number, null) as text."""
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else str(v) if isinstance(v, (int, float)) else ""
+
+
 def map_state(native: str | list[str] | None, flags: list[str] | None = None) -> JobState:
     """A Slurm state ('CANCELLED by 1000', ['PENDING', 'REQUEUED'], 'OUT_OF_ME+') -> JobState."""
     if isinstance(native, list):
-        flags = list(native[1:]) + list(flags or [])
+        flags = list(native[1:]) + list(flags if isinstance(flags, list) else [])
         native = native[0] if native else ""
-    base = (native or "").split()[0].rstrip("+") if native else ""
+    words = _str(native).split()
+    base = words[0].rstrip("+") if words else ""
     if base == "OUT_OF_ME":
         base = "OUT_OF_MEMORY"
     state = STATE_MAP.get(base, JobState.UNKNOWN)
-    if state == JobState.PENDING and _FLAG_RESTARTING & set(flags or []):
+    if state == JobState.PENDING and _FLAG_RESTARTING & {_str(f) for f in (flags if isinstance(flags, list) else [])}:
         return JobState.RESTARTING
     return state
 
 
 def parse_version(text: str) -> tuple[int, ...]:
-    """'slurm 24.11.5', 'slurm-wlm 22.05.8' or '24.11.5' -> (24, 11, 5)."""
-    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
-    if not m:
-        raise ValueError(f"no Slurm version in {text!r}")
-    return tuple(int(x) for x in m.groups() if x is not None)
+    """'slurm 24.11.5', 'slurm-wlm 22.05.8' or '24.11.5' -> (24, 11, 5); () when there is none."""
+    m = re.search(r"(?<![0-9])([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", text or "")
+    return tuple(int(x) for x in m.groups() if x is not None) if m else ()
 
 
 def _num(v: Any) -> int | None:
@@ -79,11 +89,11 @@ def _num(v: Any) -> int | None:
         if not v.get("set", True) or v.get("infinite"):
             return None
         v = v.get("number")
-    if v is None or v == "":
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         return None
     try:
         n = int(v)
-    except (TypeError, ValueError):
+    except (ValueError, OverflowError):   # "", "12abc", inf, nan
         return None
     return n or None
 
@@ -111,59 +121,70 @@ def _state_of(raw: Any) -> tuple[str, tuple[str, ...]]:
     if isinstance(raw, dict):          # sacct --json: {"current": ..., "reason": ...}
         raw = raw.get("current")
     if isinstance(raw, list):
-        return (raw[0] if raw else ""), tuple(raw[1:])
-    return str(raw or ""), ()
+        words = [_str(w) for w in raw]
+        return (words[0] if words else ""), tuple(words[1:])
+    return _str(raw), ()
 
 
 def _exit(raw: Any) -> str:
     if isinstance(raw, dict):
-        rc = raw.get("return_code")
-        sig = (raw.get("signal") or {}).get("id") if isinstance(raw.get("signal"), dict) else raw.get("signal")
-        rc_n = _num(rc) if isinstance(rc, dict) else rc
-        sig_n = _num(sig) if isinstance(sig, dict) else sig
-        return f"{rc_n or 0}:{sig_n or 0}"
-    return str(raw or "")
+        rc, sig = raw.get("return_code"), raw.get("signal")
+        if isinstance(sig, dict):
+            sig = sig.get("id")
+        return f"{_num(rc) or 0}:{_num(sig) or 0}"
+    return _str(raw)
+
+
+def _comment(raw: Any) -> str:
+    return _str(raw.get("job")) if isinstance(raw, dict) else _str(raw)
+
+
+def _jobs(text: str) -> list[dict]:
+    """The "jobs" list of a JSON document; [] for anything else (not JSON, a message, another shape)."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        return []
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    return [j for j in jobs if isinstance(j, dict) and _job_id(j)] if isinstance(jobs, list) else []
+
+
+def _job_id(j: dict) -> str:
+    v = j.get("job_id")
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v if isinstance(v, str) else ""
 
 
 def squeue_json(text: str) -> list[SlurmJob]:
-    """``squeue --json`` of Slurm 22.05 (v0.0.38) or 23.02+ (data_parser)."""
-    doc = json.loads(text)
+    """``squeue --json`` of Slurm 22.05 (v0.0.38) or 23.02+ (data_parser); jobs without an id are skipped."""
     out = []
-    for j in doc.get("jobs", []):
+    for j in _jobs(text):
         native, flags = _state_of(j.get("job_state"))
-        comment = j.get("comment")
-        if isinstance(comment, dict):
-            comment = comment.get("job", "")
-        restarts = _num(j.get("restart_cnt")) or 0
         out.append(SlurmJob(
-            job_id=str(j.get("job_id")), name=j.get("name", ""), native_state=native,
-            state=map_state(native, list(flags)), flags=flags, reason=j.get("state_reason", "") or "",
+            job_id=_job_id(j), name=_str(j.get("name")), native_state=native,
+            state=map_state(native, list(flags)), flags=flags, reason=_str(j.get("state_reason")),
             submit=_num(j.get("submit_time")), eligible=_num(j.get("eligible_time")),
             start=_num(j.get("start_time")), end=_num(j.get("end_time")),
-            nodes=j.get("nodes", "") or "", restarts=restarts, comment=comment or "",
-            exit_code=_exit(j.get("exit_code"))))
+            nodes=_str(j.get("nodes")), restarts=_num(j.get("restart_cnt")) or 0,
+            comment=_comment(j.get("comment")), exit_code=_exit(j.get("exit_code"))))
     return out
 
 
 def sacct_json(text: str) -> list[SlurmJob]:
     """``sacct --json`` of Slurm 22.05 (v0.0.38) or 23.02+ (data_parser); one record per job
     (sacct's JSON holds the latest attempt only; use ``sacct -D -P`` for every attempt)."""
-    doc = json.loads(text)
     out = []
-    for j in doc.get("jobs", []):
-        st = j.get("state") or {}
+    for j in _jobs(text):
+        st = j.get("state")
         native, flags = _state_of(st)
-        t = j.get("time") or {}
-        comment = j.get("comment")
-        if isinstance(comment, dict):
-            comment = comment.get("job", "")
+        t = j.get("time")
+        t = t if isinstance(t, dict) else {}
         out.append(SlurmJob(
-            job_id=str(j.get("job_id")), name=j.get("name", ""), native_state=native,
+            job_id=_job_id(j), name=_str(j.get("name")), native_state=native,
             state=map_state(native, list(flags)), flags=flags,
-            reason=(st.get("reason") if isinstance(st, dict) else "") or "",
+            reason=_str(st.get("reason")) if isinstance(st, dict) else "",
             submit=_num(t.get("submission")), eligible=_num(t.get("eligible")),
-            start=_num(t.get("start")), end=_num(t.get("end")), nodes=j.get("nodes", "") or "",
-            restarts=_num(j.get("restart_cnt")) or 0, comment=comment or "",
+            start=_num(t.get("start")), end=_num(t.get("end")), nodes=_str(j.get("nodes")),
+            restarts=_num(j.get("restart_cnt")) or 0, comment=_comment(j.get("comment")),
             exit_code=_exit(j.get("exit_code"))))
     return out
 
@@ -174,7 +195,7 @@ def parsable(text: str) -> list[dict[str, str]]:
     if not lines:
         return []
     head = lines[0].split("|")
-    return [dict(zip(head, ln.split("|"))) for ln in lines[1:]]
+    return [dict(zip(head, ln.split("|"), strict=False)) for ln in lines[1:]]   # short rows keep what they have
 
 
 # No "Restarts": 22.05's sacct refuses it. With -D there is one row per attempt anyway.
@@ -182,11 +203,13 @@ SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NNodes", "NodeList", "
                 "Start", "End", "Comment")
 
 
-def _epoch(v: str) -> int | None:
+def _digits(v: str) -> int | None:
     v = (v or "").strip()
-    if not v or v in ("Unknown", "None", "N/A") or not v.isdigit():
-        return None
-    return int(v) or None
+    return int(v) if v.isascii() and v.isdigit() else None   # "Unknown", "None", "N/A", "²"...
+
+
+def _epoch(v: str) -> int | None:
+    return _digits(v) or None
 
 
 def sacct_attempts(text: str) -> list[SlurmJob]:
@@ -199,14 +222,28 @@ def sacct_attempts(text: str) -> list[SlurmJob]:
             continue
         native = row.get("State", "")
         out.append(SlurmJob(
-            job_id=jid, name=row.get("JobName", ""), native_state=native.split()[0] if native else "",
+            job_id=jid, name=row.get("JobName", ""), native_state=(native.split() or [""])[0],
             state=map_state(native), submit=_epoch(row.get("Submit", "")),
             eligible=_epoch(row.get("Eligible", "")), start=_epoch(row.get("Start", "")),
             end=_epoch(row.get("End", "")), nodes=row.get("NodeList", ""),
-            restarts=int(row.get("Restarts") or 0) if (row.get("Restarts") or "0").isdigit() else 0,
+            restarts=_digits(row.get("Restarts", "")) or 0,
             exit_code=row.get("ExitCode", ""),
             comment=row.get("Comment", "")))
     return out
+
+
+def sinfo_nodes(text: str) -> list[dict[str, str]]:
+    """``sinfo -h -N -o %N|%T|%c|%m`` -> one dict per node line (lines without a name are skipped)."""
+    rows = [ln.split("|") for ln in (text or "").splitlines()]
+    keys = ("node", "state", "cpus", "memory_mb")
+    return [dict(zip(keys, (w.strip() for w in r), strict=False)) for r in rows if r[0].strip()]
+
+
+def node_usable(text: str) -> bool:
+    """``sinfo -h -n NODE -o %T``: True when the node takes jobs and answers (idle, mixed, allocated,
+    with no '*' for not responding, no power-saving or reboot suffix)."""
+    words = (text or "").split()
+    return len(words) == 1 and words[0].rstrip("$-") in ("idle", "mixed", "allocated")
 
 
 def show_config(text: str) -> dict[str, str]:

@@ -16,12 +16,12 @@ and output; ``check=True`` raises ``CommandError`` with all of them.
 from __future__ import annotations
 
 import shlex
-import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from .errors import CommandError, TransportError
 
@@ -73,7 +73,9 @@ class LocalTransport:
     def run(self, argv, *, input=None, env=None, timeout=60, check=True) -> Result:
         full = self.prefix + _env_argv(env) + [str(a) for a in argv]
         try:
-            p = subprocess.run(full, input=input, capture_output=True, text=True, timeout=timeout)
+            # Output is whatever the remote side prints: bytes that are not UTF-8 become U+FFFD, as over ssh.
+            p = subprocess.run(full, input=input, capture_output=True, encoding="utf-8", errors="replace",
+                               timeout=timeout, check=False)
         except FileNotFoundError as exc:
             raise TransportError(f"{full[0]} not found on this machine ({exc})",
                                  tip="install the Slurm client here, or use slurm.transport: ssh") from exc
@@ -135,7 +137,8 @@ class SshTransport:
         except paramiko.SSHException as exc:
             client.close()
             if "not found in known_hosts" in str(exc):
-                raise TransportError(f"{self.host}:{self.port} is not in known_hosts ({self.known_hosts or '~/.ssh/known_hosts'})",
+                known = self.known_hosts or "~/.ssh/known_hosts"
+                raise TransportError(f"{self.host}:{self.port} is not in known_hosts ({known})",
                                      tip="add its key to known_hosts, or set slurm.accept_unknown_host: true "
                                          "if you trust the network") from exc
             raise
@@ -159,7 +162,7 @@ class SshTransport:
                 return self._client
             except TransportError:
                 raise  # host key or authentication problems do not heal by retrying
-            except (OSError, socket.timeout, paramiko.SSHException, EOFError) as exc:
+            except (TimeoutError, OSError, paramiko.SSHException, EOFError) as exc:
                 last = exc
                 if attempt < self.retries:
                     time.sleep(delay)
@@ -182,7 +185,7 @@ class SshTransport:
                 err = stderr.read().decode(errors="replace")
                 rc = stdout.channel.recv_exit_status()
                 return _checked(Result(tuple(argv), rc, out, err), check)
-            except (socket.timeout, TimeoutError) as exc:
+            except TimeoutError as exc:
                 raise TransportError(f"ssh command timed out after {timeout:g}s: {cmd}") from exc
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 self.close()

@@ -96,5 +96,11 @@ def test_numbers_of_both_schemas():
 def test_parse_version():
     assert sp.parse_version("slurm-wlm 24.11.5") == (24, 11, 5)
     assert sp.parse_version("slurm 22.05.8") == (22, 5, 8)
-    with pytest.raises(ValueError):
-        sp.parse_version("no version")
+    assert sp.parse_version("no version") == ()
+
+
+def test_sinfo_nodes_and_node_usable_on_real_output():
+    nodes = sp.sinfo_nodes(read("trixie", "sinfo_nodes.txt"))
+    assert [n["node"] for n in nodes] == ["c1", "c2", "c3"] and nodes[0]["cpus"] == "2"
+    assert sp.node_usable("idle\n") and not sp.node_usable("down*\n") and not sp.node_usable("idle*\n")
+    assert not sp.node_usable("")
