@@ -131,7 +131,8 @@ def recovery(events: list[dict], fault: dict, world: int) -> dict:
     post = [e for e in ev.of_kind(events, "step") if _t(e) > t_f and (not before or ev.attempt_of(e) > before)]
     src = {"fault": t_f}
     if not post:
-        return {"recovery_s": _metric("recovery_s", None, src, note="no step was done after the fault", kind=fault["kind"]),
+        return {"recovery_s": _metric("recovery_s", None, src, note="no step was done after the fault",
+                                      kind=fault["kind"]),
                 "lost_steps": _metric("lost_steps", None, src)}
     new_att = ev.attempt_of(min(post, key=_t))
     resumed = _all_ranks(_per_rank_first(events, "step", new_att), world)
@@ -171,7 +172,8 @@ def cost(events: list[dict], times: dict, price: dict, nodes: int, gpus_per_node
     return {
         "cost_per_step_usd": _metric("cost_per_step_usd", effective, {"submitted": submitted, "done": end},
                                      wall_s=wall, steps=steps_done, steady=steady, **common),
-        "cost_per_step_steady_usd": _metric("cost_per_step_steady_usd", steady, {}, median_step_s=median_step, **common),
+        "cost_per_step_steady_usd": _metric("cost_per_step_steady_usd", steady, {},
+                                            median_step_s=median_step, **common),
     }
 
 
@@ -189,7 +191,8 @@ def derive(events: list[dict], times: dict, *, world: int, nodes: int, gpus_per_
         released = contention.get("released")
         # Scheduler times are whole seconds on both platforms (Slurm Start, PodScheduled) and the
         # release is a workload event: a handover under a second reads within +-1 s.
-        m["handover_s"] = _metric("handover_s", _sub(allocated, released), {"released": released, "allocated": allocated},
+        m["handover_s"] = _metric("handover_s", _sub(allocated, released),
+                                  {"released": released, "allocated": allocated},
                                   blocker_run_id=contention.get("blocker_run_id"))
     sm, src = startup(events, times, world)
     m.update(sm)

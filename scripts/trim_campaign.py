@@ -29,9 +29,7 @@ def trim(src: Path, dst: Path) -> None:
         rel = f.relative_to(src)
         out = dst / rel
         out.parent.mkdir(parents=True, exist_ok=True)
-        if rel.parts[2] == "rendered":
-            shutil.copy2(f, out)
-        elif f.suffix == ".gz":
+        if rel.parts[2] == "rendered" or f.suffix == ".gz":
             shutil.copy2(f, out)
         else:
             text = f.read_text(errors="replace")

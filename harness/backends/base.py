@@ -38,7 +38,7 @@ class Handle:
                 "submitted_at": self.submitted_at, "data": self.data}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Handle":
+    def from_json(cls, d: dict) -> Handle:
         return cls(platform=d["platform"], run_id=d["run_id"], ids=list(d["ids"]),
                    submitted_at=float(d["submitted_at"]), data=dict(d.get("data") or {}))
 
@@ -126,5 +126,5 @@ class Backend(abc.ABC):
     def supported_faults(self) -> set[str]:
         return set()
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: a backend without connections inherits this no-op
         """Release connections (SSH, API clients) when the campaign is done with this platform."""

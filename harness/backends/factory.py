@@ -16,12 +16,14 @@ def make_backend(platform: str, cfg: Config) -> Backend:
         try:
             from .slurm import SlurmBackend
         except ImportError as exc:
-            raise BackendError(f"the Slurm backend is not available: {exc}", tip="pip install -e . in the repository") from None
+            raise BackendError(f"the Slurm backend is not available: {exc}",
+                               tip="pip install -e . in the repository") from None
         return SlurmBackend.from_config(cfg)
     if platform == "k8s":
         try:
             from .k8s import KubernetesBackend
         except ImportError as exc:
-            raise BackendError(f"the Kubernetes backend is not available: {exc}", tip="pip install -e . in the repository") from None
+            raise BackendError(f"the Kubernetes backend is not available: {exc}",
+                               tip="pip install -e . in the repository") from None
         return KubernetesBackend.from_config(cfg)
     raise BackendError(f"unknown platform {platform!r}", tip="choose local, slurm or k8s")

@@ -107,9 +107,10 @@ class LocalBackend(Backend):
         try:
             out = subprocess.run([self.python, "-c", "import torch, torch.distributed as d; "
                                   "print(torch.__version__, d.is_available(), d.is_gloo_available())"],
-                                 capture_output=True, text=True, timeout=120)
+                                 capture_output=True, text=True, timeout=120, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BackendError(f"cannot run {self.python}: {exc}", tip="install torch in this Python: pip install torch")
+            raise BackendError(f"cannot run {self.python}: {exc}",
+                               tip="install torch in this Python: pip install torch") from exc
         if out.returncode != 0:
             raise BackendError(f"torch is not importable by {self.python}: {out.stderr.strip()[-500:]}",
                                tip="pip install torch (or the project: pip install -e .)")
@@ -132,10 +133,10 @@ class LocalBackend(Backend):
         submitted = time.time()
         procs = []
         for i, argv in enumerate(rendered.payload):
-            log = open(work / f"agent-{i}.log", "wb")
-            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=env, cwd=work, start_new_session=True))
-            log.close()
+            # The child holds its own copy of the descriptor, so ours can close as soon as it is spawned.
+            with open(work / f"agent-{i}.log", "wb") as log:
+                procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                              env=env, cwd=work, start_new_session=True))
         allocated = time.time()
         self._procs[spec.run_id] = procs
         self._tails[spec.run_id] = EventTail(work / "events")

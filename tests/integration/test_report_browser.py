@@ -19,17 +19,23 @@ def test_report_html_in_chromium(tmp_path):
     paths = build(str(STORED), str(tmp_path / "report"))
     charts = sorted(k for k in paths if k.startswith("charts/"))
     problems: list[str] = []
+
+    def on_console(m):
+        if m.type in ("error", "warning"):
+            problems.append(f"console {m.type}: {m.text}")
+
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on("console", on_console)
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
         page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
         page.goto(paths["report.html"].resolve().as_uri())
         page.wait_for_load_state("load")
-        images = page.eval_on_selector_all("img", "els => els.map(e => [e.alt, e.complete, e.naturalWidth, e.naturalHeight])")
+        images = page.eval_on_selector_all(
+            "img", "els => els.map(e => [e.alt, e.complete, e.naturalWidth, e.naturalHeight])")
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         shot_dir = Path(__file__).parents[2] / "results" / "_scratch"
         shot_dir.mkdir(parents=True, exist_ok=True)

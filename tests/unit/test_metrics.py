@@ -12,7 +12,8 @@ FIX = Path(__file__).parents[1] / "fixtures" / "local"
 
 
 def _records():
-    return {r["run_id"]: r for r in map(json.loads, (FIX / "runs.jsonl").read_text().splitlines()) if r["status"] == "ok"}
+    records = map(json.loads, (FIX / "runs.jsonl").read_text().splitlines())
+    return {r["run_id"]: r for r in records if r["status"] == "ok"}
 
 
 def _derive(rec, events_file):
@@ -43,12 +44,14 @@ def test_recorded_restart_recovery():
 
 def test_recorded_startup_phases_add_up():
     rec = _records()["local-clean-01"]
-    (m, timeline), _ = _derive(rec, "clean_events.jsonl")
+    (m, _timeline), _ = _derive(rec, "clean_events.jsonl")
     parts = m["launch_s"]["value"] + m["rendezvous_s"]["value"] + m["first_step_s"]["value"]
     assert m["startup_s"]["value"] == pytest.approx(parts)
     src = m["startup_s"]["sources"]
-    assert m["startup_s"]["value"] == pytest.approx(src["first_step"] - src["allocated"] - m["sweep_s"]["value"], abs=1e-6)
-    assert m["queue_s"]["value"] == pytest.approx(rec["scheduler"]["times"]["allocated"] - rec["scheduler"]["times"]["submitted"])
+    assert m["startup_s"]["value"] == pytest.approx(src["first_step"] - src["allocated"] - m["sweep_s"]["value"],
+                                                    abs=1e-6)
+    times = rec["scheduler"]["times"]
+    assert m["queue_s"]["value"] == pytest.approx(times["allocated"] - times["submitted"])
     # the stored record was derived by the same code
     for k in ("queue_s", "startup_s", "allreduce_busbw_gbps", "cost_per_step_usd"):
         assert m[k]["value"] == pytest.approx(rec["metrics"][k]["value"], rel=1e-6)

@@ -88,9 +88,10 @@ def test_load_results_finds_campaigns(tmp_path):
 
 def test_interrupted_campaign_keeps_finished_runs_and_resumes(tmp_path):
     """A campaign killed between runs: the finished run is kept, resume runs only the rest."""
+    from fakes import ScriptedBackend
+
     from harness.config import from_mapping
     from harness.pipeline import campaign
-    from fakes import ScriptedBackend
 
     cfg = from_mapping({"repetitions": 2, "faults": [], "workload": {"steps": 2}})
     backend = ScriptedBackend(interrupt_on="local-clean-02")
