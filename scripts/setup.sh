@@ -19,7 +19,9 @@ for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # DEBCONF_NOWARNINGS: debconf's "delaying package configuration, since apt-utils is not installed"
+  DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # --- Docker engine (no systemd here: start dockerd by hand, log to a file) -------------------
@@ -32,6 +34,9 @@ fi
 
 # --- Python virtualenv, keyed by the dependency list -----------------------------------------
 py=${PYTHON:-python3}
+# setuptools notes on every editable install that a folder named like the package may shadow it:
+# information, not a problem, and pip shows a local folder's build warnings even with -q.
+pip_install() { PYTHONWARNINGS="ignore:Editable installation" "$venv/bin/pip" install -q "$@"; }
 key=$( (cat "$here/pyproject.toml"; $py --version) | sha256sum | cut -c1-12)
 venv="$cache/venv-$key"
 if [ ! -x "$venv/bin/poc" ] || [ ! -f "$venv/.complete" ]; then
@@ -42,11 +47,11 @@ if [ ! -x "$venv/bin/poc" ] || [ ! -f "$venv/.complete" ]; then
   torch_req=$(grep -oE '"torch[^"]*"' "$here/pyproject.toml" | tr -d '"')
   # torch is 4+ GB with its CUDA libraries: keep the wheels, so a new venv installs offline.
   "$venv/bin/pip" download -q -d "$cache/wheels" "$torch_req" pytest-benchmark
-  "$venv/bin/pip" install -q --find-links "$cache/wheels" -e "$here[dev]"
+  pip_install --find-links "$cache/wheels" -e "$here[dev]"
   touch "$venv/.complete"
 else
-  "$venv/bin/pip" install -q --no-deps --no-build-isolation -e "$here" 2>/dev/null \
-    || "$venv/bin/pip" install -q --find-links "$cache/wheels" -e "$here[dev]"
+  pip_install --no-deps --no-build-isolation -e "$here" 2>/dev/null \
+    || pip_install --find-links "$cache/wheels" -e "$here[dev]"
 fi
 ln -sfn "$venv" "$here/.venv"
 log "ready: $here/.venv ($("$venv/bin/python" -c 'import torch; print("torch", torch.__version__)'))"
