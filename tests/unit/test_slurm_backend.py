@@ -279,6 +279,8 @@ def test_collect_reads_every_event_and_attempts_from_sacct_D(squeue, tmp_path):
     argv = be.t.calls[-2][0]   # collect: the events, sacct -D, then the job's output files
     assert argv[0] == "sacct" and "-D" in argv and "-X" in argv and "-P" in argv
     assert squeue.calls == ["--json --jobs=7"]              # collect asks squeue nothing
+    # what watching the run cost is kept with it: one poll, two commands (squeue has forgotten job 7: sacct)
+    assert col.info["polls"]["count"] == 1 and col.info["polls"]["commands"] == 2
 
 
 # ---------------------------------------------------------------- submit, preflight

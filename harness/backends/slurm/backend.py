@@ -91,6 +91,8 @@ class SlurmBackend(Backend):
         self._jobs: dict[str, sp.SlurmJob] = {}     # the last squeue/sacct answer per job id
         self._jobs_at = float("-inf")
         self._first: dict[str, dict] = {}
+        self._commands = 0                          # commands sent so far: what a poll costs, with its time
+        self._polls: dict[str, dict] = {}           # run_id -> what watching it cost, kept with the run
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -132,6 +134,7 @@ class SlurmBackend(Backend):
     # ------------------------------------------------------------------ helpers
     def _q(self, argv, *, env=None, timeout=60, input=None):
         """A query that may fail a few times in a row before the run gives up."""
+        self._commands += 1
         try:
             res = self.t.run(argv, env=env, timeout=timeout, input=input, check=True)
         except (TransportError, CommandError) as exc:
@@ -227,6 +230,16 @@ class SlurmBackend(Backend):
         return times
 
     def observe(self, handles: list[Handle]) -> dict[str, Observation]:
+        t0, c0 = time.perf_counter(), self._commands
+        out = self._observe(handles)
+        t1 = time.perf_counter()
+        for h in handles:
+            p = self._polls.setdefault(h.run_id, {"count": 0, "seconds": 0.0, "commands": 0, "first": t0})
+            p.update(count=p["count"] + 1, seconds=p["seconds"] + t1 - t0, commands=p["commands"] + self._commands - c0,
+                     last=t0)
+        return out
+
+    def _observe(self, handles: list[Handle]) -> dict[str, Observation]:
         ids = [str(h.data["job_id"]) for h in handles]
         runs = []
         for h in handles:
@@ -365,7 +378,10 @@ class SlurmBackend(Backend):
         out = self.t.run(["sh", "-c", _TAIL_OUTPUTS, "sh", rdir], timeout=60, check=False)
         if out.stdout:
             logs["slurm.out"] = out.stdout
-        info = {"job_id": job_id, "run_dir": rdir, "sacct_rows": len(rows),
+        p = self._polls.get(handle.run_id)
+        polls = p and {"count": p["count"], "seconds": round(p["seconds"], 3), "commands": p["commands"],
+                       "interval_s": round((p["last"] - p["first"]) / max(1, p["count"] - 1), 3)}
+        info = {"job_id": job_id, "run_dir": rdir, "sacct_rows": len(rows), "polls": polls,
                 "final_state": rows[-1].native_state if rows else None}
         return Collected(events=events, times=times, attempts=attempts, logs=logs, info=info)
 
