@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""How long `poc report` takes for N synthetic run records (default 100,000), and its peak memory.
+"""How long `poc report` takes for N synthetic run records (default 100,000), against parsing the
+same runs.jsonl with the standard `json` module, and the report's peak memory.
 
 Prints numbers; asserts nothing. Records are shaped like real ones (tests/fixtures/local/runs.jsonl),
-with values drawn around the recorded ones, across three platforms.
+with values drawn around the recorded ones, across three platforms. Each phase (synthesis, the
+plain parse, the report) runs in a child process of its own, so each peak RSS is that phase's alone.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
-import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,7 +22,7 @@ FIX = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "local" / "ru
 
 
 def synth(n: int, out: Path) -> None:
-    base = [json.loads(l) for l in FIX.read_text().splitlines()]
+    base = [json.loads(line) for line in FIX.read_text().splitlines()]
     base = [r for r in base if r["status"] == "ok"]
     rnd = random.Random(0)
     with open(out, "w") as fh:
@@ -33,26 +37,72 @@ def synth(n: int, out: Path) -> None:
             fh.write(json.dumps(r) + "\n")
 
 
+def plain_parse(path: Path) -> None:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            json.loads(line)
+
+
+def report(camp: Path) -> None:
+    from harness.report.document import build  # timed too: `poc report` pays for these imports
+
+
+    build(str(camp), str(camp.parent / "report"))
+
+
+def _phase(args: argparse.Namespace) -> None:
+    """In the child: run one phase, print its seconds as JSON."""
+    camp = Path(args.dir) / "bench"
+    t0 = time.perf_counter()
+    if args.phase == "synth":
+        camp.mkdir(parents=True, exist_ok=True)
+        synth(args.records, camp / "runs.jsonl")
+    elif args.phase == "parse":
+        plain_parse(camp / "runs.jsonl")
+    else:
+        report(camp)
+    print(json.dumps({"seconds": time.perf_counter() - t0}))
+
+
+def _run(phase: str, args: argparse.Namespace) -> tuple[float, float, float]:
+    """(seconds inside the child, wall seconds of the child, its peak RSS in MB) for one phase."""
+    cmd = [sys.executable, __file__, "--phase", phase, "--dir", args.dir, "--records", str(args.records)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)   # this child's own rusage, not the max over all children
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"phase {phase} failed with exit code {proc.returncode}")
+    return json.loads(out)["seconds"], wall, usage.ru_maxrss / 1024
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--phase", choices=["synth", "parse", "report"], help=argparse.SUPPRESS)
+    ap.add_argument("--dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    from harness.report.document import build
-
+    if args.phase:
+        _phase(args)
+        return
     with tempfile.TemporaryDirectory() as d:
-        camp = Path(d) / "bench"
-        camp.mkdir()
-        t0 = time.perf_counter()
-        synth(args.records, camp / "runs.jsonl")
-        t1 = time.perf_counter()
-        build(str(camp), str(Path(d) / "report"))
-        t2 = time.perf_counter()
-        size = (camp / "runs.jsonl").stat().st_size
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"records: {args.records}  runs.jsonl: {size / 1e6:.1f} MB")
-    print(f"synthesis: {t1 - t0:.2f} s")
-    print(f"report generation (read, stats, bootstrap, 5 charts, md/html/csv): {t2 - t1:.2f} s")
-    print(f"peak RSS of the process: {peak_mb:.0f} MB")
+        args.dir = d
+        load0 = os.getloadavg()
+        synth_s, _, _ = _run("synth", args)
+        size = (Path(d) / "bench" / "runs.jsonl").stat().st_size
+        parse_s, _, parse_mb = _run("parse", args)
+        report_s, report_wall, report_mb = _run("report", args)
+        load1 = os.getloadavg()
+    print(f"records: {args.records}  runs.jsonl: {size / 1e6:.1f} MB  CPUs: {os.cpu_count()}  "
+          f"load average (1 min) before/after: {load0[0]:.2f}/{load1[0]:.2f}")
+    print(f"synthesis: {synth_s:.2f} s")
+    print(f"plain json parse of runs.jsonl (json.loads per line): {parse_s:.2f} s  (peak RSS {parse_mb:.0f} MB)")
+    print(f"report generation (imports, read, stats, bootstrap, charts, md/html/csv): {report_s:.2f} s  "
+          f"(whole child process: {report_wall:.2f} s)")
+    print(f"report / plain parse: {report_s / parse_s:.2f}")
+    print(f"peak RSS of the report process: {report_mb:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -8,10 +8,14 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.report import stats
+from harness.errors import StoreError
+from harness.report import stats, table
+from harness.report.bootstrap import bootstrap_ratio
 from harness.report.document import build
+from harness.report.records import PHASES
 
 FIX = Path(__file__).parents[1] / "fixtures" / "local"
+FIX_RUNS = [json.loads(line) for line in (FIX / "runs.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture
@@ -35,7 +39,16 @@ def test_report_writes_four_outputs(results, tmp_path):
     assert html.count("data:image/png;base64,") == 5 and "src=\"charts/" not in html  # self-contained
     md = (out / "report.md").read_text()
     assert "`recovery_s:kill_rank`" in md and "local (baseline)" in md
-    assert "interrupted" not in md.split("## Runs that did not succeed")[0] or True
+
+
+def test_a_retried_run_counts_once_by_its_last_record(results, tmp_path):
+    # The fixture's local-kill-rank-01 was interrupted, then retried with --resume and succeeded:
+    # the report counts one ok run and shows the interrupted attempt nowhere.
+    assert [(r["run_id"], r["status"]) for r in FIX_RUNS][::2] == [("local-kill-rank-01", "interrupted"),
+                                                                    ("local-kill-rank-01", "ok")]
+    md = build(str(results), str(tmp_path / "rep"))["report.md"].read_text()
+    assert "runs: local (baseline) 2 ok / 0 not ok" in md
+    assert "## Runs that did not succeed" not in md and "interrupted" not in md
 
 
 def test_summary_csv_columns_and_values(results, tmp_path):
@@ -43,30 +56,60 @@ def test_summary_csv_columns_and_values(results, tmp_path):
     rows = list(csv.DictReader((tmp_path / "rep" / "summary.csv").read_text().splitlines()))
     assert list(rows[0].keys()) == ["platform", "metric", "unit", "n", "median", "p05", "p95", "min", "max"]
     by = {r["metric"]: r for r in rows}
-    runs = [json.loads(l) for l in (FIX / "runs.jsonl").read_text().splitlines()]
-    ok = [r for r in runs if r["status"] == "ok"]
+    ok = [r for r in FIX_RUNS if r["status"] == "ok"]
     q = sorted(r["metrics"]["queue_s"]["value"] for r in ok)
     assert int(by["queue_s"]["n"]) == 2 and float(by["queue_s"]["median"]) == pytest.approx(np.median(q))
     assert int(by["recovery_s:kill_rank"]["n"]) == 1
 
 
-def test_only_latest_record_of_a_run_counts():
-    recs = [{"run_id": "a", "campaign": "c", "status": "failed"}, {"run_id": "a", "campaign": "c", "status": "ok"}]
-    assert stats.latest(recs) == [recs[1]]
+def test_only_latest_record_of_a_run_counts_and_keeps_its_first_place():
+    recs = [{"schema": 1, "run_id": "a", "campaign": "c", "platform": "local", "status": "failed"},
+            {"schema": 1, "run_id": "b", "campaign": "c", "platform": "local", "status": "ok"},
+            {"schema": 1, "run_id": "a", "campaign": "c", "platform": "local", "status": "ok"},
+            {"schema": 1, "run_id": "a", "campaign": "other", "platform": "local", "status": "failed"}]
+    t = table.from_records(recs)
+    assert list(zip(t.run_id, t.campaign, [t.status[i] for i in range(len(t))], strict=True)) == [
+        ("a", "c", "ok"), ("b", "c", "ok"), ("a", "other", "failed")]
+
+
+def test_table_holds_what_the_records_hold():
+    t = table.read(str(FIX))
+    ok = [FIX_RUNS[2], FIX_RUNS[1]]   # the interrupted attempt's place, its retry's record
+    assert t.run_id == [r["run_id"] for r in ok]
+    for i, r in enumerate(ok):
+        m = r["metrics"]
+        assert t.curve_bytes.of(i).tolist() == [p["bytes"] for p in m["allreduce_busbw_gbps"]["detail"]["curve"]]
+        assert t.curve_busbw.of(i).tolist() == [p["busbw_gbps"] for p in m["allreduce_busbw_gbps"]["detail"]["curve"]]
+        assert t.samples.of(i).tolist() == m["step_time_s"]["detail"]["samples"]
+        assert {p: v for p, v in zip(PHASES, t.timeline[i].tolist(), strict=True) if not np.isnan(v)} == r["timeline"]
+        for name in stats.ANY_SCENARIO | stats.BY_SCENARIO:
+            want = m[name]["value"] if name in m else None
+            got = t.values[name][i]
+            assert (np.isnan(got) and want is None) or got == want, name
+    assert t.settings["local"]["torch"] == ok[0]["environment"]["torch"]
+    assert "harness_host" not in t.settings["local"]
+
+
+def test_tidy_of_stored_records_has_one_row_per_run_and_metric():
+    df = stats.tidy(FIX_RUNS)
+    ok = [r for r in FIX_RUNS if r["status"] == "ok"]
+    assert len(df) == sum(len(r["metrics"]) for r in ok)
+    assert set(df[df.metric == "recovery_s:kill_rank"].run_id) == {"local-kill-rank-01"}
+    row = df[(df.run_id == "local-clean-01") & (df.metric == "startup_s")].iloc[0]
+    assert row.value == ok[0]["metrics"]["startup_s"]["value"] and row.unit == "s"
 
 
 def test_ratio_bootstrap_interval_brackets_point():
     a, b = np.array([2.0, 2.1, 1.9, 2.05]), np.array([1.0, 1.1, 0.95, 1.02])
-    point, lo, hi = stats.bootstrap_ratio(a, b)
+    point, lo, hi = bootstrap_ratio(a, b)
     assert lo <= point <= hi and point == pytest.approx(np.median(a) / np.median(b))
     assert lo > 1.5
 
 
 def test_two_platforms_add_ratios(results, tmp_path):
     # Relabel the recorded runs as a second platform, scaled, to check the comparison layout.
-    runs = [json.loads(l) for l in (results / "runs.jsonl").read_text().splitlines()]
     extra = []
-    for r in runs:
+    for r in FIX_RUNS:
         r2 = json.loads(json.dumps(r))
         r2["platform"], r2["run_id"] = "slurm", r["run_id"].replace("local", "slurm")
         for m in r2.get("metrics", {}).values():
@@ -87,19 +130,24 @@ def test_report_of_missing_dir_is_a_clear_error(tmp_path, capsys):
     assert err.startswith("ERROR results directory") and "TIP " in err
 
 
-def test_slim_records_give_the_same_tables_and_charts_data():
-    from harness.report import charts
-    from harness.report.records import Slimmer, curve_of, samples_of
-    from harness.store import load_results
+def test_a_record_of_the_wrong_shape_is_a_clear_error(results, capsys):
+    rec = json.loads((results / "runs.jsonl").read_text().splitlines()[1])
+    rec["metrics"]["queue_s"]["value"] = "fast"
+    with open(results / "runs.jsonl", "a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+    assert main(["report", str(results)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR {results / 'runs.jsonl'}: line 4: ") and "$.metrics.queue_s.value" in err
+    assert "TIP " in err and "Traceback" not in err
 
-    full = load_results(FIX)
-    slim = load_results(FIX, keep=Slimmer())
-    assert stats.tidy(full).equals(stats.tidy(slim))
-    for f, s in zip(full, slim):
-        assert curve_of(f) == curve_of(s)
-        assert samples_of(f) == samples_of(s)
-        assert s["environment"] == f["environment"]
-        assert "stages" not in s and "scheduler" not in s
-    assert sum(1 for s in slim if curve_of(s)) >= 2
-    assert len({id(s["environment"]) for s in slim}) < len(slim), "equal environments are shared"
-    assert [r["run_id"] for r in charts._representative(full)] == [r["run_id"] for r in charts._representative(slim)]
+
+def test_a_torn_last_line_is_skipped_and_a_bad_middle_line_is_an_error(results, tmp_path):
+    text = (results / "runs.jsonl").read_text()
+    (results / "runs.jsonl").write_text(text + '{"schema": 1, "run_id": "local-clean-09", "sta')
+    assert table.read(str(results)).run_id == ["local-kill-rank-01", "local-clean-01"]
+    (results / "runs.jsonl").write_text("not json\n" + text)
+    with pytest.raises(StoreError, match="line 1 is not JSON"):
+        table.read(str(results))
+    (results / "runs.jsonl").write_text(text.replace('"schema":1', '"schema":2', 1))
+    with pytest.raises(StoreError, match="line 1 has schema 2"):
+        table.read(str(results))
