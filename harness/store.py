@@ -21,18 +21,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .errors import StoreError
+from .fsutil import atomic_write  # the one atomic write; re-exported for report/document.py
 
 SCHEMA_VERSION = 1
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def iter_runs(path: Path) -> Iterator[dict]:
