@@ -17,12 +17,14 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.clusters.base import Say
+from harness.clusters.progress import timed_build
 from harness.errors import ClusterError, CommandError
+from harness.paths import cache_dir
 
 # Pinned versions. JobSet v0.10.1 and Kueue v0.14.5 both build against k8s.io/* v0.34.x;
 # k8s 1.34 requires etcd 3.6.4 in its own go.mod.
@@ -33,10 +35,6 @@ KUEUE_VERSION = "v0.14.5"
 COREDNS_VERSION = "v1.12.1"
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("POC_CACHE_DIR") or Path.home() / ".cache" / "k8s-slurm-poc")
 
 
 @dataclass(frozen=True)
@@ -93,21 +91,24 @@ def _run(argv: list[str], cwd: Path, log) -> None:
     log.write(f"$ {' '.join(argv)}  (in {cwd})\n")
     log.flush()
     # nice: the build shares a small machine with other work.
-    proc = subprocess.run(["nice", "-n", "10", *argv], cwd=cwd, env=go_env(), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.run(["nice", "-n", "10", *argv], cwd=cwd, env=go_env(), stdout=log, stderr=subprocess.STDOUT,
+                          check=False)
     if proc.returncode != 0:
         raise CommandError(argv, proc.returncode, "", f"see build log {log.name}")
 
 
-def _fetch_mod(module: str, version: str) -> str:
-    """The go.mod of module@version, read through `go mod download` (honours GOPROXY)."""
-    out = subprocess.run(
-        [go_binary(), "mod", "download", "-json", f"{module}@{version}"],
-        env=go_env(), capture_output=True, text=True, cwd=cache_dir(),
-    )
+def _download(module: str, version: str) -> dict:
+    """`go mod download -json module@version` (honours GOPROXY): where its go.mod and source are."""
+    out = subprocess.run([go_binary(), "mod", "download", "-json", f"{module}@{version}"],
+                         env=go_env(), capture_output=True, text=True, cwd=cache_dir(), check=False)
     if out.returncode != 0:
         raise CommandError(["go", "mod", "download", f"{module}@{version}"], out.returncode, out.stdout, out.stderr)
-    info = json.loads(out.stdout)
-    return Path(info["GoMod"]).read_text()
+    return json.loads(out.stdout)
+
+
+def _fetch_mod(module: str, version: str) -> str:
+    """The go.mod of module@version."""
+    return Path(_download(module, version)["GoMod"]).read_text()
 
 
 def _kube_ldflags(version: str) -> str:
@@ -194,17 +195,15 @@ BUILDERS = {
 
 def module_dir(module: str, version: str) -> Path:
     """Where the module cache holds module@version's source (for CRDs and webhook configs under config/)."""
-    out = subprocess.run([go_binary(), "mod", "download", "-json", f"{module}@{version}"],
-                         env=go_env(), capture_output=True, text=True, cwd=cache_dir())
-    if out.returncode != 0:
-        raise CommandError(["go", "mod", "download", f"{module}@{version}"], out.returncode, out.stdout, out.stderr)
-    return Path(json.loads(out.stdout)["Dir"])
+    return Path(_download(module, version)["Dir"])
 
 
-def ensure_built(components=None, log_path: Path | None = None, force: bool = False) -> dict[str, float]:
+def ensure_built(components=None, log_path: Path | None = None, force: bool = False,
+                 say: Say | None = None) -> dict[str, float]:
     """Build what is missing, one component at a time. Returns {component: seconds} for what was built.
 
-    Timings are appended to ``$POC_CACHE_DIR/build-times.jsonl``.
+    While a component builds, `say` gets a progress line every ~20 s (default: stderr); timings
+    are appended to ``$POC_CACHE_DIR/build-times.jsonl`` (the next build's estimate).
     """
     cache_dir().mkdir(parents=True, exist_ok=True)
     log_path = log_path or cache_dir() / "build.log"
@@ -214,16 +213,8 @@ def ensure_built(components=None, log_path: Path | None = None, force: bool = Fa
         for b in wanted:
             if b.is_built() and not force:
                 continue
-            print(f"[native-k8s] building {b.component} {b.version} from the Go module proxy "
-                  f"(cold: minutes; log: {log_path})", file=sys.stderr, flush=True)
             log.write(f"=== {b.component} {b.version} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
-            secs = BUILDERS[b.component](log)
-            times[b.component] = secs
-            with open(cache_dir() / "build-times.jsonl", "a") as f:
-                f.write(json.dumps({"component": b.component, "version": b.version, "seconds": round(secs, 1),
-                                    "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+            times[b.component] = timed_build(
+                say, "k8s", b.component, b.version, f"{b.component} {b.version} from the Go module proxy",
+                lambda b=b: BUILDERS[b.component](log), log=log_path)
     return times
-
-
-if __name__ == "__main__":  # python -m harness.clusters.k8s.builds [component...]
-    print(ensure_built(sys.argv[1:] or None))

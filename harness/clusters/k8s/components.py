@@ -1,5 +1,6 @@
 """Configuration files and manifests of each component: containerd, CNI, kubelet, CoreDNS,
-JobSet, Kueue (config, CRDs, webhook configurations rewritten to 127.0.0.1).
+JobSet, Kueue (config, CRDs, webhook configurations rewritten to 127.0.0.1). Their command lines
+are in ``commands.py``.
 """
 from __future__ import annotations
 
@@ -12,9 +13,22 @@ import yaml
 
 from harness.clusters.k8s import builds, pki
 from harness.clusters.k8s.layout import (
-    BRIDGE_PREFIX, CGROUP_PARENT, CLUSTER_DOMAIN, COREDNS_HEALTH, COREDNS_READY, DNS_IP, JOBSET_PORTS,
-    KUEUE_PORTS, NODE_LEASE_DURATION_SECONDS, NODE_STATUS_UPDATE_FREQUENCY, PAUSE_IMAGE, Layout,
-    kubelet_healthz_port, kubelet_port, node_ip, save_state,
+    BRIDGE_PREFIX,
+    CGROUP_PARENT,
+    CLUSTER_DOMAIN,
+    COREDNS_HEALTH,
+    COREDNS_READY,
+    DNS_IP,
+    JOBSET_PORTS,
+    KUEUE_PORTS,
+    NODE_LEASE_DURATION_SECONDS,
+    NODE_STATUS_UPDATE_FREQUENCY,
+    PAUSE_IMAGE,
+    Layout,
+    kubelet_healthz_port,
+    kubelet_port,
+    node_ip,
+    save_state,
 )
 
 # ------------------------------------------------------------------ component configs
@@ -212,10 +226,10 @@ def webhook_manifests(L: Layout, certs: dict) -> Path:
     for who, version, ports, prefix in (("jobset", builds.JOBSET_VERSION, JOBSET_PORTS, "jobset-"),
                                         ("kueue", builds.KUEUE_VERSION, KUEUE_PORTS, "kueue-")):
         src = builds.module_dir(f"sigs.k8s.io/{who}", version) / "config/components/webhook/manifests.yaml"
-        for doc in yaml.safe_load_all(src.read_text()):
-            if not doc:
+        for original in yaml.safe_load_all(src.read_text()):
+            if not original:
                 continue
-            doc = copy.deepcopy(doc)
+            doc = copy.deepcopy(original)
             doc["metadata"] = {"name": prefix + doc["metadata"]["name"]}
             hooks = []
             for hook in doc.get("webhooks", []):

@@ -18,8 +18,9 @@ from harness.errors import CommandError
 CGROUP_FS = Path("/sys/fs/cgroup")
 
 
-def run(argv: list[str], check: bool = True, input: bytes | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, input=input, capture_output=True, timeout=timeout)
+def run(argv: list[str], check: bool = True, input: bytes | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, input=input, capture_output=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, proc.stdout.decode(errors="replace"),
                            proc.stderr.decode(errors="replace"))

@@ -6,10 +6,11 @@ them in ClusterInfo.settings so a recovery-time number is never reported without
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.fsutil import atomic_write_json
+from harness.paths import NATIVE_K8S_CLUSTER, cluster_state_dir
 
 CLUSTER_CIDR = "10.244.0.0/16"          # node i gets 10.244.i.0/24 on bridge pocbr<i>, gateway .1
 SERVICE_CIDR = "10.96.0.0/16"
@@ -53,18 +54,8 @@ def node_ip(i: int) -> str:
 
 
 def state_root(state_dir: str | Path | None = None) -> Path:
-    if state_dir:
-        return Path(state_dir)
-    base = os.environ.get("POC_STATE_DIR") or Path.home() / ".local" / "state" / "k8s-slurm-poc"
-    return Path(base) / "k8s-native"
-
-
-@dataclass(frozen=True)
-class ComponentStatus:
-    name: str
-    pid: int | None
-    alive: bool
-    log: str
+    """The cluster's own directory: state_dir itself when given, else ``$POC_STATE_DIR/k8s-native``."""
+    return Path(state_dir) if state_dir else cluster_state_dir(NATIVE_K8S_CLUSTER)
 
 
 @dataclass(frozen=True)
@@ -113,8 +104,6 @@ def load_state(L: Layout) -> dict:
 
 
 def save_state(L: Layout, state: dict) -> None:
-    tmp = L.state_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, default=str))
-    tmp.replace(L.state_file)
+    atomic_write_json(L.state_file, state, default=str)
 
 

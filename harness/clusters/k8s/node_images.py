@@ -11,6 +11,8 @@ from pathlib import Path
 from harness.clusters.k8s import builds, host
 from harness.clusters.k8s.layout import PAUSE_IMAGE, Layout, load_state, state_root
 from harness.errors import ClusterError, CommandError
+from harness.fsutil import atomic_write_json
+from harness.paths import cache_dir
 
 # ------------------------------------------------------------------ pause image
 
@@ -47,14 +49,14 @@ def ensure_pause_image() -> None:
     """A tiny static pause program in a FROM scratch image, built locally with docker."""
     if host.run(["docker", "image", "inspect", PAUSE_IMAGE], check=False).returncode == 0:
         return
-    src = builds.cache_dir() / "src" / "pause"
+    src = cache_dir() / "src" / "pause"
     src.mkdir(parents=True, exist_ok=True)
     (src / "go.mod").write_text("module poc.local/pause\n\ngo 1.24\n")
     (src / "main.go").write_text(PAUSE_GO)
     (src / "Dockerfile").write_text('FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n')
     env = builds.go_env()
     proc = subprocess.run([builds.go_binary(), "build", "-trimpath", "-ldflags", "-s -w", "-o", "pause", "."],
-                          cwd=src, env=env, capture_output=True, text=True)
+                          cwd=src, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise CommandError(["go", "build", "pause"], proc.returncode, proc.stdout, proc.stderr)
     host.run(["docker", "build", "-q", "-t", PAUSE_IMAGE, str(src)], timeout=300)
@@ -70,7 +72,7 @@ def ensure_busybox_image() -> str:
     busybox = Path("/bin/busybox")
     if not busybox.exists():
         raise ClusterError("/bin/busybox is missing", tip="apt-get install busybox-static")
-    ctx = builds.cache_dir() / "src" / "busybox-image"
+    ctx = cache_dir() / "src" / "busybox-image"
     if ctx.exists():
         shutil.rmtree(ctx)
     (ctx / "bin").mkdir(parents=True)
@@ -127,7 +129,7 @@ def import_image(image_ref: str, state_dir: str | Path | None = None, nodes: lis
             todo.append(node)
     if not todo:
         return result
-    tar_dir = builds.cache_dir() / "images"
+    tar_dir = cache_dir() / "images"
     tar_dir.mkdir(parents=True, exist_ok=True)
     tar = tar_dir / f"{image_id.replace(':', '-')[:32]}.tar"
     if not tar.exists():
@@ -146,12 +148,10 @@ def import_image(image_ref: str, state_dir: str | Path | None = None, nodes: lis
         record = L.node(node) / "images.json"
         known = json.loads(record.read_text()) if record.exists() else {}
         known[name] = image_id
-        record.write_text(json.dumps(known, indent=2))
+        atomic_write_json(record, known)
         result[node] = "imported"
     tar.unlink(missing_ok=True)   # a multi-GB copy; every node now holds the image
     return result
-
-
 
 
 def prune_images(keep: list[str], state_dir: str | Path | None = None) -> dict[str, list[str]]:
@@ -171,6 +171,6 @@ def prune_images(keep: list[str], state_dir: str | Path | None = None) -> dict[s
         drop = [n for n in names if n not in kept and n not in kept_ids]
         if drop:
             ctr(L, node, "images", "rm", *drop, check=False)
-        record.write_text(json.dumps({k: v for k, v in known.items() if k in kept}, indent=2))
+        atomic_write_json(record, {k: v for k, v in known.items() if k in kept})
         removed[node] = drop
     return removed

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import ipaddress
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from harness.clusters.k8s.layout import APISERVER_PORT, CLUSTER_DOMAIN, Layout, node_ip, node_name
+from harness.fsutil import atomic_write
 
 VALID_DAYS = 365
 
@@ -27,9 +31,8 @@ class CertPair:
 
 
 def _write_key(path: Path, key) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
-    path.chmod(0o600)
+    atomic_write(path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                         serialization.NoEncryption()), mode=0o600)
 
 
 def _load(pair: CertPair):
@@ -42,7 +45,7 @@ def _still_valid(pair: CertPair) -> bool:
     if not (pair.cert.exists() and pair.key.exists()):
         return False
     cert = x509.load_pem_x509_certificate(pair.cert.read_bytes())
-    return cert.not_valid_after_utc > dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
+    return cert.not_valid_after_utc > dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
 
 
 def ensure_ca(pki: Path, name: str = "ca", cn: str = "k8s-slurm-poc-ca") -> CertPair:
@@ -52,7 +55,7 @@ def ensure_ca(pki: Path, name: str = "ca", cn: str = "k8s-slurm-poc-ca") -> Cert
         return pair
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
         .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
@@ -79,8 +82,9 @@ def ensure_cert(pki: Path, name: str, ca: CertPair, cn: str, orgs: tuple[str, ..
     key = ec.generate_private_key(ec.SECP256R1())
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
     attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
-    now = dt.datetime.now(dt.timezone.utc)
+    usages = (([ExtendedKeyUsageOID.SERVER_AUTH] if server else [])
+              + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else []))
+    now = dt.datetime.now(dt.UTC)
     builder = (
         x509.CertificateBuilder().subject_name(x509.Name(attrs)).issuer_name(ca_cert.subject)
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -125,12 +129,52 @@ def write_kubeconfig(path: Path, server: str, ca: CertPair, client: CertPair, us
         "contexts": [{"name": "poc-native", "context": {"cluster": "poc-native", "user": user}}],
         "current-context": "poc-native",
     }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
-    tmp.chmod(0o600)
-    tmp.replace(path)
+    atomic_write(path, yaml.safe_dump(doc, sort_keys=False), mode=0o600)
     return path
 
 
 def ca_bundle_b64(ca: CertPair) -> str:
     return base64.b64encode(ca.cert.read_bytes()).decode()
+
+
+def ensure_cluster_certs(L: Layout, n: int) -> dict[str, CertPair]:
+    """Every certificate and kubeconfig of a cluster with n nodes, reusing what is still valid."""
+    P = L.pki
+    ca = ensure_ca(P)
+    c = {"ca": ca}
+    server = f"https://127.0.0.1:{APISERVER_PORT}"
+    c["apiserver"] = ensure_cert(
+        P, "apiserver", ca, "kube-apiserver", server=True, client=False,
+        dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+             f"kubernetes.default.svc.{CLUSTER_DOMAIN}"),
+        ips=("127.0.0.1", "10.96.0.1"))
+    c["apiserver-kubelet-client"] = ensure_cert(P, "apiserver-kubelet-client", ca, "kube-apiserver-kubelet-client",
+                                                orgs=("system:masters",))
+    c["sa"] = ensure_service_account_keys(P)
+    c["webhook"] = ensure_cert(P, "webhook", ca, "poc-webhooks", server=True, client=False,
+                               dns=("localhost",), ips=("127.0.0.1",))
+    # (name, CN, O). The host-run controllers (CoreDNS, JobSet, Kueue) get system:masters: they
+    # run outside the cluster with a certificate, not as a service account with their RBAC.
+    users = [
+        ("admin", "poc-admin", ("system:masters",)),
+        ("controller-manager", "system:kube-controller-manager", ()),
+        ("scheduler", "system:kube-scheduler", ()),
+        ("coredns", "poc:coredns", ("system:masters",)),
+        ("jobset", "poc:jobset-controller", ("system:masters",)),
+        ("kueue", "poc:kueue-controller", ("system:masters",)),
+    ]
+    for i in range(1, n + 1):
+        users.append((f"kubelet-{node_name(i)}", f"system:node:{node_name(i)}", ("system:nodes",)))
+        c[f"kubelet-server-{node_name(i)}"] = ensure_cert(
+            P, f"kubelet-server-{node_name(i)}", ca, f"system:node:{node_name(i)}", server=True, client=False,
+            dns=(node_name(i), "localhost"), ips=(node_ip(i), "127.0.0.1"))
+    for name, cn, orgs in users:
+        pair = ensure_cert(P, name, ca, cn, orgs=orgs)
+        c[name] = pair
+        write_kubeconfig(P / f"{name}.kubeconfig", server, ca, pair, cn)
+    # controller-runtime reads tls.crt / tls.key from a directory
+    wh = P / "webhook-certs"
+    wh.mkdir(exist_ok=True)
+    shutil.copyfile(c["webhook"].cert, wh / "tls.crt")
+    shutil.copyfile(c["webhook"].key, wh / "tls.key")
+    return c
