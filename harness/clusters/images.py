@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from harness import data
 from harness.errors import ClusterError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-IMAGES_DIR = REPO_ROOT / "images"
+IMAGES_DIR = data.path("images")      # one build context per image, shipped with the package
 PREFIX = "k8s-slurm-poc"
 DEFAULT_RELEASE = "trixie"
 SUPPORTED_RELEASES = ("bookworm", "trixie")
@@ -108,7 +108,8 @@ def context_hash(context: Path, *extra: str) -> str:
     h.update(f"recipe={RECIPE_VERSION}\n".encode())
     for e in extra:
         h.update(f"extra={e}\n".encode())
-    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+    # byte code is no build input: pip compiles the contexts' .py files when it installs a wheel
+    for path in sorted(p for p in context.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         rel = path.relative_to(context).as_posix()
         h.update(f"file={rel} mode={path.stat().st_mode & 0o777:o}\n".encode())
         h.update(path.read_bytes())
@@ -286,7 +287,7 @@ def save_image(ref: str, dest: Path) -> Path:
 
 def prune_stale_images() -> list[str]:
     """Remove this project's worker/slurm/mariadb tags whose hash no longer matches the build inputs
-    (left by edits to images/). Current refs of every supported release and base images stay."""
+    (left by edits to harness/data/images/). Current refs of every supported release and base images stay."""
     current = {image_ref(k, r) for k in ("worker", "slurm", "mariadb") for r in SUPPORTED_RELEASES}
     res = run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"])
     stale = [ref for ref in res.stdout.split()
