@@ -26,7 +26,7 @@ class FaultPlan:
     rank: int
 
     @classmethod
-    def of(cls, f: Fault) -> "FaultPlan":
+    def of(cls, f: Fault) -> FaultPlan:
         return cls(kind=f.kind, at_step=f.at_step, rank=f.rank)
 
 
