@@ -232,7 +232,7 @@ def cmd_config_show(args) -> int:
 def cmd_cluster(args) -> int:
     from .clusters import dispatch
 
-    return dispatch(args)
+    return dispatch(args, say=Out(args.quiet, args.json).info)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -286,14 +286,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     cl = sub.add_parser("cluster", help="local clusters: Slurm in Docker, native Kubernetes, kind")
     clsub = cl.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
-    for action in ("up", "down", "status"):
-        a = clsub.add_parser(action, parents=[common], help=f"{action} the local cluster(s)")
+    release_help = "Debian release of the images (trixie: Slurm 24.11, bookworm: 22.05)"
+    for action, what in (("up", "start the local cluster(s), building what is missing; cheap when running"),
+                         ("down", "stop and remove the local cluster(s)"),
+                         ("status", "the components of the local cluster(s); never builds or pulls")):
+        a = clsub.add_parser(action, parents=[common], help=what)
         a.add_argument("--slurm", action="store_true", help="the Slurm-in-Docker cluster")
         a.add_argument("--k8s", action="store_true", help="the local Kubernetes cluster")
-        a.add_argument("--provider", choices=["auto", "native", "kind"], default="auto", help="Kubernetes provider")
+        a.add_argument("--provider", choices=["auto", "native", "kind"], default="auto",
+                       help="Kubernetes provider (auto: for up, kind when its node image can be had, else native)")
         a.add_argument("--nodes", type=int, default=3, help="Kubernetes nodes (two for the job, one spare)")
-        a.add_argument("--release", default=None, help="Debian release of the Slurm images (trixie: 24.11, bookworm: 22.05)")
+        a.add_argument("--release", default=None, help=release_help)
         a.set_defaults(func=cmd_cluster)
+    im = clsub.add_parser("images", parents=[common], help="build the project's container images that are missing")
+    im.add_argument("what", nargs="?", default="all", choices=["base", "worker", "slurm", "mariadb", "all", "prune"],
+                    help="which image (default: all); prune removes tags whose build inputs changed")
+    im.add_argument("--release", default=None, help=release_help)
+    im.set_defaults(func=cmd_cluster)
     return p
 
 

@@ -21,12 +21,15 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from harness import data
+from harness.clusters.base import Say
+from harness.clusters.progress import timed_build
 from harness.errors import ClusterError
+from harness.paths import cache_dir
 
 IMAGES_DIR = data.path("images")      # one build context per image, shipped with the package
 PREFIX = "k8s-slurm-poc"
@@ -35,13 +38,6 @@ SUPPORTED_RELEASES = ("bookworm", "trixie")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Bump when the way an image is built changes in a way its context files do not show.
 RECIPE_VERSION = "1"
-
-Runner = Callable[..., subprocess.CompletedProcess]
-
-
-def cache_dir() -> Path:
-    """``$POC_CACHE_DIR`` or ``~/.cache/k8s-slurm-poc``."""
-    return Path(os.environ.get("POC_CACHE_DIR") or Path.home() / ".cache" / "k8s-slurm-poc")
 
 
 def _check_release(release: str) -> str:
@@ -58,7 +54,7 @@ def run(argv: Sequence[str], *, timeout: float | None = None, input: bytes | Non
     """Run argv (no shell), capture output as text; raise ClusterError with the output on failure."""
     argv = [str(a) for a in argv]
     try:
-        proc = subprocess.run(argv, input=input, capture_output=True, timeout=timeout)
+        proc = subprocess.run(argv, input=input, capture_output=True, timeout=timeout, check=False)
     except FileNotFoundError as exc:
         raise ClusterError(f"{argv[0]} is not installed ({exc})",
                            f"install {argv[0]} (see README: local clusters)") from exc
@@ -165,7 +161,7 @@ def _no_pull() -> bool:
     return os.environ.get("POC_NO_PULL", "").lower() in ("1", "true", "yes")
 
 
-def ensure_base(release: str = DEFAULT_RELEASE) -> str:
+def ensure_base(release: str = DEFAULT_RELEASE, say: Say | None = None) -> str:
     """Make sure ``k8s-slurm-poc/base:<release>`` exists; returns its ref.
 
     Order: already present; ``docker pull debian:<release>`` (unless POC_NO_PULL=1); a cached rootfs
@@ -183,14 +179,15 @@ def ensure_base(release: str = DEFAULT_RELEASE) -> str:
     tarball = cache_dir() / "rootfs" / f"debian-{release}-minbase.tar"
     how = "cached-rootfs"
     if not tarball.exists():
-        _debootstrap(release, tarball)
+        timed_build(say, "images", "debootstrap", release, f"a Debian {release} root file system (debootstrap)",
+                    lambda: _debootstrap(release, tarball))
         how = "debootstrap"
     with tarball.open("rb") as fh:
         try:
             proc = subprocess.run(
                 ["docker", "import", "--change", 'CMD ["/bin/bash"]',
                  "--change", "ENV LANG=C.UTF-8", "-", ref],
-                stdin=fh, capture_output=True, timeout=600)
+                stdin=fh, capture_output=True, timeout=600, check=False)
         except FileNotFoundError as exc:
             raise ClusterError("docker is not installed", "install docker.io and start dockerd") from exc
     if proc.returncode != 0:
@@ -234,7 +231,7 @@ def _docker_build(ref: str, context: Path, build_args: dict[str, str], timeout: 
     argv.append(str(context))
     env = dict(os.environ, DOCKER_BUILDKIT="0")  # BuildKit is not installed here; be explicit
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout, env=env)
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, env=env, check=False)
     except subprocess.TimeoutExpired as exc:
         raise ClusterError(f"docker build of {ref} timed out after {timeout:.0f}s") from exc
     if proc.returncode != 0:
@@ -243,30 +240,33 @@ def _docker_build(ref: str, context: Path, build_args: dict[str, str], timeout: 
                            "check that containers reach the Debian mirror (apt-get update inside a container)")
 
 
-def _ensure_built(ref: str, context: Path, build_args: dict[str, str]) -> str:
+def _ensure_built(ref: str, context: Path, build_args: dict[str, str], say: Say | None) -> str:
     t0 = time.monotonic()
     if image_exists(ref):
         return _record(ref, False, t0, "present")
-    _docker_build(ref, context, build_args)
+    kind, release = ref.split("/", 1)[1].split(":")[0], ref.rsplit(":", 1)[1].split("-")[0]
+    # the estimate: the last build of this kind of image for this release, whatever its hash
+    timed_build(say, "images", f"image {kind} {release}", ref, f"image {ref}",
+                lambda: _docker_build(ref, context, build_args))
     return _record(ref, True, t0, "docker build")
 
 
-def ensure_worker_image(release: str = DEFAULT_RELEASE) -> str:
+def ensure_worker_image(release: str = DEFAULT_RELEASE, say: Say | None = None) -> str:
     """Build (when missing) and return the worker image ref: Python 3 + Debian's torch + numpy."""
-    base = ensure_base(release)
-    return _ensure_built(worker_ref(release), IMAGES_DIR / "worker", {"BASE": base})
+    base = ensure_base(release, say)
+    return _ensure_built(worker_ref(release), IMAGES_DIR / "worker", {"BASE": base}, say)
 
 
-def ensure_slurm_image(release: str = DEFAULT_RELEASE) -> str:
+def ensure_slurm_image(release: str = DEFAULT_RELEASE, say: Say | None = None) -> str:
     """Build (when missing) and return the Slurm image ref (FROM the worker image)."""
-    worker = ensure_worker_image(release)
-    return _ensure_built(slurm_ref(release), IMAGES_DIR / "slurm", {"WORKER": worker})
+    worker = ensure_worker_image(release, say)
+    return _ensure_built(slurm_ref(release), IMAGES_DIR / "slurm", {"WORKER": worker}, say)
 
 
-def ensure_mariadb_image(release: str = DEFAULT_RELEASE) -> str:
+def ensure_mariadb_image(release: str = DEFAULT_RELEASE, say: Say | None = None) -> str:
     """Build (when missing) and return the MariaDB image ref used by slurmdbd."""
-    base = ensure_base(release)
-    return _ensure_built(mariadb_ref(release), IMAGES_DIR / "mariadb", {"BASE": base})
+    base = ensure_base(release, say)
+    return _ensure_built(mariadb_ref(release), IMAGES_DIR / "mariadb", {"BASE": base}, say)
 
 
 def save_image(ref: str, dest: Path) -> Path:
@@ -300,34 +300,13 @@ def prune_stale_images() -> list[str]:
     return removed
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.clusters.images [base|worker|slurm|mariadb|all|prune] [--release R]``: build
-    what is missing and print refs, times and sizes; ``prune`` removes stale tags."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m harness.clusters.images")
-    ap.add_argument("what", nargs="?", default="all", choices=["base", "worker", "slurm", "mariadb", "all", "prune"])
-    ap.add_argument("--release", default=DEFAULT_RELEASE, choices=SUPPORTED_RELEASES)
-    args = ap.parse_args(argv)
-    fns = {"base": ensure_base, "worker": ensure_worker_image, "slurm": ensure_slurm_image,
-           "mariadb": ensure_mariadb_image}
-    if args.what == "prune":
-        print("\n".join(prune_stale_images()))
-        return 0
-    todo = list(fns) if args.what == "all" else [args.what]
-    try:
-        for k in todo:
-            fns[k](args.release)
-    except ClusterError as exc:
-        print(f"ERROR {exc.message}")
-        if exc.tip:
-            print(f"TIP {exc.tip}")
-        return 1
-    for rec in build_log():
-        size = image_size(rec.ref) / 1e6
-        print(f"{rec.ref}\t{rec.how}\t{rec.seconds:.1f}s\t{size:.0f} MB")
-    return 0
+ENSURE: dict[str, Callable[..., str]] = {"base": ensure_base, "worker": ensure_worker_image,
+                                        "slurm": ensure_slurm_image, "mariadb": ensure_mariadb_image}
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":   # python -m harness.clusters.images [what] [--release R]
+    import sys
+
+    from harness.clusters import run_as_poc
+
+    raise SystemExit(run_as_poc(["images", *sys.argv[1:]]))

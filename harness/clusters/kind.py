@@ -3,21 +3,25 @@
 Not exercised in this project's CI (no registry is reachable there); the offline provider is
 ``native_k8s``. Versions are the same pins as the native cluster's (``k8s/builds.py``).
 
-    choose_provider()           # "kind" when kind can get its node image, else "native"
-    up(); down()
+    usable()                    # for `up --provider auto`: kind installed and its node image local or pullable
+    exists()                    # for `status`/`down --provider auto`: cheap, never pulls
+    up(nodes=3) -> KindInfo; down(); status(); is_up(); import_image(ref)
 """
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from harness import data
+from harness.clusters.base import ComponentStatus, Say
 from harness.clusters.k8s import builds
 from harness.errors import ClusterError, CommandError
+from harness.paths import KIND_CLUSTER, cluster_state_dir
 
 CLUSTER_NAME = "k8s-slurm-poc"
 CONFIG = data.path("kind-cluster.yaml")   # a copy for people to read: manifests/kind-cluster.yaml
@@ -32,36 +36,48 @@ JOBSET_MANIFEST = f"https://github.com/kubernetes-sigs/jobset/releases/download/
 KUEUE_MANIFEST = f"https://github.com/kubernetes-sigs/kueue/releases/download/{builds.KUEUE_VERSION}/manifests.yaml"
 
 
+# kind labels its node containers with their cluster's name
+NODE_LABEL = f"io.x-k8s.kind.cluster={CLUSTER_NAME}"
+PULL_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    kubeconfig: Path
+    cluster: str
+    nodes: tuple[str, ...]
+    node_image: str
+
+
 def _run(argv: list[str], timeout: float = 600) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
         raise CommandError(argv, proc.returncode, proc.stdout, proc.stderr)
     return proc.stdout
 
 
 def kubeconfig_path() -> Path:
-    base = os.environ.get("POC_STATE_DIR") or Path.home() / ".local" / "state" / "k8s-slurm-poc"
-    return Path(base) / "kind" / "kubeconfig"
+    return cluster_state_dir(KIND_CLUSTER) / "kubeconfig"
 
 
-def can_use_kind(try_pull: bool = True) -> bool:
-    """kind is installed and its node image is local or can be pulled."""
-    if not (shutil.which("kind") and shutil.which("docker")):
-        return False
-    if subprocess.run(["docker", "image", "inspect", NODE_IMAGE], capture_output=True).returncode == 0:
-        return True
-    if not try_pull:
-        return False
-    return subprocess.run(["docker", "pull", NODE_IMAGE], capture_output=True, timeout=900).returncode == 0
-
-
-def choose_provider(try_pull: bool = True) -> str:
-    return "kind" if can_use_kind(try_pull) else "native"
+def _installed() -> bool:
+    return bool(shutil.which("kind") and shutil.which("docker"))
 
 
 def usable() -> bool:
-    """What `--provider auto` asks: may pull kind's node image (only when kind is installed)."""
-    return can_use_kind(try_pull=True)
+    """What `up --provider auto` asks: kind is installed and its node image is local or can be
+    pulled (this may pull for up to 15 minutes; `status` and `down` never ask it)."""
+    if not _installed():
+        return False
+    if subprocess.run(["docker", "image", "inspect", NODE_IMAGE], capture_output=True, check=False).returncode == 0:
+        return True
+    return subprocess.run(["docker", "pull", NODE_IMAGE], capture_output=True, timeout=PULL_TIMEOUT_S,
+                          check=False).returncode == 0
+
+
+def exists() -> bool:
+    """A kind cluster was brought up here (its kubeconfig is kept until `down`): no command runs."""
+    return _installed() and kubeconfig_path().exists()
 
 
 def _config(nodes: int) -> Path:
@@ -79,7 +95,7 @@ def _config(nodes: int) -> Path:
     return out
 
 
-def up(nodes: int = 3) -> Path:
+def up(nodes: int = 3, say: Say | None = None) -> KindInfo:
     if not shutil.which("kind"):
         raise ClusterError("kind is not installed", tip="install kind, or use `--provider native`")
     kc = kubeconfig_path()
@@ -87,6 +103,8 @@ def up(nodes: int = 3) -> Path:
     config = _config(nodes)
     clusters = _run(["kind", "get", "clusters"]).split()
     if CLUSTER_NAME not in clusters:
+        if say:
+            say(f"[kind] creating cluster {CLUSTER_NAME} ({nodes} workers, image {NODE_IMAGE})")
         _run(["kind", "create", "cluster", "--name", CLUSTER_NAME, "--config", str(config),
               "--image", NODE_IMAGE, "--kubeconfig", str(kc), "--wait", "180s"], timeout=900)
     else:
@@ -96,21 +114,53 @@ def up(nodes: int = 3) -> Path:
     _run([*kubectl, "apply", "--server-side", "-f", KUEUE_MANIFEST])
     for ns, deploy in (("jobset-system", "jobset-controller-manager"), ("kueue-system", "kueue-controller-manager")):
         _run([*kubectl, "-n", ns, "rollout", "status", f"deployment/{deploy}", "--timeout=300s"], timeout=330)
-    return kc
+    return KindInfo(kubeconfig=kc, cluster=CLUSTER_NAME, nodes=tuple(s.name for s in status()), node_image=NODE_IMAGE)
 
 
-def down() -> None:
-    if shutil.which("kind"):
+def down() -> dict:
+    deleted = False
+    if shutil.which("kind") and CLUSTER_NAME in _run(["kind", "get", "clusters"]).split():
         _run(["kind", "delete", "cluster", "--name", CLUSTER_NAME])
+        deleted = True
     kubeconfig_path().unlink(missing_ok=True)
+    return {"deleted": [CLUSTER_NAME] if deleted else []}
 
 
-def status() -> list[str]:
-    """The kind node containers (`docker ps` names), empty when the cluster does not exist."""
-    if not shutil.which("kind"):
+def status() -> list[ComponentStatus]:
+    """The kind node containers and their states (one `docker ps`); empty when there are none."""
+    if not shutil.which("docker"):
         return []
-    return _run(["kind", "get", "nodes", "--name", CLUSTER_NAME]).split()
+    out = _run(["docker", "ps", "-a", "--filter", f"label={NODE_LABEL}", "--format", "{{.Names}}\t{{.State}}"],
+               timeout=60)
+    rows = [line.split("\t", 1) for line in out.splitlines() if "\t" in line]
+    return [ComponentStatus(name=n, pid=None, alive=st == "running", state=st) for n, st in sorted(rows)]
+
+
+def is_up() -> bool:
+    st = status()
+    return bool(st) and all(s.alive for s in st) and kubeconfig_path().exists()
 
 
 def import_image(image_ref: str) -> None:
     _run(["kind", "load", "docker-image", image_ref, "--name", CLUSTER_NAME], timeout=1800)
+
+
+class Kind:
+    """The kind cluster behind the LocalCluster interface (``harness.clusters.base``)."""
+
+    name = KIND_CLUSTER
+
+    def __init__(self, nodes: int = 3, say: Say | None = None):
+        self.nodes, self.say = nodes, say
+
+    def up(self) -> KindInfo:
+        return up(self.nodes, self.say)
+
+    def down(self) -> dict:
+        return down()
+
+    def status(self) -> list[ComponentStatus]:
+        return status()
+
+    def is_up(self) -> bool:
+        return is_up()

@@ -8,13 +8,17 @@ docker-compose v1 (1.29.2) is unmaintained and pulls a second copy of docker-py 
 Python. Only the compose keys this module understands are allowed (others are refused), so the file
 and what runs cannot drift apart; users with Compose v2 can run the same file (see its header).
 
-Public API::
+Public API (``SlurmDocker`` puts it behind the LocalCluster interface of ``base.py``)::
 
-    up(state_dir=None, release="trixie", timeout=300) -> ClusterInfo
+    up(state_dir=None, release="trixie", timeout=300, say=None) -> ClusterInfo   # cheap when running
     down(state_dir=None, volumes=True) -> list[str]
     status(state_dir=None) -> dict[str, str]
+    is_up(state_dir=None) -> bool
     login_exec_argv(argv, user="poc") -> list[str]     # `docker exec` into the login node
     read_ssh_settings(state_dir=None) -> dict
+
+The compose subset lives in ``slurm/compose.py``, the secrets in ``slurm/secrets.py``.
+``python -m harness.clusters.slurm_docker up|down|status`` is ``poc cluster … --slurm``.
 
 State dir: ``$POC_STATE_DIR/slurm`` (default ``~/.local/state/k8s-slurm-poc/slurm``) holds the secrets
 (munge key, DB password, SSH keys; mode 0600, never printed), ``ssh.json`` (what the harness's ssh
@@ -25,19 +29,25 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import socket
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
-
-import yaml
+from typing import Any
 
 from harness import data
 from harness.clusters import images
+from harness.clusters.base import ComponentStatus, Say
 from harness.clusters.images import run
+from harness.clusters.slurm import compose
+from harness.clusters.slurm.compose import run_argv
+from harness.clusters.slurm.secrets import ensure_secrets
 from harness.errors import ClusterError
+from harness.fsutil import atomic_write, atomic_write_json
+from harness.netutil import free_port
+from harness.paths import SLURM_CLUSTER, cluster_state_dir
 
 COMPOSE_FILE = data.path("docker-compose.yml")
 LABEL = "k8s-slurm-poc.cluster=slurm"
@@ -46,15 +56,12 @@ CTLD_CONTAINER = "poc-slurm-slurmctld"
 COMPUTE_NODES = ("c1", "c2", "c3")
 SSH_USER = "poc"
 SHARED_DIR = "/shared"
-ALLOWED_SERVICE_KEYS = {"image", "container_name", "hostname", "command", "depends_on", "volumes",
-                        "ports", "environment", "networks", "init", "labels"}
+__all__ = ["ensure_secrets", "run", "run_argv"]   # re-exported for callers of this module
 
 
 def state_dir(base: str | os.PathLike | None = None) -> Path:
-    """``<base or $POC_STATE_DIR or ~/.local/state/k8s-slurm-poc>/slurm``."""
-    root = Path(base) if base else Path(os.environ.get("POC_STATE_DIR")
-                                       or Path.home() / ".local" / "state" / "k8s-slurm-poc")
-    return root / "slurm"
+    """``<base or $POC_STATE_DIR>/slurm``."""
+    return cluster_state_dir(SLURM_CLUSTER, base)
 
 
 @dataclass(frozen=True)
@@ -84,161 +91,14 @@ class ClusterInfo:
         return asdict(self)
 
 
-# ---------------------------------------------------------------- compose file
-
-_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
-
-
-def _interpolate(value: Any, env: dict[str, str]) -> Any:
-    if isinstance(value, str):
-        def sub(m: re.Match) -> str:
-            if m.group(0) == "$$":
-                return "$"
-            name, default = m.group(1), m.group(2)
-            if env.get(name):
-                return env[name]
-            if default is not None:
-                return default
-            raise ClusterError(f"docker-compose.yml needs ${{{name}}}, which is not set")
-        return _VAR.sub(sub, value)
-    if isinstance(value, list):
-        return [_interpolate(v, env) for v in value]
-    if isinstance(value, dict):
-        return {k: _interpolate(v, env) for k, v in value.items()}
-    return value
-
-
-def load_compose(env: dict[str, str], path: Path = COMPOSE_FILE) -> dict[str, Any]:
-    """Parse docker-compose.yml, interpolate ${VARS} from env, check it uses only known keys."""
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ClusterError(f"cannot read {path}: {exc}") from exc
-    doc = {k: v for k, v in doc.items() if not str(k).startswith("x-")}
-    doc = _interpolate(doc, env)
-    for name, svc in doc.get("services", {}).items():
-        unknown = set(svc) - ALLOWED_SERVICE_KEYS
-        if unknown:
-            raise ClusterError(f"docker-compose.yml: service {name} uses keys this driver does not "
-                               f"implement: {sorted(unknown)}",
-                               "extend harness/clusters/slurm_docker.py or drop the keys")
-    return doc
-
-
-def _start_order(services: dict[str, Any]) -> list[str]:
-    order: list[str] = []
-    seen: set[str] = set()
-
-    def visit(n: str, stack: tuple[str, ...] = ()) -> None:
-        if n in seen:
-            return
-        if n in stack:
-            raise ClusterError(f"docker-compose.yml: depends_on cycle through {n}")
-        for d in services[n].get("depends_on", []) or []:
-            visit(d, stack + (n,))
-        seen.add(n)
-        order.append(n)
-
-    for n in services:
-        visit(n)
-    return order
-
-
-def run_argv(name: str, svc: dict[str, Any], doc: dict[str, Any]) -> list[str]:
-    """The `docker run` argv for one compose service (pure; tested without Docker)."""
-    cname = svc.get("container_name") or f"{doc.get('name', 'poc')}-{name}"
-    argv = ["docker", "run", "-d", "--name", cname, "--restart", "no"]
-    if svc.get("hostname"):
-        argv += ["--hostname", svc["hostname"]]
-    if svc.get("init"):
-        argv.append("--init")
-    labels = dict(svc.get("labels") or {})
-    labels["k8s-slurm-poc.service"] = name
-    for k, v in labels.items():
-        argv += ["--label", f"{k}={v}"]
-    nets = svc.get("networks") or []
-    for i, net in enumerate(nets):
-        real = (doc.get("networks", {}).get(net) or {}).get("name", net)
-        if i == 0:
-            argv += ["--network", real, "--network-alias", name]
-    vols = doc.get("volumes", {}) or {}
-    for spec in svc.get("volumes") or []:
-        parts = spec.split(":")
-        src = parts[0]
-        if not src.startswith(("/", ".")):
-            src = (vols.get(src) or {}).get("name", src)
-        argv += ["-v", ":".join([src] + parts[1:])]
-    for p in svc.get("ports") or []:
-        argv += ["-p", str(p)]
-    env = svc.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(e.split("=", 1) for e in env)
-    for k, v in env.items():
-        argv += ["-e", f"{k}={v}"]
-    argv.append(svc["image"])
-    cmd = svc.get("command")
-    if cmd:
-        argv += list(cmd) if isinstance(cmd, list) else cmd.split()
-    return argv
-
-
-# ---------------------------------------------------------------- secrets
-
-def _write_secret(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(path, 0o600)
-
-
-def _ed25519_pair() -> tuple[bytes, bytes]:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    key = Ed25519PrivateKey.generate()
-    priv = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                             serialization.NoEncryption())
-    pub = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                        serialization.PublicFormat.OpenSSH)
-    return priv, pub
-
-
-def ensure_secrets(sdir: Path) -> Path:
-    """Create (once) the munge key, DB password, client and host SSH keys under sdir/secrets."""
-    sec = sdir / "secrets"
-    sec.mkdir(parents=True, exist_ok=True)
-    os.chmod(sec, 0o700)
-    if not (sec / "munge.key").exists():
-        _write_secret(sec / "munge.key", secrets.token_bytes(1024))
-    if not (sec / "db.pass").exists():
-        _write_secret(sec / "db.pass", secrets.token_hex(24).encode())
-    if not (sec / "id_ed25519").exists():
-        priv, pub = _ed25519_pair()
-        _write_secret(sec / "id_ed25519", priv)
-        _write_secret(sec / "id_ed25519.pub", pub + b" poc@k8s-slurm-poc\n")
-    _write_secret(sec / "authorized_keys", (sec / "id_ed25519.pub").read_bytes())
-    if not (sec / "ssh_host_ed25519_key").exists():
-        priv, pub = _ed25519_pair()
-        _write_secret(sec / "ssh_host_ed25519_key", priv)
-        _write_secret(sec / "ssh_host_ed25519_key.pub", pub + b" root@login\n")
-    return sec
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ssh_port(sdir: Path) -> int:
     if os.environ.get("POC_SLURM_SSH_PORT"):
         return int(os.environ["POC_SLURM_SSH_PORT"])
     f = sdir / "ssh_port"
     if f.exists():
         return int(f.read_text().strip())
-    port = _free_port()
-    f.write_text(f"{port}\n")
+    port = free_port()
+    atomic_write(f, f"{port}\n")
     return port
 
 
@@ -334,7 +194,7 @@ def _nodes_ready(started: dict[str, float]) -> tuple[bool, str]:
     """True when every compute node is up (IDLE, or busy with jobs; not drained or not responding) and
     its slurmd registered after
     its container (re)started: a restarted controller restores old node states from its state files."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     res = _exec(LOGIN_CONTAINER, ["scontrol", "show", "node", "-o"], timeout=30)
     if res.returncode != 0:
@@ -356,7 +216,7 @@ def _nodes_ready(started: dict[str, float]) -> tuple[bool, str]:
             problems.append(f"{n}: {f.get('State')} {f.get('Reason', '')}".strip())
             continue
         try:
-            t = datetime.fromisoformat(f.get("SlurmdStartTime", "")).replace(tzinfo=timezone.utc).timestamp()
+            t = datetime.fromisoformat(f.get("SlurmdStartTime", "")).replace(tzinfo=UTC).timestamp()
         except ValueError:
             problems.append(f"{n}: slurmd not registered")
             continue
@@ -378,21 +238,24 @@ def _ssh_banner(port: int) -> tuple[bool, str]:
 # ---------------------------------------------------------------- public API
 
 def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DEFAULT_RELEASE,
-       timeout: float = 300) -> ClusterInfo:
+       timeout: float = 300, say: Say | None = None) -> ClusterInfo:
     """Build images when missing, create secrets, start the cluster, wait until c1..c3 are idle in
-    sinfo and the login node's sshd answers; write ssh.json; return ClusterInfo."""
+    sinfo and the login node's sshd answers; write ssh.json; return ClusterInfo.
+
+    On a running cluster this only checks (and starts what is stopped). `say` (default: stderr)
+    gets progress lines while images build."""
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     sdir = state_dir(state_dir_base)
     sdir.mkdir(parents=True, exist_ok=True)
-    slurm_image = images.ensure_slurm_image(release)
-    mariadb_image = images.ensure_mariadb_image(release)
+    slurm_image = images.ensure_slurm_image(release, say=say)
+    mariadb_image = images.ensure_mariadb_image(release, say=say)
     timings["images"] = round(time.monotonic() - t0, 2)
 
     sec = ensure_secrets(sdir)
     env = compose_env(sdir, release, slurm_image, mariadb_image)
-    _write_env_file(sdir / "compose.env", env)
-    doc = load_compose(env)
+    atomic_write(sdir / "compose.env", "".join(f"{k}={v}\n" for k, v in env.items()))
+    doc = compose.load_compose(env, COMPOSE_FILE)
     services = doc["services"]
 
     t1 = time.monotonic()
@@ -401,7 +264,7 @@ def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DE
     for vol in (doc.get("volumes") or {}).values():
         _ensure_volume(vol["name"])
     names = []
-    for name in _start_order(services):
+    for name in compose.start_order(services):
         argv = run_argv(name, services[name], doc)
         cname = argv[argv.index("--name") + 1]
         names.append(cname)
@@ -424,8 +287,7 @@ def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DE
 
     known_hosts = sdir / "known_hosts"
     host_pub = (sec / "ssh_host_ed25519_key.pub").read_text().split()
-    known_hosts.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
-    os.chmod(known_hosts, 0o644)
+    atomic_write(known_hosts, f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n", mode=0o644)
     ssh = SshSettings(host="127.0.0.1", port=port, user=SSH_USER,
                       key_path=str(sec / "id_ed25519"), known_hosts_path=str(known_hosts))
     ver = _exec(LOGIN_CONTAINER, ["sinfo", "--version"]).stdout.strip()  # "slurm 24.11.5"
@@ -437,25 +299,13 @@ def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DE
         ssh=ssh, ssh_settings_path=str(sdir / "ssh.json"), login_container=LOGIN_CONTAINER,
         compute_nodes=COMPUTE_NODES, shared_dir=SHARED_DIR, containers=status(state_dir_base),
         timings_s=timings)
-    _atomic_json(sdir / "ssh.json", {"version": 1, **asdict(ssh), "login_container": LOGIN_CONTAINER,
-                                     "controller_container": CTLD_CONTAINER,
-                                     "node_containers": {n: f"poc-slurm-{n}" for n in COMPUTE_NODES},
-                                     "release": release, "slurm_version": info.slurm_version,
-                                     "shared_dir": SHARED_DIR})
-    _atomic_json(sdir / "cluster.json", {"version": 1, **info.to_dict()})
+    atomic_write_json(sdir / "ssh.json", {"version": 1, **asdict(ssh), "login_container": LOGIN_CONTAINER,
+                                          "controller_container": CTLD_CONTAINER,
+                                          "node_containers": {n: f"poc-slurm-{n}" for n in COMPUTE_NODES},
+                                          "release": release, "slurm_version": info.slurm_version,
+                                          "shared_dir": SHARED_DIR}, sort_keys=True)
+    atomic_write_json(sdir / "cluster.json", {"version": 1, **info.to_dict()}, sort_keys=True)
     return info
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def _write_env_file(path: Path, env: dict[str, str]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
-    os.replace(tmp, path)
 
 
 def read_ssh_settings(state_dir_base: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -507,31 +357,38 @@ def status(state_dir_base: str | os.PathLike | None = None) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.clusters.slurm_docker up|down|status [--release R]``."""
-    import argparse
+def is_up(state_dir_base: str | os.PathLike | None = None) -> bool:
+    """Started by up() (ssh.json is there) and every container running: one `docker ps`."""
+    if not (state_dir(state_dir_base) / "ssh.json").exists():
+        return False
+    st = status(state_dir_base)
+    return bool(st) and all(s == "running" for s in st.values())
 
-    ap = argparse.ArgumentParser(prog="python -m harness.clusters.slurm_docker")
-    ap.add_argument("cmd", choices=["up", "down", "status"])
-    ap.add_argument("--release", default=images.DEFAULT_RELEASE, choices=images.SUPPORTED_RELEASES)
-    ap.add_argument("--timeout", type=float, default=300)
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "up":
-            info = up(release=args.release, timeout=args.timeout)
-            print(json.dumps({"slurm_version": info.slurm_version, "ssh": asdict(info.ssh),
-                              "timings_s": info.timings_s, "containers": info.containers}, indent=2))
-        elif args.cmd == "down":
-            print("\n".join(down()))
-        else:
-            print(json.dumps(status(), indent=2))
-    except ClusterError as exc:
-        print(f"ERROR {exc.message}")
-        if exc.tip:
-            print(f"TIP {exc.tip}")
-        return 1
-    return 0
+
+class SlurmDocker:
+    """The Slurm-in-Docker cluster behind the LocalCluster interface (``harness.clusters.base``)."""
+
+    name = SLURM_CLUSTER
+
+    def __init__(self, release: str | None = None, state_dir: str | os.PathLike | None = None,
+                 say: Say | None = None, timeout: float = 300):
+        self.release = release or images.DEFAULT_RELEASE
+        self.state_dir, self.say, self.timeout = state_dir, say, timeout
+
+    def up(self) -> ClusterInfo:
+        return up(self.state_dir, self.release, self.timeout, self.say)
+
+    def down(self) -> dict:
+        return {"removed": down(self.state_dir)}
+
+    def status(self) -> list[ComponentStatus]:
+        return [ComponentStatus(name=n, pid=None, alive=s == "running", state=s) for n, s in status().items()]
+
+    def is_up(self) -> bool:
+        return is_up(self.state_dir)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from harness.clusters import run_as_poc
+
+    raise SystemExit(run_as_poc(sys.argv[1:], "--slurm"))

@@ -6,7 +6,10 @@ import stat
 
 import pytest
 
-from harness.clusters import images, slurm_docker as sd
+from harness.clusters import images
+from harness.clusters import slurm_docker as sd
+from harness.clusters.slurm import compose
+from harness.clusters.slurm.secrets import ensure_secrets
 from harness.errors import ClusterError
 
 ENV = {"POC_SLURM_IMAGE": "k8s-slurm-poc/slurm:trixie-abc", "POC_MARIADB_IMAGE": "k8s-slurm-poc/mariadb:trixie-def",
@@ -14,15 +17,15 @@ ENV = {"POC_SLURM_IMAGE": "k8s-slurm-poc/slurm:trixie-abc", "POC_MARIADB_IMAGE":
 
 
 def test_compose_file_describes_the_cluster():
-    doc = sd.load_compose(ENV)
+    doc = compose.load_compose(ENV, sd.COMPOSE_FILE)
     assert set(doc["services"]) == {"mariadb", "slurmdbd", "slurmctld", "c1", "c2", "c3", "login"}
-    order = sd._start_order(doc["services"])
+    order = compose.start_order(doc["services"])
     assert order.index("mariadb") < order.index("slurmdbd") < order.index("slurmctld") < order.index("c1")
 
 
 def test_login_argv_publishes_ssh_on_loopback_only():
-    doc = sd.load_compose(ENV)
-    argv = sd.run_argv("login", doc["services"]["login"], doc)
+    doc = compose.load_compose(ENV, sd.COMPOSE_FILE)
+    argv = compose.run_argv("login", doc["services"]["login"], doc)
     assert argv[:4] == ["docker", "run", "-d", "--name"] and "poc-slurm-login" in argv
     assert argv[argv.index("-p") + 1] == "127.0.0.1:42022:22"
     vols = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
@@ -34,25 +37,25 @@ def test_login_argv_publishes_ssh_on_loopback_only():
 
 
 def test_controller_state_is_on_a_volume():
-    doc = sd.load_compose(ENV)
-    argv = sd.run_argv("slurmctld", doc["services"]["slurmctld"], doc)
+    doc = compose.load_compose(ENV, sd.COMPOSE_FILE)
+    argv = compose.run_argv("slurmctld", doc["services"]["slurmctld"], doc)
     assert "poc-slurm-ctld-state:/var/spool/slurmctld" in argv
 
 
 def test_missing_variable_is_a_cluster_error():
     with pytest.raises(ClusterError, match="POC_SLURM_IMAGE"):
-        sd.load_compose({k: v for k, v in ENV.items() if k != "POC_SLURM_IMAGE"})
+        compose.load_compose({k: v for k, v in ENV.items() if k != "POC_SLURM_IMAGE"}, sd.COMPOSE_FILE)
 
 
 def test_unknown_compose_keys_are_refused(tmp_path):
     f = tmp_path / "compose.yml"
     f.write_text("services:\n  a:\n    image: x\n    privileged: true\n")
     with pytest.raises(ClusterError, match="privileged"):
-        sd.load_compose({}, f)
+        compose.load_compose({}, f)
 
 
 def test_secrets_are_private_and_stable(tmp_path):
-    sec = sd.ensure_secrets(tmp_path)
+    sec = ensure_secrets(tmp_path)
     names = ["munge.key", "db.pass", "id_ed25519", "id_ed25519.pub", "authorized_keys",
              "ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"]
     before = {n: (sec / n).read_bytes() for n in names}
@@ -61,7 +64,7 @@ def test_secrets_are_private_and_stable(tmp_path):
     assert len(before["munge.key"]) == 1024
     assert before["id_ed25519"].startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----")
     assert before["authorized_keys"].startswith(b"ssh-ed25519 ")
-    sd.ensure_secrets(tmp_path)
+    ensure_secrets(tmp_path)
     assert {n: (sec / n).read_bytes() for n in names} == before
 
 
