@@ -51,7 +51,6 @@ def test_parse_time_and_quantities():
 
 
 def test_states_map_through_one_table():
-    assert set(st.STATE_TABLE.values()) <= set(JobState)
     full = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False",
                                        "message": "insufficient quota ... > maximum capacity (2)"}]}}
     assert state(js(suspend=True), None, []) == ("Suspended", JobState.PENDING)

@@ -132,6 +132,8 @@ def native_state(nodes: int, j: dict | None, w: dict | None, pods: list[dict]) -
         return Verdict("Running")
     if all(phase(p) == "Succeeded" for p in current):
         return Verdict("Running", "pods done; JobSet completing")
+    if all(phase(p) in ("Running", "Succeeded") for p in current):
+        return Verdict("Running", "some ranks done")    # seen recorded: ranks finish a moment apart
     if restarts and any(phase(p) != "Pending" for p in current):
         return Verdict("Restarting")
     return Verdict("PodsStarting")
