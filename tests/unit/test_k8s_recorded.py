@@ -9,7 +9,7 @@ Completed with its times in causal order; a killed rank makes JobSet recreate th
 from __future__ import annotations
 
 import json
-from itertools import groupby
+from itertools import groupby, pairwise
 from pathlib import Path
 
 import pytest
@@ -60,7 +60,7 @@ def test_clean_run_states_and_times_in_causal_order():
     order = ["submitted", "quota_reserved", "admitted", "allocated", "containers_started", "ended"]
     assert all(k in t for k in order), t
     # creationTimestamp and conditions have 1 s resolution, the Scheduled event microseconds
-    for a, b in zip(order, order[1:], strict=False):
+    for a, b in pairwise(order):
         assert t[a] <= t[b] + 1.0, (a, t[a], b, t[b])
     assert attempts[0]["allocated_from"] == "Scheduled events (eventTime)"
     assert t["allocated"] != int(t["allocated"]), "the allocation time kept its sub-second part"
