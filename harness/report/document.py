@@ -10,7 +10,7 @@ from ..store import atomic_write
 from . import charts as chartmod
 from . import table as tablemod
 from .sections import NotOk, caveats, counts, failed, findings, harness_errors, headline_table, md_table, platforms
-from .stats import PLATFORM_LABEL, groups, platform_sort_key, ratios, summary
+from .stats import PLATFORM_LABEL, groups, platform_sort_key, ratios, summary, summary_csv
 
 CHART_TITLES = {
     "metrics": "Headline metrics per platform",
@@ -55,7 +55,7 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     summ = summary(gs)
     rat = ratios(gs)
     charts = chartmod.all_charts(table, gs, out / "charts")
-    atomic_write(out / "summary.csv", summ.to_csv(index=False))
+    atomic_write(out / "summary.csv", summary_csv(summ))
 
     header, rows = headline_table(summ, rat)
     find = findings(rat)

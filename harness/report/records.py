@@ -36,22 +36,24 @@ class SamplesDetail(msgspec.Struct, gc=False):
     samples: list[float] = []
 
 
-class Metric(msgspec.Struct, gc=False):
+class Metric(msgspec.Struct, frozen=True, gc=False):
     value: float | None = None
 
 
-class BusbwMetric(msgspec.Struct, gc=False):
+class BusbwMetric(msgspec.Struct, frozen=True, gc=False):
     value: float | None = None
     detail: CurveDetail | None = None
 
 
-class StepTimeMetric(msgspec.Struct, gc=False):
+class StepTimeMetric(msgspec.Struct, frozen=True, gc=False):
     value: float | None = None
     detail: SamplesDetail | None = None
 
 
 _DETAILED = {"allreduce_busbw_gbps": BusbwMetric, "step_time_s": StepTimeMetric}
-Metrics = msgspec.defstruct("Metrics", [(name, _DETAILED.get(name, Metric) | None, None) for name in METRICS], gc=False)
+# An absent metric reads as one with no value (not None), so every field of Metrics has a .value.
+Metrics = msgspec.defstruct("Metrics", [(name, _DETAILED.get(name, Metric), _DETAILED.get(name, Metric)())
+                                        for name in METRICS], gc=False)
 Timeline = msgspec.defstruct("Timeline", [(phase, float | None, None) for phase in PHASES], gc=False)
 
 

@@ -5,10 +5,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ..metrics import HEADLINE
-from .stats import PLATFORM_LABEL, platform_sort_key
+from .stats import PLATFORM_LABEL, Ratio, SummaryRow, platform_sort_key
 from .table import RunTable
 
 
@@ -33,39 +32,37 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def headline_table(summ: pd.DataFrame, rat: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    plats = sorted(summ.platform.unique(), key=platform_sort_key)
+def headline_table(summ: list[SummaryRow], rat: list[Ratio]) -> tuple[list[str], list[list[str]]]:
+    plats = sorted({s.platform for s in summ}, key=platform_sort_key)
     header = ["metric", "unit"] + [f"{PLATFORM_LABEL.get(p, p)} median [p05–p95] (n)" for p in plats]
-    pairs = [] if rat.empty else sorted({(r.numerator, r.denominator) for r in rat.itertuples()},
-                                        key=lambda p: (p != ("k8s", "slurm"), p))
+    pairs = sorted({(r.numerator, r.denominator) for r in rat}, key=lambda p: (p != ("k8s", "slurm"), p))
     header += [f"{PLATFORM_LABEL.get(a, a)} / {PLATFORM_LABEL.get(b, b)} (95% CI)" for a, b in pairs]
+    cell = {(s.metric, s.platform): s for s in summ}
+    ratio = {(r.metric, r.numerator, r.denominator): r for r in rat}
+    units: dict[str, str] = {}
+    for s in summ:
+        units.setdefault(s.metric, s.unit)
     rows = []
     order = {m: i for i, m in enumerate(HEADLINE)}
-    metrics = sorted(summ.metric.unique(), key=lambda m: (order.get(m.split(":")[0], 99), m))
-    for m in metrics:
-        sub = summ[summ.metric == m]
-        unit = sub.unit.iloc[0]
+    for m in sorted(units, key=lambda m: (order.get(m.split(":")[0], 99), m)):
+        unit = units[m]
         row = [f"`{m}`", unit]
         for p in plats:
-            s = sub[sub.platform == p]
-            if s.empty:
-                row.append("–")
-            else:
-                s = s.iloc[0]
-                row.append(f"{fmt(s['median'], unit)} [{fmt(s['p05'], unit)}–{fmt(s['p95'], unit)}] ({s['n']})")
+            s = cell.get((m, p))
+            row.append("–" if s is None else f"{fmt(s.median, unit)} [{fmt(s.p05, unit)}–{fmt(s.p95, unit)}] ({s.n})")
         for a, b in pairs:
-            r = rat[(rat.metric == m) & (rat.numerator == a) & (rat.denominator == b)]
-            row.append("–" if r.empty else f"{r.iloc[0].ratio:.2f} ({r.iloc[0].ci_low:.2f}–{r.iloc[0].ci_high:.2f})")
+            r = ratio.get((m, a, b))
+            row.append("–" if r is None else f"{r.ratio:.2f} ({r.ci_low:.2f}–{r.ci_high:.2f})")
         rows.append(row)
     return header, rows
 
 
-def findings(rat: pd.DataFrame) -> list[str]:
+def findings(rat: list[Ratio]) -> list[str]:
     """Plain statements the data supports: a difference only where the whole interval is on one side of 1."""
     out = []
-    if rat.empty:
+    if not rat:
         return ["Only one platform has results, so there is nothing to compare yet."]
-    for r in rat.itertuples():
+    for r in rat:
         base = r.metric.split(":")[0]
         if base not in HEADLINE and base not in ("lost_steps", "handover_s"):
             continue

@@ -1,18 +1,18 @@
 """The runs' values grouped per (platform, metric key), their summaries, and ratios with bootstrap intervals."""
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 
 from ..metrics import UNITS
 from .bootstrap import bootstrap_ratio
 from .records import METRICS
 from .table import RunTable, from_records
 
-SUMMARY_COLUMNS = ["platform", "metric", "unit", "n", "median", "p05", "p95", "min", "max"]
-RATIO_COLUMNS = ["metric", "numerator", "denominator", "ratio", "ci_low", "ci_high", "n_num", "n_den"]
 PLATFORM_ORDER = ["local", "slurm", "k8s"]
 PLATFORM_LABEL = {"local": "local (baseline)", "slurm": "Slurm", "k8s": "Kubernetes"}
 # Metrics a fault changes are kept apart per fault kind: "recovery_s:kill_rank".
@@ -78,17 +78,48 @@ def groups(table: RunTable) -> Groups:
     return out
 
 
-def summary(gs: Groups) -> pd.DataFrame:
+class SummaryRow(NamedTuple):
+    platform: str
+    metric: str
+    unit: str
+    n: int
+    median: float
+    p05: float
+    p95: float
+    min: float
+    max: float
+
+
+class Ratio(NamedTuple):
+    metric: str
+    numerator: str
+    denominator: str
+    ratio: float
+    ci_low: float
+    ci_high: float
+    n_num: int
+    n_den: int
+
+
+def summary(gs: Groups) -> list[SummaryRow]:
+    """Per (platform, metric key), sorted by metric then platform."""
     out = []
     for (plat, metric), g in sorted(gs.items(), key=lambda kv: (kv[0][1], platform_sort_key(kv[0][0]))):
         v = g.values
-        out.append({"platform": plat, "metric": metric, "unit": g.unit, "n": int(v.size),
-                    "median": float(np.median(v)), "p05": float(np.percentile(v, 5)),
-                    "p95": float(np.percentile(v, 95)), "min": float(v.min()), "max": float(v.max())})
-    return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
+        out.append(SummaryRow(plat, metric, g.unit, int(v.size), float(np.median(v)), float(np.percentile(v, 5)),
+                              float(np.percentile(v, 95)), float(v.min()), float(v.max())))
+    return out
 
 
-def ratios(gs: Groups, pairs: list[tuple[str, str]] | None = None) -> pd.DataFrame:
+def summary_csv(rows: list[SummaryRow]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(SummaryRow._fields)
+    w.writerows(rows)   # floats as repr: the shortest text that reads back as the same number
+    return buf.getvalue()
+
+
+def ratios(gs: Groups, pairs: list[tuple[str, str]] | None = None) -> list[Ratio]:
     """Per metric, the ratio of medians for each pair of platforms present (numerator, denominator)."""
     present = {p for p, _ in gs}
     if pairs is None:
@@ -101,16 +132,18 @@ def ratios(gs: Groups, pairs: list[tuple[str, str]] | None = None) -> pd.DataFra
             if a is None or b is None:
                 continue
             point, lo, hi = bootstrap_ratio(a.values, b.values)
-            out.append({"metric": metric, "numerator": num, "denominator": den, "ratio": point,
-                        "ci_low": lo, "ci_high": hi, "n_num": int(a.values.size), "n_den": int(b.values.size)})
-    return pd.DataFrame(out, columns=RATIO_COLUMNS)
+            out.append(Ratio(metric, num, den, point, lo, hi, int(a.values.size), int(b.values.size)))
+    return out
 
 
 TIDY_COLUMNS = ["run_id", "campaign", "platform", "scenario", "metric", "unit", "value"]
 
 
-def tidy(runs: list[dict]) -> pd.DataFrame:
-    """Stored records -> one row per (run, metric key) of the successful runs, for inspection and tests."""
+def tidy(runs: list[dict]):
+    """Stored records -> a pandas DataFrame, one row per (run, metric key) of the successful runs, for inspection
+    and tests (the report itself does without pandas: importing it costs more than the report's statistics)."""
+    import pandas as pd
+
     table = from_records(runs)
     parts = [(g.runs, p, k, g.unit, g.values) for (p, k), g in groups(table).items()]
     if not parts:
