@@ -140,10 +140,12 @@ def _comment(raw: Any) -> str:
 
 
 def _jobs(text: str) -> list[dict]:
-    """The "jobs" list of a JSON document; [] for anything else (not JSON, a message, another shape)."""
+    """The "jobs" list of a JSON document; [] for anything else (not JSON, a message, another shape).
+    A line some site wrapper prints before or after the document is skipped."""
+    text = text if isinstance(text, str) else ""
     try:
-        doc = json.loads(text)
-    except (ValueError, TypeError, RecursionError):
+        doc, _ = json.JSONDecoder().raw_decode(text, max(0, text.find("{")))
+    except (ValueError, RecursionError):
         return []
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     return [j for j in jobs if isinstance(j, dict) and _job_id(j)] if isinstance(jobs, list) else []

@@ -129,3 +129,11 @@ def test_map_state_takes_anything(native, flags):
                        "mixed-", "idle$", "down", "unknown"]), s.sampled_from(["", "\n", " \n"]))
 def test_node_usable_only_when_it_answers_and_takes_jobs(state, tail):
     assert sp.node_usable(state + tail) == (state in ("idle", "mixed", "allocated", "mixed-", "idle$"))
+
+
+@fast
+@given(s.sampled_from(RELEASES), s.text(alphabet=s.characters(blacklist_characters="{"), max_size=40),
+       s.text(max_size=40))
+def test_a_message_around_the_json_document_is_skipped(release, before, after):
+    text = fixture(release, "squeue.json")
+    assert sp.squeue_json(before + text + after) == sp.squeue_json(text) != []

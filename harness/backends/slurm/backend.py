@@ -72,9 +72,10 @@ class _Unconfigured:
 
 class SlurmBackend(Backend):
     platform = "slurm"
-    # One poll is one command over the transport (squeue and every run's new event bytes; ~65 ms over
-    # ssh to the local cluster, where a bare `true` takes ~48 ms). Polling every 0.25 s keeps the
-    # observation latency's p95 under 0.5 s (benchmarks/observation_latency.py).
+    # One poll is one command over the transport: squeue and every run's new event bytes. Over ssh to
+    # the local cluster it costs 50-70 ms, nearly all of it the round trip any command pays (a bare
+    # `true` takes ~48 ms). Every 0.25 s, a poll starts every ~0.3 s and the observation latency's
+    # p95 is ~0.3 s, under the 0.5 s target (benchmarks/observation_latency.py).
     poll_s = 0.25
     squeue_every_s = 1.0   # job states are asked of slurmctld at most this often; event files every poll
 
