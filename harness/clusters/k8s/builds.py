@@ -215,6 +215,6 @@ def ensure_built(components=None, log_path: Path | None = None, force: bool = Fa
                 continue
             log.write(f"=== {b.component} {b.version} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
             times[b.component] = timed_build(
-                say, "k8s", b.component, b.version, f"{b.component} {b.version} from the Go module proxy",
+                say, "k8s", b.component, b.version, f"{b.component} {b.version}",
                 lambda b=b: BUILDERS[b.component](log), log=log_path)
     return times
