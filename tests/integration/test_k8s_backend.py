@@ -169,14 +169,16 @@ def test_lose_node_survives_a_harness_crash_and_resume_recovers(cluster, tmp_pat
     cfg_path.write_text(yaml.safe_dump(data))
     argv = [sys.executable, "-m", "harness.cli", "run", "--platform", "k8s", "--config", str(cfg_path),
             "--results", str(res)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err_path = tmp_path / "poc.stderr"
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
     deadline, handle = time.monotonic() + 300, {}
     while time.monotonic() < deadline and proc.poll() is None:
         handle = _inflight(res, "k8s-crash", "k8s-lose-node-01")
         if (handle.get("data") or {}).get("lost_nodes"):
             break
         time.sleep(0.2)
-    assert proc.poll() is None, f"poc ended before the fault: {proc.stderr.read()[-3000:]}"
+    assert proc.poll() is None, f"poc ended before the fault: {err_path.read_text()[-3000:]}"
     assert handle.get("data", {}).get("lost_nodes"), "the in-flight record never named the lost node"
     time.sleep(1.0)   # let the power-off finish: the crash comes after the node is really down
     proc.kill()
