@@ -13,18 +13,11 @@ preflight powers back on whatever the ledger lists.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 from ...errors import ClusterError
-
-
-def _atomic_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+from ...fsutil import atomic_write_json
 
 
 class Ledger:
@@ -45,12 +38,12 @@ class Ledger:
         entry = data.setdefault(run_id, {"nodes": [], "links": []})
         entry["nodes"] = sorted(set(entry.get("nodes", [])) | {node})
         entry["links"] = sorted(set(entry.get("links", [])) | {link})
-        _atomic_json(self.path, data)
+        atomic_write_json(self.path, data)
 
     def drop(self, run_id: str) -> None:
         data = self.read()
         if data.pop(run_id, None) is not None:
-            _atomic_json(self.path, data)
+            atomic_write_json(self.path, data)
 
 
 def bridge_of(node: str) -> str:
