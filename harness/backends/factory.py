@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..config import Config
 from ..errors import BackendError
-from ..paths import state_dir
+from ..paths import LOCAL_RUNS, cluster_state_dir
 from .base import Backend
 
 
@@ -11,7 +11,7 @@ def make_backend(platform: str, cfg: Config) -> Backend:
     if platform == "local":
         from .local import LocalBackend
 
-        return LocalBackend(state_dir() / "local" / cfg.campaign)
+        return LocalBackend(cluster_state_dir(LOCAL_RUNS) / cfg.campaign)
     if platform == "slurm":
         try:
             from .slurm import SlurmBackend

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .. import events as evmod
 from ..errors import BackendError
+from ..netutil import free_port
 from ..render.local import as_script, render_local
 from ..spec import JobSpec
 from ..states import JobState
@@ -26,12 +27,6 @@ LOCAL_ENV = {
     # Keep gloo on loopback: the host's name may resolve to an address other processes cannot reach.
     "GLOO_SOCKET_IFNAME": "lo",
 }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EventTail:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ if os.geteuid() != 0:  # pragma: no cover - depends on the machine
 from harness import config  # noqa: E402
 from harness.backends.k8s import KubernetesBackend  # noqa: E402
 from harness.errors import ClusterError  # noqa: E402
+from harness.netutil import free_port  # noqa: E402
 from harness.pipeline import campaign  # noqa: E402
 from harness.store import Store  # noqa: E402
 
@@ -241,12 +241,6 @@ def _failed_record(cfg: config.Config, results: Path, stage: str, *needles: str,
     return recs[0]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _kubeconfig(path: Path, server: str) -> str:
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
@@ -257,7 +251,7 @@ def _kubeconfig(path: Path, server: str) -> str:
 
 
 def test_unreachable_api_server(cluster, tmp_path):
-    kc = _kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{_free_port()}")
+    kc = _kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{free_port()}")
     _failed_record(cfg_of("k8s-unreachable", kubernetes={"kubeconfig": kc}), tmp_path, "preflight",
                    "unreachable", within_s=30)
 

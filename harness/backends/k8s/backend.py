@@ -19,7 +19,7 @@ from pathlib import Path
 from ... import events as evmod
 from ...config import Config, Kubernetes
 from ...errors import BackendError, SubmitError
-from ...paths import state_dir
+from ...paths import NATIVE_K8S_CLUSTER, cluster_state_dir
 from ...render import jobset as rj
 from ...spec import JobSpec, build
 from ...states import JobState
@@ -78,7 +78,7 @@ class KubernetesBackend(Backend):
         """No cluster contact: the kubeconfig is read on the first API call."""
         k = cfg.kubernetes
         local = k.kubeconfig is None
-        native_root = state_dir() / "k8s-native"
+        native_root = cluster_state_dir(NATIVE_K8S_CLUSTER)
         kubeconfig = str(Path(os.path.expandvars(k.kubeconfig)).expanduser()) if k.kubeconfig \
             else str(native_root / "kubeconfig")
         image = k.image
