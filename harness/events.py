@@ -24,8 +24,8 @@ def parse_line(line: str) -> dict | None:
         return None
     try:
         ev = json.loads(payload)
-    except ValueError:
-        return None  # a line cut short by a kill, or unrelated JSON
+    except (ValueError, RecursionError):
+        return None  # a line cut short by a kill, unrelated JSON, or JSON nested past the parser's depth
     if not isinstance(ev, dict) or not isinstance(ev.get("kind"), str) or not _is_int(ev.get("ts_ns")):
         return None
     if any(k in ev and ev[k] is not None and not _is_int(ev[k]) for k in _INT_FIELDS):

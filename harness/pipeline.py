@@ -356,7 +356,7 @@ def environment(ctx: RunContext, events: list[dict]) -> dict:
         "cuda": torch_ev.get("cuda"),
         "gpus_visible": torch_ev.get("gpus"),
         "comm_backend": torch_ev.get("backend"),
-        "nodes": sorted({e.get("host") for e in events if e.get("host")}),
+        "hosts": sorted({e.get("host") for e in events if e.get("host")}),   # where the ranks ran
         "world_size": max((e.get("world_size", 0) for e in events), default=None),
     }
 
@@ -374,22 +374,26 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
     try:
         for plat in platforms:
             plan = [p for p in run_plan(cfg, plat) if p.run_id not in done]
-            if not plan:
+            leftovers = [h for h in store.inflight() if h["platform"] == plat]  # an interrupted or crashed campaign's
+            if not plan and not leftovers:
                 continue
             backend = None
             try:
                 backend = make_backend(plat)
-                for h in store.inflight():  # left by an interrupted or crashed campaign
-                    if h["platform"] == plat:
-                        try:
-                            backend.cancel(Handle.from_json(h))
-                        finally:
-                            store.clear_inflight(h["run_id"])
+                for h in leftovers:
+                    # a cancel that fails keeps the record (a node it could not bring back is
+                    # not forgotten) and stops this platform with the error as a preflight failure
+                    backend.cancel(Handle.from_json(h))
+                    store.clear_inflight(h["run_id"])
+                if not plan:
+                    backend.close()
+                    continue
                 info = backend.preflight()
             except PocError as exc:
                 if backend is not None:
                     backend.close()
-                rec = {"run_id": plan[0].run_id, "campaign": cfg.campaign, "platform": plat, "scenario": "preflight",
+                rec = {"run_id": plan[0].run_id if plan else f"{plat}-cleanup", "campaign": cfg.campaign,
+                       "platform": plat, "scenario": "preflight",
                        "config_hash": cfg.config_hash(), "status": "failed", "started_at": clock(),
                        "finished_at": clock(), "stages": [],
                        "error": {"stage": "preflight", "type": type(exc).__name__, "origin": "platform",

@@ -71,7 +71,7 @@ class Store:
     def open(self, config_hash: str, config: dict, resume: bool) -> list[dict]:
         """Create or reopen the campaign; return the runs already recorded."""
         self.root.mkdir(parents=True, exist_ok=True)
-        self._lock_fh = open(self.root / ".lock", "w")
+        self._lock_fh = open(self.root / ".lock", "w")  # noqa: SIM115 - held open: the flock lives as long as it
         try:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -96,7 +96,8 @@ class Store:
                 raise StoreError(f"campaign {self.root} already holds {len(existing)} runs",
                                  tip="add --resume to continue it, or choose another --campaign or --results")
             if resume and meta.get("config_hash") != config_hash:
-                raise StoreError(f"campaign {self.root} was started with another config (hash {meta.get('config_hash')}, now {config_hash})",
+                raise StoreError(f"campaign {self.root} was started with another config "
+                                 f"(hash {meta.get('config_hash')}, now {config_hash})",
                                  tip="resume with the same config, or start a new campaign")
         atomic_write(meta_path, json.dumps({"schema": SCHEMA_VERSION, "campaign": self.campaign,
                                             "config_hash": config_hash, "config": config,
@@ -140,7 +141,8 @@ class Store:
             os.fsync(fd)
         finally:
             os.close(fd)
-        self.clear_inflight(record["run_id"])
+        # the in-flight handle is not cleared here: only a successful cancel clears it, so a run
+        # whose cancel failed is cancelled again by --resume
 
     def runs(self) -> list[dict]:
         return read_runs(self.runs_path)

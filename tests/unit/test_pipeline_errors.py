@@ -77,3 +77,27 @@ def test_a_fault_journals_what_it_changes_before_acting(tmp_path):
     assert seen_on_disk and seen_on_disk[0]["data"]["lost_nodes"] == ["node-b"]
     assert rec["error"]["stage"] == "fault:lose_node" and rec["status"] == "harness_error"
     assert backend.cancelled == [rec["run_id"]]       # and the run's cancel saw the same handle
+
+
+def test_a_failed_cancel_keeps_the_in_flight_record_until_a_cancel_succeeds(tmp_path):
+    from harness.errors import BackendError
+
+    class CannotCancel(ScriptedBackend):
+        def cancel(self, handle):
+            raise BackendError("node c2 did not come back")
+
+    cfg, clock = _cfg(), SimClock()
+    store = Store(tmp_path, cfg.campaign)
+    (rec,) = campaign(cfg, ["local"], store, lambda p: CannotCancel(clock=clock), resume=False, poll_s=0.01,
+                      clock=clock, sleep=clock.sleep)
+    assert rec["status"] == "ok" and "did not come back" in rec["cancel_error"]
+    assert [h["run_id"] for h in store.inflight()] == ["local-clean-01"], "kept for --resume"
+    # --resume with a cancel that fails again: the record stays, the platform stops with the error
+    (pre,) = campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: CannotCancel(clock=clock),
+                      resume=True, poll_s=0.01, clock=clock, sleep=clock.sleep)
+    assert pre["scenario"] == "preflight" and "did not come back" in pre["error"]["message"]
+    assert len(Store(tmp_path, cfg.campaign).inflight()) == 1
+    backend = ScriptedBackend(clock=clock)
+    campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=True, poll_s=0.01,
+             clock=clock, sleep=clock.sleep)
+    assert backend.cancelled == ["local-clean-01"] and Store(tmp_path, cfg.campaign).inflight() == []
