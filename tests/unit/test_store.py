@@ -70,6 +70,8 @@ def test_inflight_handles(tmp_path):
     s.mark_inflight({"run_id": "r1", "platform": "slurm", "ids": ["42"], "submitted_at": 1.0})
     assert s.inflight()[0]["ids"] == ["42"]
     s.append({"run_id": "r1", "status": "ok"})
+    assert [h["run_id"] for h in s.inflight()] == ["r1"], "a record does not clear its handle: a cancel does"
+    s.clear_inflight("r1")
     assert s.inflight() == []
     s.close()
 
