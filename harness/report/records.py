@@ -7,6 +7,7 @@ building a Python object for it: reading 100,000 runs costs less than `json.load
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,11 @@ class StepTimeMetric(msgspec.Struct, frozen=True, gc=False):
 
 
 _DETAILED = {"allreduce_busbw_gbps": BusbwMetric, "step_time_s": StepTimeMetric}
-# An absent metric reads as one with no value (not None), so every field of Metrics has a .value.
-Metrics = msgspec.defstruct("Metrics", [(name, _DETAILED.get(name, Metric), _DETAILED.get(name, Metric)())
+# An absent metric or phase reads as NaN, so a record's values go into float arrays as they are;
+# only an explicit null (a metric that could not be measured) reads as None.
+Metrics = msgspec.defstruct("Metrics", [(name, _DETAILED.get(name, Metric), _DETAILED.get(name, Metric)(math.nan))
                                         for name in METRICS], gc=False)
-Timeline = msgspec.defstruct("Timeline", [(phase, float | None, None) for phase in PHASES], gc=False)
+Timeline = msgspec.defstruct("Timeline", [(phase, float | None, math.nan) for phase in PHASES], gc=False)
 
 
 class ErrorInfo(msgspec.Struct, gc=False):
@@ -75,7 +77,8 @@ class Record(msgspec.Struct, gc=False):
     metrics: Metrics | None = None  # type: ignore[valid-type]
     timeline: Timeline | None = None  # type: ignore[valid-type]
     error: ErrorInfo | None = None
-    environment: dict[str, Any] = {}
+    # kept as its JSON text: the runs of a campaign mostly share one, parsed once (table.Environments)
+    environment: msgspec.Raw = msgspec.Raw(b"{}")
 
 
 _DECODER = msgspec.json.Decoder(Record)
@@ -113,7 +116,7 @@ def from_dicts(records: Iterable[dict]) -> Iterator[Record]:
     """Records already in memory (as store.read_runs returns them), as the report reads them."""
     for i, r in enumerate(records):
         try:
-            yield msgspec.convert(r, Record)
+            yield _DECODER.decode(msgspec.json.encode(r))
         except msgspec.ValidationError as exc:
             raise StoreError(f"run record {i + 1}: {exc}", tip="the record was not written by this harness") from None
 

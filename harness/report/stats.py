@@ -62,19 +62,17 @@ def groups(table: RunTable) -> Groups:
         rows = np.flatnonzero(ok & ~np.isnan(col))
         if rows.size == 0:
             continue
-        keys = [metric_key(name, s) for s in scen.names]
-        key_code = np.array([-1 if k is None else i for i, k in enumerate(keys)], dtype=np.int64)[scen.codes[rows]]
-        rows, key_code = rows[key_code >= 0], key_code[key_code >= 0]
-        combo = plat.codes[rows].astype(np.int64) * len(keys) + key_code
+        keys: dict[str, int] = {}   # metric key -> its code; scenarios that share a key share its code
+        of_scenario = [metric_key(name, s) for s in scen.names]
+        code = np.array([-1 if k is None else keys.setdefault(k, len(keys)) for k in of_scenario])[scen.codes[rows]]
+        rows, code = rows[code >= 0], code[code >= 0]
+        combo = plat.codes[rows].astype(np.int64) * max(1, len(keys)) + code
         order = np.argsort(combo, kind="stable")   # stable: each group keeps report order
         combos, starts = np.unique(combo[order], return_index=True)
-        for c, part in zip(combos, np.split(order, starts[1:]), strict=True):
-            p, k = plat.names[c // len(keys)], keys[c % len(keys)]
+        names = list(keys)
+        for c, part in zip(combos.tolist(), np.split(order, starts[1:]), strict=True):
             r = rows[part]
-            prev = out.get((p, k))
-            if prev is not None:   # several scenarios share this key: merge, back in report order
-                r = np.sort(np.concatenate((prev.runs, r)))
-            out[(p, k)] = Group(UNITS.get(name, ""), col[r], r)
+            out[(plat.names[c // len(keys)], names[c % len(keys)])] = Group(UNITS.get(name, ""), col[r], r)
     return out
 
 

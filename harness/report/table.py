@@ -8,12 +8,14 @@ is read to what the report shows of it, so no per-record dict outlives its line.
 from __future__ import annotations
 
 import gc
+import math
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 from msgspec.structs import astuple
 
@@ -22,8 +24,8 @@ from .records import METRICS, PHASES, Record, from_dicts, read_files, runs_files
 # Environment facts worth showing; secrets never reach the records in the first place.
 SETTING_KEYS_SKIP = {"harness_host"}
 _EMPTY = (None, "", [], {})
-_NO_VALUES = (None,) * len(METRICS)
-_NO_PHASES = (None,) * len(PHASES)
+_NO_VALUES = (math.nan,) * len(METRICS)
+_NO_PHASES = (math.nan,) * len(PHASES)
 _VALUE, _BYTES, _BUSBW = attrgetter("value"), attrgetter("bytes"), attrgetter("busbw_gbps")
 
 
@@ -118,6 +120,38 @@ def is_harness_error(rec: Record) -> bool:
     return rec.status != "ok" and rec.error is not None and rec.error.origin == "harness"
 
 
+@dataclass
+class Environment:
+    """One distinct environment of the runs, and what the report shows of it."""
+    facts: dict
+    gpus_visible: bool
+    harness_host: Any
+    torch: Any
+    shown_for: set[str] = field(default_factory=set)   # platforms whose settings already took it in
+
+
+class Environments:
+    """Environments by their JSON text: the runs of a campaign mostly share a few, so each is parsed once."""
+
+    KEEP = 256   # distinct texts remembered; past that the memory starts afresh (only speed is lost)
+
+    def __init__(self) -> None:
+        self._by_text: dict[bytes, Environment] = {}
+        self._decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+    def __call__(self, raw: msgspec.Raw) -> Environment:
+        text = bytes(raw)
+        env = self._by_text.get(text)
+        if env is None:
+            if len(self._by_text) >= self.KEEP:
+                self._by_text.clear()
+            facts = self._decode(text)
+            env = self._by_text[text] = Environment(facts, bool(facts.get("gpus_visible")),
+                                                    _hashable(facts.get("harness_host") or None),
+                                                    _hashable(facts.get("torch") or None))
+        return env
+
+
 class _Settings:
     """Per platform, each environment fact's first non-empty value over the runs in report order.
 
@@ -132,12 +166,16 @@ class _Settings:
         self.max_pos = -1
         self.stale = False
 
-    def add(self, platform: str, env: dict, pos: int, row: int, replaces: int | None) -> None:
+    def add(self, platform: str, environment: Environment, pos: int, row: int, replaces: int | None) -> None:
         if replaces is not None and replaces in self.givers:
             self.stale = True
         have = self.first.setdefault(platform, {})
         in_order = pos > self.max_pos
         self.max_pos = max(self.max_pos, pos)
+        if in_order and platform in environment.shown_for:
+            return   # the same environment came earlier on this platform: every fact it has is shown already
+        environment.shown_for.add(platform)
+        env = environment.facts
         keys = env.keys() - have.keys() if in_order else env.keys()
         order = None
         for k in keys:
@@ -162,6 +200,7 @@ def build(source: Callable[[], Iterator[Record]]) -> RunTable:
     last_row: list[int] = []
     cols = _Columns()
     settings = _Settings()
+    envs = Environments()
     was_enabled = gc.isenabled()
     gc.disable()   # nothing read here forms a cycle; collecting while 100,000s of objects come and go is pure cost
     try:
@@ -172,34 +211,25 @@ def build(source: Callable[[], Iterator[Record]]) -> RunTable:
                 last_row.append(row)
             else:
                 replaces, last_row[pos] = last_row[pos], row
-            cols.add(row, rec)
-            settings.add(rec.platform, rec.environment, pos, row, replaces)
+            env = envs(rec.environment)
+            cols.add(row, rec, env)
+            settings.add(rec.platform, env, pos, row, replaces)
     finally:
         if was_enabled:
             gc.enable()
     if settings.stale:
-        settings = _settings_of(source(), set(last_row), pos_of)
+        settings = _settings_of(source(), set(last_row), pos_of, Environments())
     return cols.table(last_row, settings.result())
 
 
-class _Floats:
-    """Floats (None where missing, read as NaN), gathered from C-level iterators and packed into numpy a
-    block at a time, so the Python floats of 100,000 records do not pile up."""
-
-    BLOCK = 1 << 16
-
-    def __init__(self) -> None:
-        self._blocks: list[np.ndarray] = []
-        self._buf: list = []
-
-    def extend(self, values) -> None:
-        self._buf.extend(values)
-        if len(self._buf) >= self.BLOCK:
-            self._blocks.append(np.array(self._buf, dtype=np.float64))
-            self._buf = []
-
-    def array(self) -> np.ndarray:
-        return np.concatenate([*self._blocks, np.array(self._buf, dtype=np.float64)])
+def _extend_floats(column: array, values: tuple) -> None:
+    """Append floats; None (an explicit null) reads as NaN, like an absent value."""
+    n = len(column)
+    try:
+        column.extend(values)
+    except TypeError:
+        del column[n:]   # extend stops at the None, keeping what came before it
+        column.extend([math.nan if v is None else v for v in values])
 
 
 class _Columns:
@@ -210,17 +240,16 @@ class _Columns:
         self.run_id: list[str] = []
         self.campaign: list[str | None] = []
         self.platform, self.scenario, self.status = _Coder(), _Coder(), _Coder()
-        self.values = _Floats()         # runs x METRICS, row-major
-        self.timeline = _Floats()       # runs x PHASES, row-major
+        self.values = array("d")        # runs x METRICS, row-major
+        self.timeline = array("d")      # runs x PHASES, row-major
         self.curve_bytes, self.curve_busbw, self.curve_end = array("q"), array("d"), array("q", [0])
         self.samples, self.samples_end = array("d"), array("q", [0])
         self.errors: dict[int, dict] = {}
         self.harness_error, self.gpus_visible = bytearray(), bytearray()
         self.harness_host: list = []
         self.torch: list = []
-        self._intern: dict = {}
 
-    def add(self, row: int, rec: Record) -> None:
+    def add(self, row: int, rec: Record, env: Environment) -> None:
         self.run_id.append(rec.run_id)
         self.campaign.append(rec.campaign)
         self.platform.append(rec.platform)
@@ -230,7 +259,7 @@ class _Columns:
         if m is None:
             self.values.extend(_NO_VALUES)
         else:
-            self.values.extend(map(_VALUE, astuple(m)))
+            _extend_floats(self.values, tuple(map(_VALUE, astuple(m))))
             curve = m.allreduce_busbw_gbps.detail
             if curve is not None:
                 self.curve_bytes.extend(map(_BYTES, curve.curve))
@@ -240,47 +269,55 @@ class _Columns:
                 self.samples.extend(steps.samples)
         self.curve_end.append(len(self.curve_bytes))
         self.samples_end.append(len(self.samples))
-        self.timeline.extend(_NO_PHASES if rec.timeline is None else astuple(rec.timeline))
+        _extend_floats(self.timeline, _NO_PHASES if rec.timeline is None else astuple(rec.timeline))
         if rec.error is not None:
             e = rec.error
             self.errors[row] = {"stage": e.stage, "type": e.type, "message": e.message, "origin": e.origin}
         self.harness_error.append(rec.status != "ok" and is_harness_error(rec))
-        env = rec.environment
-        self.gpus_visible.append(bool(env.get("gpus_visible")))
-        self.harness_host.append(_interned(self._intern, env.get("harness_host") or None))
-        self.torch.append(_interned(self._intern, env.get("torch") or None))
+        self.gpus_visible.append(env.gpus_visible)
+        self.harness_host.append(env.harness_host)
+        self.torch.append(env.torch)
 
     def table(self, last_row: list[int], settings: dict) -> RunTable:
-        rows = np.asarray(last_row, dtype=np.int64)
+        values = np.frombuffer(self.values, dtype=np.float64).reshape(-1, len(METRICS))
+        timeline = np.frombuffer(self.timeline, dtype=np.float64).reshape(-1, len(PHASES))
         curve_end = np.frombuffer(self.curve_end, dtype=np.int64)
-        values = self.values.array().reshape(-1, len(METRICS))[rows]
-        timeline = self.timeline.array().reshape(-1, len(PHASES))[rows]
+        curve_bytes = Ragged(curve_end, np.frombuffer(self.curve_bytes, dtype=np.int64))
+        curve_busbw = Ragged(curve_end, np.frombuffer(self.curve_busbw, dtype=np.float64))
+        samples = Ragged(np.frombuffer(self.samples_end, dtype=np.int64), np.frombuffer(self.samples, dtype=np.float64))
+        rows = np.asarray(last_row, dtype=np.int64)
+        retried = len(last_row) < len(self.run_id)   # else every record is its run's only one, in order
+        if retried:
+            values, timeline = values[rows], timeline[rows]
+            curve_bytes, curve_busbw, samples = curve_bytes.take(rows), curve_busbw.take(rows), samples.take(rows)
+
+        def pick(items: list) -> list:
+            return [items[i] for i in last_row] if retried else items
+
         return RunTable(
-            run_id=[self.run_id[i] for i in last_row], campaign=[self.campaign[i] for i in last_row],
+            run_id=pick(self.run_id), campaign=pick(self.campaign),
             platform=self.platform.labels(rows), scenario=self.scenario.labels(rows), status=self.status.labels(rows),
             values={m: np.ascontiguousarray(values[:, j]) for j, m in enumerate(METRICS)},
             timeline=timeline, has_timeline=~np.isnan(timeline).all(axis=1),
-            curve_bytes=Ragged(curve_end, np.frombuffer(self.curve_bytes, dtype=np.int64)).take(rows),
-            curve_busbw=Ragged(curve_end, np.frombuffer(self.curve_busbw, dtype=np.float64)).take(rows),
-            samples=Ragged(np.frombuffer(self.samples_end, dtype=np.int64),
-                           np.frombuffer(self.samples, dtype=np.float64)).take(rows),
-            errors={i: self.errors[r] for i, r in enumerate(last_row) if r in self.errors},
+            curve_bytes=curve_bytes, curve_busbw=curve_busbw, samples=samples,
+            errors={i: self.errors[r] for i, r in enumerate(last_row) if r in self.errors} if retried else self.errors,
             harness_error=np.frombuffer(self.harness_error, dtype=np.bool_)[rows],
             gpus_visible=np.frombuffer(self.gpus_visible, dtype=np.bool_)[rows],
-            harness_host=[self.harness_host[i] for i in last_row], torch=[self.torch[i] for i in last_row],
-            settings=settings)
+            harness_host=pick(self.harness_host), torch=pick(self.torch), settings=settings)
 
 
-def _settings_of(records: Iterable[Record], latest: set[int], pos_of: dict[tuple, int]) -> _Settings:
+def _settings_of(records: Iterable[Record], latest: set[int], pos_of: dict[tuple, int],
+                 envs: Environments) -> _Settings:
     out = _Settings()
     for row, rec in enumerate(records):
         if row in latest:
-            out.add(rec.platform, rec.environment, pos_of[(rec.campaign, rec.run_id)], row, None)
+            out.add(rec.platform, envs(rec.environment), pos_of[(rec.campaign, rec.run_id)], row, None)
     return out
 
 
-def _interned(table: dict, v):
+def _hashable(v):
     try:
-        return table.setdefault(v, v)
-    except TypeError:   # an unhashable value is kept as it is
-        return v
+        hash(v)
+    except TypeError:   # the caveats collect these in sets
+        return repr(v)
+    return v

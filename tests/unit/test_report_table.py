@@ -19,15 +19,17 @@ RECORDS = st.lists(st.fixed_dictionaries({
     "campaign": st.sampled_from(["c", "d"]),
     "platform": st.sampled_from(["local", "slurm", "k8s"]),
     "status": st.sampled_from(["ok", "failed", "interrupted"]),
-    "value": st.one_of(st.none(), st.floats(0, 100)),
+    "value": st.one_of(st.just("absent"), st.none(), st.floats(0, 100)),   # None: an explicit null
     "environment": ENVS,
 }), max_size=25)
 
 
 def _stored(r: dict) -> dict:
     rec = {"schema": 1, **{k: v for k, v in r.items() if k != "value"}}
-    if r["value"] is not None:
-        rec["metrics"] = {"queue_s": {"value": r["value"], "unit": "s", "sources": {}, "detail": {}}}
+    if r["value"] != "absent":
+        # a null after a number in the record's metrics: the number must stay in its place
+        rec["metrics"] = {"queue_s": {"value": 1.5, "unit": "s", "sources": {}, "detail": {}},
+                          "startup_s": {"value": r["value"], "unit": "s", "sources": {}, "detail": {}}}
     return rec
 
 
@@ -58,9 +60,9 @@ def test_table_reads_records_as_their_plain_reading_does(records):
     assert [(r["campaign"], r["run_id"]) for r in want] == list(zip(t.campaign, t.run_id, strict=True))
     assert [r["status"] for r in want] == [t.status[i] for i in range(len(t))]
     assert [r["platform"] for r in want] == [t.platform[i] for i in range(len(t))]
-    got_q = t.values["queue_s"].tolist()
-    assert [r.get("metrics", {}).get("queue_s", {}).get("value") for r in want] == [
-        None if np.isnan(v) else v for v in got_q]
+    for name in ("queue_s", "startup_s"):
+        assert [r.get("metrics", {}).get(name, {}).get("value") for r in want] == [
+            None if np.isnan(v) else v for v in t.values[name].tolist()]
     # the settings shown: same facts, same values, in the same order
     got = {p: list(d.items()) for p, d in t.settings.items() if p in set(t.platform.names[c] for c in t.platform.codes)}
     assert got == {p: list(d.items()) for p, d in _settings(want).items()}
