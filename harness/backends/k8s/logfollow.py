@@ -61,8 +61,12 @@ class Follower:
         for text in whole_lines(resp.stream(65536, decode_content=True)):
             if self._stop.is_set():
                 return
+            now = time.time()
+            events = self.log.feed_locked(text, self.lock)
+            for e in events:          # when the harness had it (the pipeline keeps the first stamp)
+                e.setdefault("observed_at", now)
             with self.lock:
-                self.events += self.log.feed(text)
+                self.events += events
 
     def _close(self) -> None:
         resp, self._resp = self._resp, None

@@ -60,3 +60,7 @@ class PodLog:
             if e is not None:
                 events.append(e)
         return events
+
+    def feed_locked(self, answer: str, lock) -> list[dict]:
+        with lock:
+            return self.feed(answer)
