@@ -73,7 +73,7 @@ def _load(args):
     if getattr(args, "campaign", None):
         try:
             cfg.campaign = args.campaign
-        except Exception as exc:  # pydantic's message, reduced to one line
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError, reduced to one line
             raise ConfigError(f"--campaign {args.campaign!r}: {str(exc).splitlines()[-1].strip()}",
                               tip="use lower-case letters, digits and '-'") from None
     return cfg
@@ -90,8 +90,9 @@ def _record_line(rec: dict) -> str:
         x = (m.get(k) or {}).get("value")
         return "–" if x is None else f.format(x)
 
-    s = (f"{rec['run_id']}: ok  queue {v('queue_s')}s  startup {v('startup_s')}s  busbw {v('allreduce_busbw_gbps')} GB/s"
-         f"  step {v('step_time_s', '{:.3f}')}s  cost/step ${v('cost_per_step_usd', '{:.2e}')}")
+    s = (f"{rec['run_id']}: ok  queue {v('queue_s')}s  startup {v('startup_s')}s"
+         f"  busbw {v('allreduce_busbw_gbps')} GB/s  step {v('step_time_s', '{:.3f}')}s"
+         f"  cost/step ${v('cost_per_step_usd', '{:.2e}')}")
     if "recovery_s" in m:
         s += f"  recovery {v('recovery_s')}s  lost {v('lost_steps', '{:.0f}')} steps"
     if "handover_s" in m:
@@ -107,7 +108,7 @@ def cmd_run(args) -> int:
     return _run_campaign(args, cfg, Out(args.quiet, args.json))
 
 
-def _run_campaign(args, cfg, out: "Out") -> int:
+def _run_campaign(args, cfg, out: Out) -> int:
     from .backends.factory import make_backend
     from .pipeline import campaign as run_campaign
     from .store import Store
@@ -200,7 +201,8 @@ def cmd_report(args) -> int:
     else:
         for k in ("report.md", "report.html", "summary.csv"):
             out.info(f"wrote {paths[k]}")
-        out.info(f"wrote {len([k for k in paths if k.startswith('charts/')])} charts in {paths['report.md'].parent / 'charts'}")
+        charts = [k for k in paths if k.startswith("charts/")]
+        out.info(f"wrote {len(charts)} charts in {paths['report.md'].parent / 'charts'}")
     return 0
 
 
@@ -212,7 +214,8 @@ def cmd_validate(args) -> int:
     if args.json:
         print(json.dumps({"ok": True, "config_hash": cfg.config_hash()}))
     elif not args.quiet:
-        print(f"OK {args.config or '<built-in default>'}: campaign {cfg.campaign}, platforms {', '.join(cfg.platforms)}, "
+        print(f"OK {args.config or '<built-in default>'}: campaign {cfg.campaign}, "
+              f"platforms {', '.join(cfg.platforms)}, "
               f"{cfg.resources.nodes} nodes x {cfg.resources.procs_per_node} ranks, {cfg.workload.steps} steps, "
               f"{cfg.repetitions} clean run(s) + {len(cfg.faults)} fault(s) per platform")
     return 0
@@ -236,7 +239,8 @@ def cmd_cluster(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="poc", description="Run the same PyTorch DDP job on Kubernetes and Slurm and compare them.")
+    p = argparse.ArgumentParser(prog="poc",
+                                description="Run the same PyTorch DDP job on Kubernetes and Slurm and compare them.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", "-c", help="YAML config (default: the built-in local smoke config)")
@@ -246,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     # what `run` and `smoke` share: where results go and how an interrupted campaign continues
     campaign_opts = argparse.ArgumentParser(add_help=False)
-    campaign_opts.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: ./{DEFAULT_RESULTS})")
+    campaign_opts.add_argument("--results", default=DEFAULT_RESULTS,
+                               help=f"results directory (default: ./{DEFAULT_RESULTS})")
     campaign_opts.add_argument("--resume", action="store_true",
                                help="continue an interrupted campaign: cancel what it left, skip runs already done")
 
@@ -261,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--platform", "-p", action="append", help="limit to these platforms (default: local, slurm, k8s)")
     sm.add_argument("--campaign", help="campaign name (default: smoke-poc)")
     sm.add_argument("--repetitions", type=int, help="clean runs per platform (default: 3)")
-    sm.add_argument("--no-clusters", action="store_true", help="do not start the local clusters (use what the config points at)")
+    sm.add_argument("--no-clusters", action="store_true",
+                    help="do not start the local clusters (use what the config points at)")
     sm.set_defaults(func=cmd_smoke)
 
     rd = sub.add_parser("render", parents=[common], help="print or write the job as each platform would receive it")

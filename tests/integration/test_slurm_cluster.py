@@ -63,7 +63,7 @@ def login(argv, *, check=True, env=None, timeout=60, input=None):
     for k, v in (env or {}).items():
         cmd += ["-e", f"{k}={v}"]
     cmd += [slurm_docker.LOGIN_CONTAINER, *argv]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input)
+    res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, input=input)
     if check and res.returncode != 0:
         raise AssertionError(f"{argv} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
     return res
@@ -155,7 +155,7 @@ def allreduce_job(cluster):
 
 
 def test_two_node_torchrun_gloo_allreduce(allreduce_job):
-    job_id, state, out = allreduce_job
+    _job_id, state, out = allreduce_job
     assert state == "COMPLETED", out[-3000:]
     oks = re.findall(r"ALLREDUCE_OK rank=(\d) world=2 host=(c\d) value=3.0", out)
     assert sorted(oks) == [("0", "c1"), ("1", "c2")] or sorted(oks) == [("0", "c2"), ("1", "c1")], out
@@ -170,7 +170,7 @@ def test_sacct_records_the_job(allreduce_job):
     record("sacct_D_X_P.txt", res.stdout)
     lines = res.stdout.strip().splitlines()
     assert lines[0].startswith("JobID|JobName|State")
-    row = dict(zip(lines[0].split("|"), lines[1].split("|")))
+    row = dict(zip(lines[0].split("|"), lines[1].split("|"), strict=True))
     assert row["JobID"] == job_id and row["State"] == "COMPLETED" and row["NNodes"] == "2"
     assert row["NodeList"] in ("c[1-2]", "c1,c2")
     submit, start, end = int(row["Submit"]), int(row["Start"]), int(row["End"])
