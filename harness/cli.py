@@ -74,7 +74,9 @@ def _load(args):
         try:
             cfg.campaign = args.campaign
         except (ValueError, TypeError) as exc:  # pydantic's ValidationError, reduced to one line
-            raise ConfigError(f"--campaign {args.campaign!r}: {str(exc).splitlines()[-1].strip()}",
+            errs = getattr(exc, "errors", lambda: [])()
+            why = errs[0].get("msg") if errs else str(exc).splitlines()[0]
+            raise ConfigError(f"--campaign {args.campaign!r}: {why}",
                               tip="use lower-case letters, digits and '-'") from None
     return cfg
 
