@@ -6,19 +6,15 @@ error; whatever the outcome, what was submitted is cancelled.
 """
 from __future__ import annotations
 
-import platform as pyplatform
-import resource
-import socket
-import sys
 import time
 import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import __version__
 from . import events as evmod
 from . import metrics as metmod
+from . import provenance
 from .backends.base import Backend, FaultRecord, Handle
 from .config import Config
 from .errors import BackendError, PocError, RunTimeout
@@ -61,30 +57,11 @@ class Stages:
             rec["end"] = self.clock()
 
 
-def host_facts() -> dict:
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"harness_host": socket.gethostname(), "harness_python": sys.version.split()[0],
-            "machine": pyplatform.machine(), "cpu_model": cpu}
-
-
 def _stamp(new_events: list[dict], now: float) -> list[dict]:
     """Mark when the harness saw each event: observed_at - ts is the observation latency."""
     for e in new_events:
         e.setdefault("observed_at", now)
     return new_events
-
-
-def _own_usage() -> dict:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return {"cpu_s": round(ru.ru_utime + ru.ru_stime, 3), "max_rss_mb": round(ru.ru_maxrss / 1024, 1)}
 
 
 def fault_target(events: list[dict], fault: FaultPlan, first_attempt: tuple | None) -> dict | None:
@@ -192,7 +169,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
     """Run one job end to end and return its record (already appended to the store)."""
     stages = Stages(clock=ctx.clock)
     backend, store = ctx.backend, ctx.store
-    usage0 = _own_usage()
+    usage0 = provenance.own_usage()
     record: dict = {"run_id": spec.run_id, "campaign": spec.campaign, "platform": spec.platform,
                     "scenario": spec.scenario, "config_hash": ctx.cfg.config_hash(), "started_at": ctx.clock(),
                     "status": "failed", "stages": stages.items}
@@ -327,7 +304,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
         except Exception as exc:  # noqa: BLE001 - the record is written whatever collect raised
             record["collect_error"] = str(exc)[:500]
     record["finished_at"] = ctx.clock()
-    usage1 = _own_usage()
+    usage1 = provenance.own_usage()
     # The harness's own footprint while it watched this run (benchmarks/observation_latency.py prints it).
     record["harness_usage"] = {"cpu_s": round(usage1["cpu_s"] - usage0["cpu_s"], 3), "max_rss_mb": usage1["max_rss_mb"]}
     record["faults"] = [f.to_json() for f in faults]
@@ -335,7 +312,7 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
         record["contention"] = blocker.to_json()
     record["scheduler"] = {"times": times, "attempts": collected.attempts if collected else [],
                            "info": collected.info if collected else {}}
-    record["environment"] = environment(ctx, events)
+    record["environment"] = provenance.environment(ctx.platform_info, events)
     files["events.jsonl"] = evmod.dumps(events)
     if collected:
         files.update({f"logs/{k}": v for k, v in collected.logs.items()})
@@ -344,21 +321,6 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
     if interrupted:
         raise KeyboardInterrupt
     return record
-
-
-def environment(ctx: RunContext, events: list[dict]) -> dict:
-    torch_ev = next((e for e in events if e["kind"] == "torch_imported"), {})
-    return {
-        "harness_version": __version__,
-        **host_facts(),
-        **ctx.platform_info,
-        "torch": torch_ev.get("torch"),
-        "cuda": torch_ev.get("cuda"),
-        "gpus_visible": torch_ev.get("gpus"),
-        "comm_backend": torch_ev.get("backend"),
-        "hosts": sorted({e.get("host") for e in events if e.get("host")}),   # where the ranks ran
-        "world_size": max((e.get("world_size", 0) for e in events), default=None),
-    }
 
 
 BackendFactory = Callable[[str], Backend]
