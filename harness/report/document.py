@@ -88,8 +88,8 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
         md.append("")
     if harness:
         md += [f"## {HARNESS_ERRORS}", "", HARNESS_ERRORS_WHY, ""]
-        md += [f"- `{r.run_id}` ({PLATFORM_LABEL.get(r.platform, r.platform)}) at stage `{r.stage}`: {r.message}"
-               for r in harness]
+        md += [f"- `{r.run_id}` ({PLATFORM_LABEL.get(r.platform, r.platform)}) at stage `{r.stage}`: "
+               f"{r.type}: {r.message}" for r in harness]
         md.append("")
     md += ["## Definitions", ""] + DEFINITIONS + [""]
     atomic_write(out / "report.md", "\n".join(md))
@@ -129,6 +129,6 @@ def _html(intro: str, header: list[str], rows: list[list[str]], find: list[str],
     if harness:
         h.append(f"<h2>{esc(HARNESS_ERRORS)}</h2><p>{esc(HARNESS_ERRORS_WHY)}</p><ul>" + "".join(
             f"<li><code>{esc(r.run_id)}</code> ({esc(PLATFORM_LABEL.get(r.platform, r.platform))}) at stage "
-            f"{esc(str(r.stage))}: {esc(r.message)}</li>" for r in harness) + "</ul>")
+            f"{esc(str(r.stage))}: {esc(str(r.type))}: {esc(r.message)}</li>" for r in harness) + "</ul>")
     h.append("</body></html>")
     return "\n".join(h)

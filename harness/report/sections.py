@@ -139,13 +139,14 @@ class NotOk:
     platform: str
     status: str | None
     stage: object
+    type: object    # of the exception
     message: str    # the first line
 
     @classmethod
     def of(cls, table: RunTable, i: int) -> NotOk:
         err = table.errors.get(i) or {}
         msg = err.get("message")
-        return cls(table.run_id[i], table.platform[i], table.status[i], err.get("stage"),
+        return cls(table.run_id[i], table.platform[i], table.status[i], err.get("stage"), err.get("type"),
                    msg.splitlines()[0] if msg else "")
 
 

@@ -11,9 +11,9 @@ FIX = Path(__file__).parents[1] / "fixtures" / "local"
 OK = [r for r in map(json.loads, (FIX / "runs.jsonl").read_text().splitlines()) if r["status"] == "ok"]
 
 
-def _record(run_id: str, status: str, origin: str | None, message: str) -> dict:
+def _record(run_id: str, status: str, origin: str | None, message: str, type_: str = "BackendError") -> dict:
     rec = {k: v for k, v in OK[0].items() if k not in ("metrics", "timeline")}
-    error = {"stage": "observe", "type": "KeyError" if origin else "BackendError", "message": message, "tip": None}
+    error = {"stage": "observe", "type": type_, "message": message, "tip": None}
     if origin:
         error["origin"] = origin
     return {**rec, "run_id": run_id, "status": status, "error": error}
@@ -22,10 +22,11 @@ def _record(run_id: str, status: str, origin: str | None, message: str) -> dict:
 @pytest.fixture
 def campaign(tmp_path):
     runs = OK + [
-        _record("local-clean-02", "harness_error", "harness", "KeyError: 'ts_ns'\nTraceback ..."),
-        _record("local-clean-03", "failed", None, "job ended failed"),
+        _record("local-clean-02", "harness_error", "harness", "'ts_ns'\nsecond line", "KeyError"),
+        _record("local-clean-03", "failed", "platform", "job ended failed"),
         # an older writer's record: status failed, but the error names the harness as its origin
-        _record("local-clean-04", "failed", "harness", "AttributeError: 'NoneType' object has no attribute 'pid'"),
+        _record("local-clean-04", "failed", "harness", "'NoneType' object has no attribute 'pid'",
+                "AttributeError"),
     ]
     d = tmp_path / "smoke"
     d.mkdir()
@@ -43,7 +44,7 @@ def test_harness_errors_are_listed_apart_and_not_counted_against_the_platform(ca
     assert "local-clean-02" not in failed_part and "local-clean-04" not in failed_part
     harness_part = md.split(f"## {HARNESS_ERRORS}\n")[1].split("\n## ")[0]
     assert "- `local-clean-02` (local (baseline)) at stage `observe`: KeyError: 'ts_ns'" in harness_part
-    assert "- `local-clean-04` (local (baseline)) at stage `observe`: AttributeError" in harness_part
+    assert "- `local-clean-04` (local (baseline)) at stage `observe`: AttributeError: 'NoneType' object" in harness_part
     assert "local-clean-03" not in harness_part
     html = paths["report.html"].read_text()
     assert f"<h2>{HARNESS_ERRORS}</h2>" in html and "local-clean-02" in html.split(HARNESS_ERRORS)[1]
