@@ -80,7 +80,7 @@ def _run(phase: str, args: argparse.Namespace) -> tuple[float, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=100_000)
-    ap.add_argument("--repeat", type=int, default=2,
+    ap.add_argument("--repeat", type=int, default=3,
                     help="runs of the parse and of the report, alternating; the best of each counts "
                          "(the CPUs are shared)")
     ap.add_argument("--phase", choices=["synth", "parse", "report"], help=argparse.SUPPRESS)

@@ -82,6 +82,8 @@ class Record(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(Record)
+_EDITED = "the file was edited by hand; restore it"
+_OTHER_SCHEMA = "use the harness version that wrote it, or start a new campaign"
 
 
 def runs_files(path: str | Path) -> list[Path]:
@@ -97,19 +99,24 @@ def runs_files(path: str | Path) -> list[Path]:
 
 
 def read_files(files: Iterable[Path]) -> Iterator[Record]:
-    """Every complete record, in file order. As store.iter_runs: a torn final line (a crash mid-write)
-    is skipped, any other line that is not JSON or has another schema is an error."""
+    """Every complete record, in file order. As store.iter_runs: blank lines are skipped, and so is a
+    torn final line (a crash mid-write); any other line that is not JSON or has another schema is an error."""
+    decode = _DECODER.decode
     for path in files:
         with open(path, "rb") as fh:
-            prev: tuple[int, bytes] | None = None
             for i, line in enumerate(fh):
-                if prev is not None:
-                    yield _decode(path, *prev, last=False)
-                prev = None if line.isspace() else (i, line)   # not strip(): that copies the line
-            if prev is not None:
-                rec = _decode(path, *prev, last=True)
-                if rec is not None:
-                    yield rec
+                try:
+                    rec = decode(line)
+                except msgspec.ValidationError as exc:
+                    raise StoreError(f"{path}: line {i + 1}: {exc}", tip=_EDITED) from None
+                except msgspec.DecodeError:
+                    if line.isspace() or not fh.read(1):   # blank, or the last line: torn by a crash
+                        continue
+                    raise StoreError(f"{path}: line {i + 1} is not JSON", tip=_EDITED) from None
+                if rec.schema != SCHEMA_VERSION:
+                    raise StoreError(f"{path}: line {i + 1} has schema {rec.schema!r}; this harness reads "
+                                     f"{SCHEMA_VERSION}", tip=_OTHER_SCHEMA)
+                yield rec
 
 
 def from_dicts(records: Iterable[dict]) -> Iterator[Record]:
@@ -119,18 +126,3 @@ def from_dicts(records: Iterable[dict]) -> Iterator[Record]:
             yield _DECODER.decode(msgspec.json.encode(r))
         except msgspec.ValidationError as exc:
             raise StoreError(f"run record {i + 1}: {exc}", tip="the record was not written by this harness") from None
-
-
-def _decode(path: Path, i: int, line: bytes, last: bool) -> Record | None:
-    try:
-        rec = _DECODER.decode(line)
-    except msgspec.ValidationError as exc:
-        raise StoreError(f"{path}: line {i + 1}: {exc}", tip="the file was edited by hand; restore it") from None
-    except msgspec.DecodeError:
-        if last:
-            return None
-        raise StoreError(f"{path}: line {i + 1} is not JSON", tip="the file was edited by hand; restore it") from None
-    if rec.schema != SCHEMA_VERSION:
-        raise StoreError(f"{path}: line {i + 1} has schema {rec.schema!r}; this harness reads {SCHEMA_VERSION}",
-                         tip="use the harness version that wrote it, or start a new campaign")
-    return rec
