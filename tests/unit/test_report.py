@@ -143,8 +143,13 @@ def test_a_record_of_the_wrong_shape_is_a_clear_error(results, capsys):
 
 def test_a_torn_last_line_is_skipped_and_a_bad_middle_line_is_an_error(results, tmp_path):
     text = (results / "runs.jsonl").read_text()
-    (results / "runs.jsonl").write_text(text + '{"schema": 1, "run_id": "local-clean-09", "sta')
+    first, rest = text.split("\n", 1)
+    # a blank line anywhere is skipped; a line torn by a crash is skipped only at the very end
+    (results / "runs.jsonl").write_text(first + "\n\n" + rest + '{"schema": 1, "run_id": "local-clean-09", "sta')
     assert table.read(str(results)).run_id == ["local-kill-rank-01", "local-clean-01"]
+    (results / "runs.jsonl").write_text(text + '{"schema": 1, "run_id": "local-clean-09", "sta\n\n')
+    with pytest.raises(StoreError, match="line 4 is not JSON"):
+        table.read(str(results))
     (results / "runs.jsonl").write_text("not json\n" + text)
     with pytest.raises(StoreError, match="line 1 is not JSON"):
         table.read(str(results))
