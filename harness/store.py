@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import StoreError
@@ -168,9 +168,8 @@ class Store:
         return out
 
 
-def load_results(path: str | os.PathLike, keep: Callable[[dict], dict] | None = None) -> list[dict]:
-    """Every run under a results dir: a campaign dir, or a dir of campaigns; `keep` reduces each
-    record as it is read (the report keeps a slim copy)."""
+def runs_files(path: str | os.PathLike) -> list[Path]:
+    """The runs.jsonl files under a results dir: a campaign dir, or a dir of campaigns."""
     root = Path(path).expanduser()
     if not root.exists():
         raise StoreError(f"results directory {str(path)!r} does not exist",
@@ -178,9 +177,14 @@ def load_results(path: str | os.PathLike, keep: Callable[[dict], dict] | None = 
     files = [root / "runs.jsonl"] if (root / "runs.jsonl").exists() else sorted(root.glob("*/runs.jsonl"))
     if not files:
         raise StoreError(f"no runs.jsonl under {root}", tip="run `poc run --results DIR` first, then `poc report DIR`")
+    return files
+
+
+def load_results(path: str | os.PathLike) -> list[dict]:
+    """Every run under a results dir (see runs_files), each with its campaign dir as ``_dir``."""
     runs = []
-    for f in files:
+    for f in runs_files(path):
         for r in iter_runs(f):
             r.setdefault("_dir", str(f.parent))
-            runs.append(keep(r) if keep else r)
+            runs.append(r)
     return runs

@@ -86,18 +86,6 @@ _EDITED = "the file was edited by hand; restore it"
 _OTHER_SCHEMA = "use the harness version that wrote it, or start a new campaign"
 
 
-def runs_files(path: str | Path) -> list[Path]:
-    """The runs.jsonl files under a results dir: a campaign dir, or a dir of campaigns (as store.load_results)."""
-    root = Path(path).expanduser()
-    if not root.exists():
-        raise StoreError(f"results directory {str(path)!r} does not exist",
-                         tip="pass the --results dir of `poc run` (or a campaign inside it)")
-    files = [root / "runs.jsonl"] if (root / "runs.jsonl").exists() else sorted(root.glob("*/runs.jsonl"))
-    if not files:
-        raise StoreError(f"no runs.jsonl under {root}", tip="run `poc run --results DIR` first, then `poc report DIR`")
-    return files
-
-
 def read_files(files: Iterable[Path]) -> Iterator[Record]:
     """Every complete record, in file order. As store.iter_runs: blank lines are skipped, and so is a
     torn final line (a crash mid-write); any other line that is not JSON or has another schema is an error."""

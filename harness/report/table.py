@@ -19,7 +19,8 @@ import msgspec
 import numpy as np
 from msgspec.structs import astuple
 
-from .records import METRICS, PHASES, Record, from_dicts, read_files, runs_files
+from ..store import runs_files
+from .records import METRICS, PHASES, Record, from_dicts, read_files
 
 # Environment facts worth showing; secrets never reach the records in the first place.
 SETTING_KEYS_SKIP = {"harness_host"}
