@@ -47,7 +47,14 @@ def _is_int(v) -> bool:
 
 
 def parse_lines(lines: Iterable[str]) -> list[dict]:
-    return [ev for ev in map(parse_line, lines) if ev is not None]
+    """Every event in the lines; a line holding several events (two writers on one pipe glued
+    their lines together) gives each of them."""
+    out = []
+    for line in lines:
+        pieces = line.split(EVENT_PREFIX)
+        parts = [EVENT_PREFIX + p for p in pieces[1:]] if len(pieces) > 2 else [line]
+        out += [ev for ev in map(parse_line, parts) if ev is not None]
+    return out
 
 
 def event_key(ev: dict) -> tuple:

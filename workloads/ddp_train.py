@@ -108,7 +108,10 @@ class Events:
         }
         ev.update(data)
         line = json.dumps(ev, separators=(",", ":"))
-        print(EVENT_PREFIX + line, flush=True)
+        # one write(2) per line: ranks sharing a pipe (torchrun's agent, a container's log) would
+        # otherwise interleave print()'s separate writes of the text and the newline
+        sys.stdout.flush()
+        os.write(sys.stdout.fileno(), (EVENT_PREFIX + line + "\n").encode())
         if self.file is not None:
             self.file.write(line + "\n")
             self.file.flush()

@@ -125,3 +125,11 @@ def test_a_followed_log_cut_anywhere_gives_the_same_events(cuts):
     followed = [e for text in whole_lines(body[a:b] for a, b in pairwise(bounds)) for e in log.feed(text)]
     whole = PodLog().feed(body.decode())
     assert [e["ts_ns"] for e in followed] == [e["ts_ns"] for e in whole] and len(whole) == 30
+
+
+def test_event_lines_glued_by_two_writers_give_both_events():
+    """Seen in the worker image: two ranks on one pipe, one's newline written after the other's line."""
+    a, b = REAL_LINES[0], REAL_LINES[1]
+    glued = f"{evmod.EVENT_PREFIX}{a}{evmod.EVENT_PREFIX}{b}"
+    assert [e["ts_ns"] for e in evmod.parse_lines([glued, ""])] == \
+        [e["ts_ns"] for e in evmod.parse_lines([evmod.EVENT_PREFIX + a, evmod.EVENT_PREFIX + b])]
