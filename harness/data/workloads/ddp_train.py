@@ -111,7 +111,10 @@ class Events:
         # one write(2) per line: ranks sharing a pipe (torchrun's agent, a container's log) would
         # otherwise interleave print()'s separate writes of the text and the newline
         sys.stdout.flush()
-        os.write(sys.stdout.fileno(), (EVENT_PREFIX + line + "\n").encode())
+        try:
+            os.write(sys.stdout.fileno(), (EVENT_PREFIX + line + "\n").encode())
+        except (AttributeError, OSError, ValueError):   # a stdout with no descriptor (a wrapper): print
+            print(EVENT_PREFIX + line, flush=True)
         if self.file is not None:
             self.file.write(line + "\n")
             self.file.flush()
