@@ -160,13 +160,9 @@ class K8sClient:
         from kubernetes import client
         return client.CustomObjectsApi(self.api)
 
-    def exec_core(self):
-        """A CoreV1Api on a client of its own: kubernetes.stream() patches the client it is given."""
-        from kubernetes import client
-        return client.CoreV1Api(client.ApiClient(self.api.configuration))
-
-    def stream_core(self):
-        """A CoreV1Api on a client (and connection pool) of its own, for one long-lived stream."""
+    def own_core(self):
+        """A CoreV1Api on a client (and connection pool) of its own: for one long-lived log stream,
+        or for kubernetes.stream(), which patches the client it is given."""
         from kubernetes import client
         return client.CoreV1Api(client.ApiClient(self.api.configuration))
 

@@ -32,6 +32,7 @@ from .logs import PodLog
 from .watch import Looks
 
 LOG_PHASES = ("Running", "Succeeded", "Failed")
+ALLOCATABLE_TTL_S = 5.0
 LEDGER = ".lost-nodes.json"     # beside the checkpoints: nodes powered off and not yet back (local cluster)
 
 
@@ -70,10 +71,11 @@ class KubernetesBackend(Backend):
         self._runs: dict[str, _RunState] = {}
         self._failed_polls = 0
         self.looks = Looks(client, use_watches)
+        self._alloc: tuple[float, list[dict] | None] | None = None   # (when, nodes' allocatable)
         self.setup_report: dict = {}
         self.trace = trace                  # trace(run_id, look): each look at a run's objects, as observed
         self.follow_logs = follow_logs      # follow running pods' logs (events arrive as written) or poll them
-        self.followers = Followers(client.stream_core, rj.CONTAINER)
+        self.followers = Followers(client.own_core, rj.CONTAINER)
 
     @classmethod
     def from_config(cls, cfg: Config) -> KubernetesBackend:
@@ -216,13 +218,19 @@ class KubernetesBackend(Backend):
         return [c.to_dict(e) for e in evs]
 
     def _allocatable(self) -> list[dict] | None:
-        """Each node's allocatable; None when the identity may not list nodes (a shared cluster)."""
+        """Each node's allocatable; None when the identity may not list nodes (a shared cluster).
+        Listed at most every ALLOCATABLE_TTL_S: it is asked on every poll while a pod waits for a node."""
+        now = time.monotonic()
+        if self._alloc is not None and now - self._alloc[0] < ALLOCATABLE_TTL_S:
+            return self._alloc[1]
         c = self.client
         try:
-            return [st.get(c.to_dict(n), "status", "allocatable", default={})
-                    for n in c.call("LIST nodes", c.core().list_node).items]
+            alloc = [st.get(c.to_dict(n), "status", "allocatable", default={})
+                     for n in c.call("LIST nodes", c.core().list_node).items]
         except BackendError:
-            return None
+            alloc = None
+        self._alloc = (now, alloc)
+        return alloc
 
     def _read_logs(self, h: Handle, rs: _RunState, ps: list[dict]) -> list[dict]:
         """New events from the run's pods: a running pod's log is followed by a thread (each line

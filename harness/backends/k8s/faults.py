@@ -7,6 +7,7 @@ written into the handle and persisted (journal) before it happens, and ``restore
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from ...errors import BackendError, PocError
 from ...render import jobset as rj
@@ -45,7 +46,7 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
     if kind == "kill_rank":
         pid = int(ev["pid"])
         t = time.time()
-        out = stream(client.exec_core().connect_get_namespaced_pod_exec, name, ns, container=rj.CONTAINER,
+        out = stream(client.own_core().connect_get_namespaced_pod_exec, name, ns, container=rj.CONTAINER,
                      command=["sh", "-c", 'kill -9 "$1"', "sh", str(pid)], stderr=True, stdout=True,
                      stdin=False, tty=False, _request_timeout=30)
         return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "pods/exec kill -9", "output": out})
@@ -81,8 +82,7 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
     raise BackendError(f"fault {kind!r} is not available on Kubernetes", tip="use kill_rank, delete_pod or lose_node")
 
 
-def ledger_path(h: Handle):
-    from pathlib import Path
+def ledger_path(h: Handle) -> Path:
     return Path(h.data["ledger"])
 
 

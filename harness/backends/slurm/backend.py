@@ -27,7 +27,7 @@ from ... import events as evmod
 from ... import slurm_parse as sp
 from ...config import Config, Slurm
 from ...errors import BackendError, CommandError, SubmitError, TransportError
-from ...paths import state_dir
+from ...paths import SLURM_CLUSTER, cluster_state_dir
 from ...render.local import workload_script
 from ...render.sbatch import render_sbatch
 from ...spec import JobSpec
@@ -42,9 +42,14 @@ _RUNNING_OR_AFTER = {JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED, Jo
                      JobState.CANCELLED, JobState.TIMEOUT}
 
 
+def default_connection_file() -> Path:
+    """Where `poc cluster up --slurm` writes how to reach its login node."""
+    return cluster_state_dir(SLURM_CLUSTER) / "ssh.json"
+
+
 def docker_cluster_settings(path: str | os.PathLike | None = None) -> dict | None:
     """The ssh.json that `poc cluster up --slurm` wrote, or None."""
-    p = Path(path) if path else state_dir() / "slurm" / "ssh.json"
+    p = Path(path) if path else default_connection_file()
     try:
         return json.loads(p.read_text())
     except FileNotFoundError:
@@ -105,7 +110,7 @@ class SlurmBackend(Backend):
             if settings is None:
                 # Rendering needs no cluster; preflight reports this (and the run is stored as failed).
                 return cls(s, _Unconfigured("no Slurm login node configured and no local cluster found "
-                                            f"({s.connection_file or state_dir() / 'slurm' / 'ssh.json'} is missing)",
+                                            f"({s.connection_file or default_connection_file()} is missing)",
                                             "run `poc cluster up --slurm`, or set slurm.host/user/key_file"))
         elif s.transport == "local":
             settings = docker_cluster_settings(s.connection_file)
