@@ -68,6 +68,9 @@ class Collected:
     attempts: list[dict]
     logs: dict[str, str] = field(default_factory=dict)      # name -> text (trimmed), stored with the run
     info: dict = field(default_factory=dict)                 # scheduler-specific facts worth keeping
+    # the scheduler's own records, JSON-able and unparsed, that every time-stamp is derived from
+    # (harness.evidence.stamps); stored redacted as runs/<run_id>/raw.json.gz for `poc rederive`
+    raw: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
