@@ -223,6 +223,10 @@ class Config(_Model):
     repetitions: int = Field(1, ge=0, le=1000)
     contention: Contention | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    # interleaved: round k runs the k-th planned run of every platform, platforms shuffled per round
+    # with `seed` (harness/order.py), so drift on a noisy machine is not mistaken for a platform
+    order: Literal["interleaved", "blocked"] = "interleaved"
+    seed: int = Field(1, ge=0)
 
     @field_validator("campaign")
     @classmethod

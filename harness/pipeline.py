@@ -17,8 +17,10 @@ from . import metrics as metmod
 from . import provenance
 from .backends.base import Backend, FaultRecord, Handle
 from .config import Config
+from .contention import Blocker, check_contention, start_blocker
 from .errors import BackendError, PocError, RunTimeout
-from .spec import FaultPlan, JobSpec, blocker_spec, build, run_plan
+from .order import arrange
+from .spec import FaultPlan, JobSpec, build, run_plan
 from .states import JobState
 from .store import Store
 
@@ -84,88 +86,7 @@ class RunContext:
     sleep: Callable[[float], None] = time.sleep
 
 
-@dataclass
-class Blocker:
-    """The contention scenario's blocking job: the same job, started first, holding what the measured
-    job needs until it finishes by itself (the way resources free up on a busy cluster)."""
-    handle: Handle
-    world: int
-    allocated_at: float | None = None
-    done_at: float | None = None       # workload clock: every rank of the blocker has finished training
-    state: JobState = JobState.PENDING
-    dones: dict = field(default_factory=dict)
-
-    @property
-    def watching(self) -> bool:
-        return not self.state.terminal
-
-    def see(self, obs) -> None:
-        self.state = obs.state
-        self.see_events(obs.events)
-
-    def see_events(self, events: list[dict]) -> None:
-        for e in events:
-            if e["kind"] == "done":
-                self.dones[e["rank"]] = max(self.dones.get(e["rank"], 0.0), e["ts_ns"] / 1e9)
-        if len(self.dones) >= self.world:
-            self.done_at = max(self.dones.values())
-
-    def to_json(self) -> dict:
-        return {"blocker_run_id": self.handle.run_id, "blocker_ids": self.handle.ids,
-                "blocker_allocated": self.allocated_at, "released": self.done_at, "blocker_state": self.state.value}
-
-
-def start_blocker(ctx: RunContext, spec: JobSpec, files: dict[str, str]) -> Blocker:
-    """Submit the blocker and wait until it holds its resources."""
-    steps = (ctx.cfg.contention.blocker_steps if ctx.cfg.contention else None) or spec.steps
-    bspec = blocker_spec(spec, steps)
-    rendered = ctx.backend.render(bspec)
-    files.update({f"rendered/blocker/{k}": v for k, v in rendered.files.items()})
-    handle = ctx.backend.submit(bspec, rendered)
-    ctx.store.mark_inflight(handle.to_json())
-    try:
-        return _wait_blocker(ctx, spec, Blocker(handle, bspec.world_size))
-    except BaseException:   # Ctrl-C included: nothing the harness submitted is left running
-        ctx.backend.cancel(handle)
-        ctx.store.clear_inflight(handle.run_id)
-        raise
-
-
-def _wait_blocker(ctx: RunContext, spec: JobSpec, blocker: Blocker) -> Blocker:
-    handle = blocker.handle
-    deadline = handle.submitted_at + ctx.cfg.timeouts.queue_s
-    while True:
-        obs = ctx.backend.observe([handle])[handle.run_id]
-        blocker.see(obs)
-        ctx.progress(spec.platform, spec.run_id, f"blocker queued ({obs.native_state or obs.state.value})",
-                     ctx.clock() - handle.submitted_at)
-        if obs.times.get("allocated") is not None and not obs.state.terminal:
-            blocker.allocated_at = obs.times["allocated"]
-            return blocker
-        if obs.state.terminal:
-            raise BackendError(f"the blocking job ended {obs.state.value} before the measured job was submitted"
-                               + (f": {obs.reason}" if obs.reason else ""),
-                               tip="read the blocker's logs under the results dir; a longer blocker "
-                                   "(contention.blocker_steps) gives the harness time to submit behind it")
-        if ctx.clock() > deadline:
-            raise RunTimeout(f"the blocking job was not allocated within {ctx.cfg.timeouts.queue_s:g} s",
-                             tip="contention needs a queue that is free when the scenario starts")
-        ctx.sleep(ctx.poll_s)
-
-
-def check_contention(blocker: Blocker, measured_times: dict) -> None:
-    """The measured job may get its resources only once the blocker is done with them."""
-    if blocker.state.terminal and blocker.state != JobState.SUCCEEDED:
-        raise BackendError(f"the blocking job ended {blocker.state.value} instead of finishing its steps",
-                           tip="read the blocker's logs under the results dir")
-    if measured_times.get("allocated") is not None and blocker.done_at is None:
-        raise BackendError("the measured job got its resources while the blocking job was still training: "
-                           "the cluster has room for two jobs, so this run measured no contention",
-                           tip="contention needs a queue that fits one job (Slurm: fewer than 2 x resources.nodes "
-                               "free nodes; Kubernetes: a ClusterQueue quota that fits one job)")
-
-
-def execute(ctx: RunContext, spec: JobSpec) -> dict:
+def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     """Run one job end to end and return its record (already appended to the store)."""
     stages = Stages(clock=ctx.clock)
     backend, store = ctx.backend, ctx.store
@@ -173,6 +94,8 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
     record: dict = {"run_id": spec.run_id, "campaign": spec.campaign, "platform": spec.platform,
                     "scenario": spec.scenario, "config_hash": ctx.cfg.config_hash(), "started_at": ctx.clock(),
                     "status": "failed", "stages": stages.items}
+    if order is not None:
+        record["order"] = order
     handle: Handle | None = None
     events: list[dict] = []
     times: dict = {}
@@ -326,56 +249,74 @@ def execute(ctx: RunContext, spec: JobSpec) -> dict:
 BackendFactory = Callable[[str], Backend]
 
 
+def _preflight_failed(cfg: Config, plat: str, run_id: str, exc: PocError, now: float) -> dict:
+    return {"run_id": run_id, "campaign": cfg.campaign, "platform": plat, "scenario": "preflight",
+            "config_hash": cfg.config_hash(), "status": "failed", "started_at": now, "finished_at": now,
+            "stages": [], "error": {"stage": "preflight", "type": type(exc).__name__, "origin": "platform",
+                                    "message": exc.message, "tip": exc.tip}}
+
+
+def _open_platform(plat: str, plan: list, store: Store, make_backend: BackendFactory) -> tuple[Backend, dict]:
+    """Cancel what an interrupted or crashed campaign left on this platform, then preflight it.
+    A cancel that fails keeps the in-flight record (a node it could not bring back is not
+    forgotten) and stops the platform with the error as a preflight failure."""
+    backend = make_backend(plat)
+    try:
+        for h in [h for h in store.inflight() if h["platform"] == plat]:
+            backend.cancel(Handle.from_json(h))
+            store.clear_inflight(h["run_id"])
+        return backend, (backend.preflight() if plan else {})
+    except BaseException:
+        backend.close()
+        raise
+
+
 def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: BackendFactory, *, resume: bool,
              progress: Progress = _noop, on_record: Callable[[dict], None] = _noop, poll_s: float | None = None,
              clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> list[dict]:
-    """Run every planned run not yet done; return the records written now."""
+    """Run every planned run not yet done, in the configured order (harness/order.py); return the
+    records written now. Every platform's backend stays open for the whole campaign, since runs
+    of different platforms alternate."""
     existing = store.open(cfg.config_hash(), cfg.redacted(), resume)
     done = {r["run_id"] for r in existing if r.get("status") == "ok"}
     written: list[dict] = []
+
+    def emit(rec: dict) -> None:
+        written.append(rec)
+        on_record(rec)
+
+    plans = {plat: [p for p in run_plan(cfg, plat) if p.run_id not in done] for plat in platforms}
+    contexts: dict[str, RunContext] = {}
     try:
         for plat in platforms:
-            plan = [p for p in run_plan(cfg, plat) if p.run_id not in done]
-            leftovers = [h for h in store.inflight() if h["platform"] == plat]  # an interrupted or crashed campaign's
-            if not plan and not leftovers:
+            leftovers = any(h["platform"] == plat for h in store.inflight())
+            if not plans[plat] and not leftovers:
                 continue
-            backend = None
             try:
-                backend = make_backend(plat)
-                for h in leftovers:
-                    # a cancel that fails keeps the record (a node it could not bring back is
-                    # not forgotten) and stops this platform with the error as a preflight failure
-                    backend.cancel(Handle.from_json(h))
-                    store.clear_inflight(h["run_id"])
-                if not plan:
-                    backend.close()
-                    continue
-                info = backend.preflight()
+                backend, info = _open_platform(plat, plans[plat], store, make_backend)
             except PocError as exc:
-                if backend is not None:
-                    backend.close()
-                rec = {"run_id": plan[0].run_id if plan else f"{plat}-cleanup", "campaign": cfg.campaign,
-                       "platform": plat, "scenario": "preflight",
-                       "config_hash": cfg.config_hash(), "status": "failed", "started_at": clock(),
-                       "finished_at": clock(), "stages": [],
-                       "error": {"stage": "preflight", "type": type(exc).__name__, "origin": "platform",
-                                 "message": exc.message, "tip": exc.tip}}
+                rec = _preflight_failed(cfg, plat, plans[plat][0].run_id if plans[plat] else f"{plat}-cleanup",
+                                        exc, clock())
                 store.append(rec)
-                written.append(rec)
-                on_record(rec)
+                emit(rec)
+                plans[plat] = []
                 continue
-            ctx = RunContext(backend, store, cfg, info, progress, poll_s or getattr(backend, "poll_s", 0.5),
-                             clock, sleep)
-            try:
-                for run_id, fault, scenario in plan:
-                    unsupported = fault is not None and fault.kind not in backend.supported_faults()
-                    if unsupported:
-                        continue
-                    rec = execute(ctx, build(cfg, plat, run_id, fault, scenario))
-                    written.append(rec)
-                    on_record(rec)
-            finally:
+            if not plans[plat]:
                 backend.close()
+                continue
+            contexts[plat] = RunContext(backend, store, cfg, info, progress,
+                                        poll_s or getattr(backend, "poll_s", 0.5), clock, sleep)
+        for slot in arrange({p: v for p, v in plans.items() if p in contexts}, cfg.order, cfg.seed):
+            ctx = contexts[slot.platform]
+            run_id, fault, scenario = slot.planned
+            if fault is not None and fault.kind not in ctx.backend.supported_faults():
+                continue
+            spec = build(cfg, slot.platform, run_id, fault, scenario)
+            emit(execute(ctx, spec, order=slot.to_json(cfg.seed, cfg.order)))
     finally:
-        store.close()
+        try:
+            for ctx in contexts.values():
+                ctx.backend.close()
+        finally:
+            store.close()
     return written
