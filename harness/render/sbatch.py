@@ -21,6 +21,7 @@ from ..spec import WORKLOAD_SCRIPT, JobSpec
 TEMPLATE = ("sbatch", "job.sbatch.tmpl")     # in harness/data
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _HEAD = "__POC_HEAD__"
+CLOCK_FILE = "batch-clock.txt"   # in the run dir; read back by SlurmBackend.collect
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class SbatchJob:
     output_pattern: str
     events_dir: str
     ckpt_dir: str
+    clock_file: str       # the batch script's own sub-second time-stamps (allocation evidence)
 
 
 @lru_cache(maxsize=1)
@@ -110,11 +112,14 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
 def render_sbatch(spec: JobSpec, cfg: Slurm) -> SbatchJob:
     check(spec, cfg)
     rdir = run_dir(spec, cfg)
+    clock = f"{rdir}/{CLOCK_FILE}"
     lines = "\n".join(f"#SBATCH {o}" for o in sbatch_options(spec, cfg, rdir))
     text = _template().substitute(
         run_id=spec.run_id, q_run_id=shlex.quote(spec.run_id), q_run_dir=shlex.quote(rdir),
+        q_clock_file=shlex.quote(clock),
         launch_env=" ".join(f"{k}={shlex.quote(v)}" for k, v in spec.launch_env().items()),
         sbatch_lines=lines, max_restarts=int(spec.max_restarts), rdzv_port=int(spec.rdzv_port),
         launch=launch_line(spec, cfg, rdir))
     return SbatchJob(script=text, run_dir=rdir, workload_path=f"{rdir}/{WORKLOAD_SCRIPT}",
-                     output_pattern=f"{rdir}/slurm-%j.out", events_dir=f"{rdir}/events", ckpt_dir=f"{rdir}/ckpt")
+                     output_pattern=f"{rdir}/slurm-%j.out", events_dir=f"{rdir}/events", ckpt_dir=f"{rdir}/ckpt",
+                     clock_file=clock)

@@ -276,8 +276,8 @@ def test_collect_reads_every_event_and_attempts_from_sacct_D(squeue, tmp_path):
     col = be.collect(h)
     assert [e["ts_ns"] for e in col.events] == [1, 2, 3]    # all of them, in time order, the last unterminated one too
     assert [a["state"] for a in col.attempts] == ["REQUEUED", "RUNNING"]
-    argv = be.t.calls[-2][0]   # collect: the events, sacct -D, then the job's output files
-    assert argv[0] == "sacct" and "-D" in argv and "-X" in argv and "-P" in argv
+    argv = [c[0] for c in be.t.calls if c[0][0] == "sacct" and "-P" in c[0]][-1]   # collect's, after observe's
+    assert "-D" in argv and "-X" in argv and "-P" in argv
     assert squeue.calls == ["--json --jobs=7"]              # collect asks squeue nothing
     # what watching the run cost is kept with it: one poll, two commands (squeue has forgotten job 7: sacct)
     assert col.info["polls"]["count"] == 1 and col.info["polls"]["commands"] == 2
@@ -375,8 +375,10 @@ def test_lose_node_without_docker_is_journalled_before_scontrol():
     seen = []
     be.inject(h, "lose_node", {"rank": 1, "host": "c3", "pid": 1},
               journal=lambda hh: seen.append((list(hh.data["lost_nodes"]), len(be.t.calls))))
-    assert seen == [(["c3"], 0)]
+    # before the journal only a read: the node's record as slurmctld has it (raw evidence)
+    assert seen == [(["c3"], 1)] and be.t.calls[0][0] == ["scontrol", "show", "node", "-o", "c3"]
     assert be.t.calls[-1][0][:3] == ["scontrol", "update", "nodename=c3"]
+    assert [r["when"] for r in h.data["node_records"]] == ["inject"]
 
 
 @pytest.mark.parametrize("fault_took_effect", [True, False])
@@ -393,7 +395,9 @@ def test_cancel_after_a_crash_brings_the_node_back_whether_or_not_it_went(fault_
     fresh, docker2 = docker_backend()
     again = Handle.from_json(json.loads(json.dumps(saved[-1])))
     fresh.cancel(again)
-    assert [c[0] for c in fresh.t.calls] == [["scancel", "2"], ["sinfo", "-h", "-n", "c2", "-o", "%T"]]
+    assert [c[0] for c in fresh.t.calls] == [["scancel", "2"], ["sinfo", "-h", "-n", "c2", "-o", "%T"],
+                                             ["scontrol", "show", "node", "-o", "c2"]]   # once back: evidence
+    assert again.data["node_records"][-1]["when"] == "restore"
     assert docker2.ran == [["docker", "start", "poc-slurm-c2"]]
     assert again.data["lost_nodes"] == [] and "stopped_containers" not in again.data
 

@@ -13,6 +13,9 @@ Where the numbers come from (Slurm's own clocks, epoch seconds):
 * The settings that shape these numbers (``scontrol show config``: SchedulerParameters, AuthInfo
   cred_expire, SlurmctldTimeout, the Slurm version...) are returned by preflight() and stored
   with every run.
+* Raw evidence: collect() returns ``Collected.raw`` (records.py: sacct -D JSON and -P text for every
+  attempt, the last squeue entry, the batch script's sub-second clock lines, node records around a
+  lost node, the submit bracket, the image); harness/evidence/slurm.py derives the time-stamps from it.
 """
 from __future__ import annotations
 
@@ -35,8 +38,9 @@ from ...states import JobState
 from ...transports import LocalTransport, Transport, make_transport
 from ..base import Backend, Collected, FaultRecord, Handle, Journal, Observation, Rendered, no_journal
 from . import eventfiles as ef
+from . import records
+from .records import TIME_ENV
 
-TIME_ENV = {"SLURM_TIME_FORMAT": "%s"}
 _TAIL_OUTPUTS = 'for f in "$1"/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; tail -c 200000 "$f"; }; done; true'
 _RUNNING_OR_AFTER = {JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED,
                      JobState.CANCELLED, JobState.TIMEOUT}
@@ -99,6 +103,8 @@ class SlurmBackend(Backend):
         self._first: dict[str, dict] = {}
         self._commands = 0                          # commands sent so far: what a poll costs, with its time
         self._polls: dict[str, dict] = {}           # run_id -> what watching it cost, kept with the run
+        self._squeue: dict[str, dict] = {}          # job id -> the last squeue --json entry seen (raw evidence)
+        self._image: dict | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -192,11 +198,12 @@ class SlurmBackend(Backend):
         job_id = res.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise SubmitError(f"sbatch printed no job id: {res.stdout!r} {res.stderr!r}")
+        returned = time.time()   # with `submitted`, brackets the instant slurmctld took the job
         self._files[spec.run_id] = ef.RunFiles(job.events_dir)   # a resumed run starts over
         self._first.pop(spec.run_id, None)
         return Handle("slurm", spec.run_id, [job_id], submitted,
                       data={"job_id": job_id, "run_dir": job.run_dir, "events_dir": job.events_dir,
-                            "lost_nodes": []})
+                            "lost_nodes": [], "submit_returned_at": returned})
 
     def _look(self, job_ids: list[str], runs: list[ef.RunFiles]) -> ef.Look | None:
         """One command: squeue for job_ids (if any) and the new bytes of every run's event files."""
@@ -208,6 +215,8 @@ class SlurmBackend(Backend):
         """squeue's answer from the look; sacct -P (all attempts) for the jobs squeue no longer knows."""
         rc, out = look.squeue or (-1, "")
         found = {j.job_id: j for j in sp.squeue_json(out)} if rc == 0 else {}
+        if rc == 0:
+            self._squeue.update(records.squeue_entries(out, ids, time.time()))
         if rc != 0:
             self._failed(CommandError(["squeue", "--json", "--jobs=" + ",".join(ids)], rc, out, look.squeue_stderr))
         missing = [i for i in ids if i not in found]
@@ -298,6 +307,8 @@ class SlurmBackend(Backend):
                 lost.append(host)
             if container:
                 handle.data.setdefault("stopped_containers", {})[host] = container
+            # the node as slurmctld saw it just before it went (raw evidence; collect adds it once down)
+            handle.data.setdefault("node_records", []).append(records.node_record(self.t, host, "inject"))
             journal(handle)
             t = time.time()
             if container:
@@ -328,6 +339,7 @@ class SlurmBackend(Backend):
                 self._wait_node_back(host)
             else:
                 self.t.run(["scontrol", "update", f"nodename={host}", "state=resume"], check=False)
+            handle.data.setdefault("node_records", []).append(records.node_record(self.t, host, "restore"))
             handle.data["lost_nodes"].remove(host)
             stopped.pop(host, None)
         handle.data.pop("stopped_containers", None)
@@ -389,7 +401,14 @@ class SlurmBackend(Backend):
                        "interval_s": round((p["last"] - p["first"]) / max(1, p["count"] - 1), 3)}
         info = {"job_id": job_id, "run_dir": rdir, "sacct_rows": len(rows), "polls": polls,
                 "final_state": rows[-1].native_state if rows else None}
-        return Collected(events=events, times=times, attempts=attempts, logs=logs, info=info)
+        raw = self._raw(handle, res, rows)
+        return Collected(events=events, times=times, attempts=attempts, logs=logs, info=info, raw=raw)
+
+    def _raw(self, handle: Handle, parsable, rows: list[sp.SlurmJob]) -> dict:
+        if self._image is None:
+            self._image = records.image(self.cfg, self.docker, self._docker_run)
+        return records.gather(self.t, handle, parsable, rows[0].submit if rows else None,
+                              self._squeue.get(str(handle.data["job_id"])), self._image)
 
     def cancel(self, handle: Handle) -> None:
         self.t.run(["scancel", *handle.ids], check=False, timeout=60)
