@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from . import config as cfgmod
-from .errors import ConfigError, PocError
+from .errors import ConfigError, PocError, StoreError
 
 DEFAULT_RESULTS = "poc-results"
 
@@ -208,6 +208,25 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_rederive(args) -> int:
+    from . import rederive
+
+    checks = rederive.check(args.results_dir, args.campaign)
+    if args.json:
+        print(json.dumps(rederive.to_json(checks), indent=2, default=str))
+    elif not args.quiet:
+        print(rederive.table(checks))
+    t = rederive.totals(checks)
+    if t["runs_checked"] == 0:
+        raise StoreError(f"no run recorded ok under {args.results_dir}: nothing to re-derive",
+                         tip="re-derivation checks finished runs; run the campaign (or --resume it) first")
+    if not rederive.passed(checks):
+        raise StoreError(f"re-derivation failed: {rederive.summary(checks)}",
+                         tip="the table lists each finding; a run stored before raw evidence was kept "
+                             "(raw.json.gz) cannot be checked")
+    return 0
+
+
 def cmd_validate(args) -> int:
     from .render.validate import check_config
 
@@ -283,6 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("results_dir", help="a results directory or one campaign inside it")
     rp.add_argument("--out", help="output directory (default: RESULTS_DIR/report)")
     rp.set_defaults(func=cmd_report)
+
+    rv = sub.add_parser("rederive", parents=[common],
+                        help="re-derive every stored metric from the stored raw evidence and list each mismatch")
+    rv.add_argument("results_dir", help="a results directory or one campaign inside it")
+    rv.add_argument("--campaign", help="only this campaign of the results directory")
+    rv.set_defaults(func=cmd_rederive)
 
     v = sub.add_parser("validate", parents=[common], help="check a config file")
     v.set_defaults(func=cmd_validate)

@@ -3,7 +3,9 @@
 Layout:
   campaign.json          schema version, config hash, the (redacted) config
   runs.jsonl             one line per finished run (ok or failed); append-only
-  runs/<run_id>/         events.jsonl, rendered files, logs, scheduler facts
+  runs/<run_id>/         events.jsonl, rendered files, logs, scheduler facts, and raw.json.gz: the
+                         scheduler's own records every time-stamp was derived from, secrets removed
+                         (harness/redact.py), for `poc rederive`
   inflight/<run_id>.json the handle of a submitted, unfinished run (for cancel on resume)
 
 A run's directory is complete before its line is appended, and the line is one
@@ -13,6 +15,8 @@ whole record or none of it (a torn last line is ignored on read).
 from __future__ import annotations
 
 import fcntl
+import gzip
+import io
 import json
 import os
 import shutil
@@ -20,10 +24,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import redact
 from .errors import StoreError
+from .events import parse_lines
 from .fsutil import atomic_write  # the one atomic write; re-exported for report/document.py
 
 SCHEMA_VERSION = 1
+RAW_FILE = "raw.json.gz"
+EVENTS_FILES = ("events.jsonl", "events.jsonl.gz")  # a committed campaign may keep its events compressed
 
 
 def iter_runs(path: Path) -> Iterator[dict]:
@@ -66,6 +74,7 @@ class Store:
         self.campaign = campaign
         self.runs_path = self.root / "runs.jsonl"
         self._lock_fh = None
+        self._raw_written: set[str] = set()  # raw evidence this process wrote: kept when the run dir is swapped
 
     # -- campaign -------------------------------------------------------------------------------------------------
     def open(self, config_hash: str, config: dict, resume: bool) -> list[dict]:
@@ -126,10 +135,26 @@ class Store:
             else:
                 p.write_text(content, encoding="utf-8")
         tmp.mkdir(parents=True, exist_ok=True)
+        old_raw = final / RAW_FILE
+        if run_id in self._raw_written and RAW_FILE not in files and old_raw.exists():
+            os.replace(old_raw, tmp / RAW_FILE)  # written by write_raw before the swap: same run, keep it
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
         return final
+
+    def write_raw(self, run_id: str, raw: dict) -> dict:
+        """Store a run's raw scheduler evidence as runs/<run_id>/raw.json.gz, secrets removed first.
+
+        Returns what redaction removed ({"removed": n, "by_rule": {...}}), worth keeping in the record.
+        Either order with write_artifacts works: raw evidence written first survives the swap.
+        Deterministic bytes (sorted keys, gzip mtime 0): the same evidence gives the same file."""
+        cleaned = redact.scrub(raw or {})
+        path = self.run_dir(run_id) / RAW_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, raw_bytes(cleaned.data))
+        self._raw_written.add(run_id)
+        return cleaned.summary()
 
     def append(self, record: dict) -> None:
         record = {"schema": SCHEMA_VERSION, **record}
@@ -166,6 +191,40 @@ class Store:
             except ValueError:
                 p.unlink()
         return out
+
+
+def raw_bytes(raw: dict) -> bytes:
+    """Raw evidence as stored: sorted-key JSON, gzip with no name and mtime 0 (identical input, identical
+    bytes, so a re-run or a copy is recognisable by its hash)."""
+    text = json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str).encode()
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
+        gz.write(text)
+    return buf.getvalue()
+
+
+def load_raw(run_dir: str | os.PathLike) -> dict:
+    """A run's raw evidence ({} when it has none: a run from before raw evidence was kept)."""
+    path = Path(run_dir) / RAW_FILE
+    if not path.exists():
+        return {}
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, EOFError, ValueError) as exc:
+        raise StoreError(f"{path}: not readable as gzip JSON ({exc})",
+                         tip="the file is damaged; re-run the run, or restore it from the campaign's copy") from None
+
+
+def load_events(run_dir: str | os.PathLike) -> list[dict] | None:
+    """A run's stored workload events (events.jsonl, or events.jsonl.gz); None when it has neither."""
+    for name in EVENTS_FILES:
+        path = Path(run_dir) / name
+        if path.exists():
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+                return parse_lines(fh)
+    return None
 
 
 def runs_files(path: str | os.PathLike) -> list[Path]:
