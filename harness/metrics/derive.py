@@ -1,52 +1,65 @@
-"""All metrics of one run."""
+"""All metrics of one run, from its workload events and its scheduler evidence (Stamps)."""
 from __future__ import annotations
 
 import statistics
 
 from .. import events as ev
 from .bandwidth import allreduce
-from .common import _metric, _sub, _t
-from .cost import cost
+from .common import _metric, normalise
+from .cost import cost, recovery_cost
+from .goodput import goodput
 from .recovery import recovery, step_times
-from .timing import startup
+from .timing import handover, queue, startup
 
 
-def derive(events: list[dict], times: dict, *, world: int, nodes: int, gpus_per_node: int, steps: int,
+def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per_node: int, steps: int,
            price: dict, faults: list[dict], contention: dict | None = None) -> tuple[dict, dict]:
-    """All metrics of one run, and its phase timeline (name -> epoch seconds)."""
+    """All metrics of one run, and its phase timeline (name -> epoch seconds, each instant's best value).
+
+    stamps: the evidence dict of harness.evidence.stamps (Stamps or their JSON): submitted, admitted,
+    allocated, ended, released, attempts[], checks[]. The old flat times (name -> epoch seconds) are
+    still accepted, each taken as exact.
+    """
     events = sorted(events, key=lambda e: e["ts_ns"])
-    m: dict = {}
-    submitted, allocated = times.get("submitted"), times.get("allocated")
-    m["queue_s"] = _metric("queue_s", _sub(allocated, submitted), {"submitted": submitted, "allocated": allocated})
-    if times.get("admitted") is not None:
-        m["queue_admission_s"] = _metric("queue_admission_s", _sub(times["admitted"], submitted),
-                                         {"submitted": submitted, "admitted": times["admitted"]})
+    st = normalise(stamps)
+    m: dict = dict(queue(st))
     if contention:
-        released = contention.get("released")
-        # Scheduler times are whole seconds on both platforms (Slurm Start, PodScheduled) and the
-        # release is a workload event: a handover under a second reads within +-1 s.
-        m["handover_s"] = _metric("handover_s", _sub(allocated, released),
-                                  {"released": released, "allocated": allocated},
-                                  blocker_run_id=contention.get("blocker_run_id"))
-    sm, src = startup(events, times, world)
+        m["handover_s"] = handover(st, contention)
+    sm, inst = startup(events, st, world)
     m.update(sm)
     m["allreduce_busbw_gbps"] = allreduce(events, world)
-    st = step_times(events)
-    med = statistics.median(st) if st else None
-    m["step_time_s"] = _metric("step_time_s", med, {}, n=len(st), samples=[round(x, 6) for x in st])
-    for f in faults:
-        m.update(recovery(events, f, world))
-    m.update(cost(events, times, price, nodes, gpus_per_node, steps, med))
+    st_samples = step_times(events)
+    med = statistics.median(st_samples) if st_samples else None
+    m["step_time_s"] = _metric("step_time_s", med, {}, n=len(st_samples), samples=[round(x, 6) for x in st_samples],
+                               grouped_by="attempt, rank (first step of each dropped)")
+    rec_inst: dict = {}
+    for f in faults:  # one fault per run today; a second would overwrite the first's metrics
+        rm, rec_inst = recovery(events, f, world, st)
+        m.update(rm)
+        if rec_inst:
+            m["recovery_cost_usd"] = recovery_cost(rec_inst, price, nodes, gpus_per_node)
+    m["goodput"] = goodput(events, st)
+    m.update(cost(events, st, price, nodes, gpus_per_node, steps, med))
+    return m, _timeline(events, st, inst, faults, rec_inst, contention)
 
-    done = [_t(e) for e in ev.of_kind(events, "done")]
-    timeline = {"submitted": submitted, "admitted": times.get("admitted"), "allocated": allocated,
-                "launched": src["launched"], "rendezvous": src["rendezvous"], "sweep_done": src["sweep_done"],
-                "first_step": src["first_step"]}
+
+def _timeline(events, st, inst, faults, rec_inst, contention) -> dict:
+    def t(s):
+        return None if s is None else s.t
+    timeline = {"submitted": t(st.get("submitted")), "admitted": t(st.get("admitted")),
+                "allocated": t(st.get("allocated")), "launched": t(inst["launched"]),
+                "rendezvous": t(inst["rendezvous"]), "sweep_done": t(inst["sweep_done"]),
+                "first_step": t(inst["first_step"])}
     for f in faults:
         timeline["fault"] = float(f["injected_at"])
-        rs = m.get("recovery_s", {}).get("sources", {})
-        timeline["resumed"] = rs.get("resumed")
+    # the recovery's instants, named apart from the first attempt's (rendezvous -> re_rendezvous)
+    for name, key in (("detected", "detected"), ("rendezvous", "re_rendezvous"), ("loaded", "re_loaded"),
+                      ("resumed", "resumed"), ("caught_up", "caught_up")):
+        if rec_inst.get(name) is not None:
+            timeline[key] = rec_inst[name].t
     if contention and contention.get("released"):
         timeline["blocker_released"] = contention["released"]
-    timeline["done"] = max(done) if done else times.get("ended")
-    return m, {k: v for k, v in timeline.items() if v is not None}
+    done = [e["ts_ns"] / 1e9 for e in ev.of_kind(events, "done")]
+    timeline["done"] = max(done) if done else t(st.get("ended"))
+    timeline["released"] = t(st.get("released"))
+    return {k: v for k, v in timeline.items() if v is not None}

@@ -1,30 +1,56 @@
-"""Queue and startup: scheduler edges and the workload's phases."""
+"""Queue, handover and startup: scheduler instants (Stamps with their resolution) and the workload's phases.
+
+Every interval is Span.between(a, b) = [b.lo - a.hi, b.hi - a.lo]: a whole-second scheduler record
+widens it by up to 1 s, the harness's bracket around the submit call by the call's duration, a
+workload event by 1 us. Workload and scheduler instants are compared directly because on this
+project's clusters they read the same host clock (nodes are containers or VMs of one host).
+"""
 from __future__ import annotations
 
 from .. import events as ev
-from .common import _all_ranks, _metric, _per_rank_first, _sub
+from ..timing import Span
+from .common import WORKLOAD_CLOCK, _all_ranks, _per_rank_first, _span_metric, at, span
 
 
-def startup(events: list[dict], times: dict, world: int) -> tuple[dict, dict]:
+def queue(st: dict) -> dict:
+    sub, alloc, adm = st.get("submitted"), st.get("allocated"), st.get("admitted")
+    out = {"queue_s": _span_metric("queue_s", span(sub, alloc), {"submitted": sub, "allocated": alloc})}
+    if adm is not None:
+        out["queue_admission_s"] = _span_metric("queue_admission_s", span(sub, adm),
+                                                {"submitted": sub, "admitted": adm})
+    return out
+
+
+def handover(st: dict, contention: dict) -> dict:
+    """The blocking job's last rank done (a workload event: exact) -> the waiting job allocated."""
+    released = contention.get("released")
+    rel = at(float(released), "blocker's last rank done (" + WORKLOAD_CLOCK + ")") if released is not None else None
+    alloc = st.get("allocated")
+    return _span_metric("handover_s", span(rel, alloc), {"released": rel, "allocated": alloc},
+                        blocker_run_id=contention.get("blocker_run_id"))
+
+
+def startup(events: list[dict], st: dict, world: int) -> tuple[dict, dict]:
+    """startup_s = launch_s + rendezvous_s + first_step_s of the first attempt (the sweep left out),
+    and the instants it used (name -> Stamp or None)."""
     atts = ev.attempts(events)
     first = atts[0] if atts else (0, 0, 0)
-    launched = _all_ranks(_per_rank_first(events, "process_start", first), world)
-    rdzv = _all_ranks(_per_rank_first(events, "rendezvous_done", first), world)
-    swept = _all_ranks(_per_rank_first(events, "sweep_done", first), world)
-    step1 = _all_ranks(_per_rank_first(events, "step", first), world)
-    alloc = times.get("allocated")
+    launched = at(_all_ranks(_per_rank_first(events, "process_start", first), world))
+    rdzv = at(_all_ranks(_per_rank_first(events, "rendezvous_done", first), world))
+    swept = at(_all_ranks(_per_rank_first(events, "sweep_done", first), world))
+    step1 = at(_all_ranks(_per_rank_first(events, "step", first), world))
+    alloc = st.get("allocated")
     sweep_end = swept if swept is not None else rdzv
-    src = {"allocated": alloc, "launched": launched, "rendezvous": rdzv, "sweep_done": swept, "first_step": step1}
-    launch_s, rdzv_s = _sub(launched, alloc), _sub(rdzv, launched)
-    sweep_s = _sub(swept, rdzv) if swept is not None else 0.0
-    first_s = _sub(step1, sweep_end)
-    parts = (launch_s, rdzv_s, first_s)
-    total = sum(parts) if all(p is not None for p in parts) else None
+    launch_s, rdzv_s = span(alloc, launched), span(launched, rdzv)
+    sweep_s = span(rdzv, swept) if swept is not None else Span(0.0, 0.0, 0.0)
+    first_s = span(sweep_end, step1)
+    total = launch_s.plus(rdzv_s).plus(first_s) if None not in (launch_s, rdzv_s, first_s) else None
+    inst = {"allocated": alloc, "launched": launched, "rendezvous": rdzv, "sweep_done": swept, "first_step": step1}
     out = {
-        "startup_s": _metric("startup_s", total, src, attempt=list(first)),
-        "launch_s": _metric("launch_s", launch_s, {"allocated": alloc, "launched": launched}),
-        "rendezvous_s": _metric("rendezvous_s", rdzv_s, {"launched": launched, "rendezvous": rdzv}),
-        "first_step_s": _metric("first_step_s", first_s, {"sweep_done": sweep_end, "first_step": step1}),
-        "sweep_s": _metric("sweep_s", sweep_s, {"rendezvous": rdzv, "sweep_done": swept}),
+        "startup_s": _span_metric("startup_s", total, inst, attempt=list(first)),
+        "launch_s": _span_metric("launch_s", launch_s, {"allocated": alloc, "launched": launched}),
+        "rendezvous_s": _span_metric("rendezvous_s", rdzv_s, {"launched": launched, "rendezvous": rdzv}),
+        "first_step_s": _span_metric("first_step_s", first_s, {"sweep_done": sweep_end, "first_step": step1}),
+        "sweep_s": _span_metric("sweep_s", sweep_s, {"rendezvous": rdzv, "sweep_done": swept}),
     }
-    return out, src
+    return out, inst

@@ -26,20 +26,27 @@ def test_recorded_restart_recovery():
     rec = _records()["local-kill-rank-01"]
     (m, timeline), events = _derive(rec, "kill_rank_events.jsonl")
     fault_t = rec["faults"][0]["injected_at"]
-    r = m["recovery_s"]
-    # recovery is fault -> every rank's first step of the new attempt
+    # resume_s (recovery_s before issue 10) is fault -> every rank's first step of the new attempt
     post = [e for e in events if e["kind"] == "step" and tuple(e["attempt"]) == (0, 0, 1)]
     per_rank = {}
     for e in post:
         per_rank[e["rank"]] = min(per_rank.get(e["rank"], 1e30), e["ts_ns"] / 1e9)
-    assert r["value"] == pytest.approx(max(per_rank.values()) - fault_t, abs=1e-6)
+    assert m["resume_s"]["value"] == pytest.approx(max(per_rank.values()) - fault_t, abs=1e-6)
+    r = m["recovery_s"]
     assert r["sources"]["fault"] == fault_t
     assert r["detail"]["attempt_after"] == [0, 0, 1]
-    # resumed from the step-10 checkpoint; steps done before the kill landed are lost
+    # resumed from the step-10 checkpoint; both ranks had finished step 17 when the fault was injected
     assert r["detail"]["resumed_from_step"] == 10
-    last_before = max(e["step"] for e in events if e["kind"] == "step" and tuple(e["attempt"]) == (0, 0, 0))
-    assert m["lost_steps"]["value"] == last_before - 10 > 0
-    assert timeline["fault"] < timeline["resumed"] < timeline["done"]
+    last_before = max(e["step"] for e in events if e["kind"] == "step" and tuple(e["attempt"]) == (0, 0, 0)
+                      and e["ts_ns"] / 1e9 < fault_t)
+    assert m["lost_steps"]["value"] == last_before - 10 == 7
+    # recovery_s ends when every rank has done step 17 again, and is the sum of the phases it has
+    again = max(e["ts_ns"] / 1e9 for e in post if e["step"] == 17)
+    assert r["value"] == pytest.approx(again - fault_t, abs=1e-6)
+    phases = [m[p]["value"] for p in r["detail"]["phases"] if m[p]["value"] is not None]
+    assert sum(phases) == pytest.approx(r["value"], abs=1e-6)
+    assert m["recovery_teardown_s"]["value"] is None and "same allocation" in m["recovery_teardown_s"]["detail"]["note"]
+    assert timeline["fault"] < timeline["resumed"] < timeline["caught_up"] < timeline["done"]
 
 
 def test_recorded_startup_phases_add_up():
