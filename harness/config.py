@@ -93,6 +93,21 @@ class Resources(_Model):
         return self.nodes * self.procs_per_node
 
 
+class Local(_Model):
+    """The baseline without a scheduler. container: one container per node of the image the clusters
+    run (same torch build, a bridge network between them); host: torchrun processes of this Python."""
+    runtime: Literal["container", "host"] = "container"
+    image: str | None = None          # None: the locally built worker image (the one the clusters run)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        problem = None if v is None else imageref.reference_problem(v)
+        if problem:
+            raise PydanticCustomError("image_reference", "{value} {problem}", {"value": repr(v), "problem": problem})
+        return v
+
+
 class Kubernetes(_Model):
     kubeconfig: str | None = None
     context: str | None = None
@@ -218,6 +233,7 @@ class Config(_Model):
     resources: Resources = Field(default_factory=Resources)
     kubernetes: Kubernetes = Field(default_factory=Kubernetes)
     slurm: Slurm = Field(default_factory=Slurm)
+    local: Local = Field(default_factory=Local)
     pricing: dict[str, Price] = Field(default_factory=_default_pricing)
     faults: list[Fault] = Field(default_factory=lambda: [Fault(kind="kill_rank", at_step=15, rank=1)])
     repetitions: int = Field(1, ge=0, le=1000)

@@ -9,9 +9,18 @@ from .base import Backend
 
 def make_backend(platform: str, cfg: Config) -> Backend:
     if platform == "local":
-        from .local import LocalBackend
+        work_root = cluster_state_dir(LOCAL_RUNS) / cfg.campaign
+        if cfg.local.runtime == "host":
+            from .local import LocalBackend
 
-        return LocalBackend(cluster_state_dir(LOCAL_RUNS) / cfg.campaign)
+            return LocalBackend(work_root)
+        from .container import ContainerBackend
+
+        image = cfg.local.image
+        if image is None:
+            from ..clusters import images  # the ref Kubernetes uses: a content hash of the recipe, no docker call
+            image = images.worker_ref()
+        return ContainerBackend(work_root, image, default_image=cfg.local.image is None)
     if platform == "slurm":
         try:
             from .slurm import SlurmBackend

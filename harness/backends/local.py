@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -73,6 +74,11 @@ def _descendants(pid: int) -> set[int]:
     return out
 
 
+def _note_exit(proc: subprocess.Popen, rec: dict) -> None:
+    rec["exit_code"] = proc.wait()
+    rec["exited_at"] = time.time()
+
+
 class LocalBackend(Backend):
     platform = "local"
     poll_s = 0.2
@@ -86,6 +92,7 @@ class LocalBackend(Backend):
         self._seen: dict[str, list[dict]] = {}
         self._ended: dict[str, float] = {}
         self._cancelled: set[str] = set()
+        self._spawns: dict[str, list[dict]] = {}   # run_id -> per agent: pid, spawn bracket, exit (raw evidence)
 
     def work_dir(self, spec_or_handle) -> Path:
         return self.work_root / spec_or_handle.run_id
@@ -126,13 +133,20 @@ class LocalBackend(Backend):
         (work / "events").mkdir(parents=True)
         env = dict(os.environ, **self.env(spec))
         submitted = time.time()
-        procs = []
+        procs, spawns = [], []
         for i, argv in enumerate(rendered.payload):
             # The child holds its own copy of the descriptor, so ours can close as soon as it is spawned.
             with open(work / f"agent-{i}.log", "wb") as log:
+                b = time.time()
                 procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                               env=env, cwd=work, start_new_session=True))
+                spawns.append({"pid": procs[-1].pid, "spawn_before": b, "spawn_after": time.time(),
+                               "exited_at": None, "exit_code": None})
         allocated = time.time()
+        for p, rec in zip(procs, spawns, strict=True):
+            # a thread blocked in wait() notes each exit within milliseconds (a poll would be 0.2-0.5 s late)
+            threading.Thread(target=_note_exit, args=(p, rec), daemon=True).start()
+        self._spawns[spec.run_id] = spawns
         self._procs[spec.run_id] = procs
         self._tails[spec.run_id] = EventTail(work / "events")
         self._seen[spec.run_id] = []
@@ -200,7 +214,11 @@ class LocalBackend(Backend):
         codes = [p.poll() for p in self._procs.get(handle.run_id, [])]
         if not self.keep_checkpoints:
             shutil.rmtree(work / "ckpt", ignore_errors=True)
-        return Collected(events=events, times=times, attempts=[], logs=logs, info={"exit_codes": codes})
+        raw = {"runtime": "host",
+               "submit": {"before": handle.submitted_at, "after": handle.data["allocated"], "scheduler_record": None},
+               "processes": [dict(r) for r in self._spawns.get(handle.run_id, [])],
+               "image": {"ref": None, "id": None, "source": f"host Python {self.python} (no image)"}}
+        return Collected(events=events, times=times, attempts=[], logs=logs, info={"exit_codes": codes}, raw=raw)
 
     def cancel(self, handle: Handle) -> None:
         self._cancelled.add(handle.run_id)
