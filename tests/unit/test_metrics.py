@@ -35,13 +35,13 @@ def test_recorded_restart_recovery():
     r = m["recovery_s"]
     assert r["sources"]["fault"] == fault_t
     assert r["detail"]["attempt_after"] == [0, 0, 1]
-    # resumed from the step-10 checkpoint; both ranks had finished step 17 when the fault was injected
+    # resumed from the step-10 checkpoint; steps every rank had finished before the fault are lost
     assert r["detail"]["resumed_from_step"] == 10
     last_before = max(e["step"] for e in events if e["kind"] == "step" and tuple(e["attempt"]) == (0, 0, 0)
                       and e["ts_ns"] / 1e9 < fault_t)
-    assert m["lost_steps"]["value"] == last_before - 10 == 7
-    # recovery_s ends when every rank has done step 17 again, and is the sum of the phases it has
-    again = max(e["ts_ns"] / 1e9 for e in post if e["step"] == 17)
+    assert m["lost_steps"]["value"] == last_before - 10 > 0
+    # recovery_s ends when every rank has done that step again, and is the sum of the phases it has
+    again = max(e["ts_ns"] / 1e9 for e in post if e["step"] == last_before)
     assert r["value"] == pytest.approx(again - fault_t, abs=1e-6)
     phases = [m[p]["value"] for p in r["detail"]["phases"] if m[p]["value"] is not None]
     assert sum(phases) == pytest.approx(r["value"], abs=1e-6)
