@@ -1,0 +1,150 @@
+"""harness/redact.py: no planted secret survives, at any depth, in any of the shapes a scheduler returns it;
+clean evidence passes through untouched."""
+import base64
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.redact import REDACTED, scrub
+
+# Keys and strings that can never spell a secret word (no b, d, h, k, p, s, j, no "=" or ":"),
+# so that whatever the scrubber removes from a generated document was planted.
+SAFE = "acefgilmnoqrtuvwxyz"
+safe_keys = st.text(alphabet=SAFE, min_size=1, max_size=8)
+safe_text = st.text(alphabet=SAFE + "0123456789 ", max_size=20)
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | safe_text
+safe_json = st.recursive(scalars,
+                         lambda kids: st.lists(kids, max_size=4) | st.dictionaries(safe_keys, kids, max_size=4),
+                         max_leaves=20)
+markers = st.from_regex(r"zz9[0-9a-f]{8,16}", fullmatch=True)
+
+
+def _pem(m):
+    return f"-----BEGIN RSA PRIVATE KEY-----\nMIIE{m}\n-----END RSA PRIVATE KEY-----\n"
+
+
+# Every shape a credential arrives in: (what it is, value holding the marker m)
+CARRIERS = [
+    ("token key", lambda m: {"token": m}),
+    ("password key", lambda m: {"password": m}),
+    ("camel-case secret key", lambda m: {"clientSecret": m}),
+    ("kubeconfig client-key-data", lambda m: {"client-key-data": m}),
+    ("kubeconfig certificate-authority-data", lambda m: {"certificate-authority-data": m}),
+    ("authorization header", lambda m: {"headers": {"Authorization": f"Bearer {m}"}}),
+    ("private key key", lambda m: {"private_key": m}),
+    ("api key as a number", lambda m: {"apiKey": int("9" + "".join(c for c in m if c.isdigit()))}),
+    ("secret under a nested dict", lambda m: {"aws": {"secret_access_key": {"v": m}}}),
+    ("k8s env pair", lambda m: {"env": [{"name": "HF_TOKEN", "value": m}, {"name": "NCCL_DEBUG", "value": "INFO"}]}),
+    ("env dict", lambda m: {"Env": {"AWS_SECRET_ACCESS_KEY": m, "PATH": "/usr/bin"}}),
+    ("env line in a script", lambda m: {"script": f"#!/bin/bash\nexport DB_PASSWORD={m}\nsrun python x.py\n"}),
+    ("NAME=value list (sacct job_env)", lambda m: {"environment": ["HOME=/root", f"GITHUB_TOKEN={m}"]}),
+    ("PEM in a value", lambda m: {"ssh": _pem(m)}),
+    ("PEM in a list", lambda m: ["x", _pem(m)]),
+    ("base64 PEM", lambda m: {"cfg": base64.b64encode(_pem(m).encode()).decode()}),
+    ("JWT in a message", lambda m: {"message": f"401 for eyJhbGciOiJSUzI1NiJ9.eyJ{m}.{m}x retrying"}),
+    ("bearer in a log line", lambda m: f"curl -H 'authorization: bearer {m}' https://api"),
+    ("basic auth", lambda m: {"note": f"sent Basic {m} upstream"}),
+    ("kubeconfig user", lambda m: {"users": [{"name": "admin", "user": {"exec": {"args": ["--x", m]}}}]}),
+    ("Secret object", lambda m: {"kind": "Secret", "metadata": {"name": "s"}, "data": {"cfg": m}}),
+    ("managedFields", lambda m: {"metadata": {"managedFields": [{"fieldsV1": {f"f:{m}": {}}}]}}),
+    ("last-applied", lambda m: {"metadata": {"annotations": {
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps({"spec": {"x": m}})}}}),
+    ("JSON text (sacct --json kept as a string)", lambda m: json.dumps({"jobs": [{"password": m, "time": 5}]})),
+]
+
+
+@st.composite
+def planted(draw):
+    """A random JSON document with one credential planted somewhere down a random path."""
+    marker = draw(markers)
+    name, make = draw(st.sampled_from(CARRIERS))
+    doc = make(marker)
+    for _ in range(draw(st.integers(0, 8))):
+        if draw(st.booleans()):
+            siblings = draw(st.dictionaries(safe_keys, safe_json, max_size=3))
+            doc = {**siblings, draw(safe_keys): doc}
+        else:
+            items = draw(st.lists(safe_json, max_size=3))
+            items.insert(draw(st.integers(0, len(items))), doc)
+            doc = items
+    return name, marker, doc
+
+
+@settings(max_examples=400, deadline=None)
+@given(planted())
+def test_no_planted_secret_survives_at_any_depth(case):
+    name, marker, doc = case
+    out = scrub(doc)
+    needle = "9" + "".join(c for c in marker if c.isdigit()) if name == "api key as a number" else marker
+    assert needle not in json.dumps(out.data), name
+    assert out.removed >= 1, name
+
+
+@settings(max_examples=300, deadline=None)
+@given(safe_json)
+def test_clean_evidence_is_untouched(doc):
+    out = scrub(doc)
+    assert out.data == doc and out.removed == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(planted())
+def test_scrubbing_is_idempotent(case):
+    _, _, doc = case
+    once = scrub(doc)
+    twice = scrub(once.data)
+    assert twice.data == once.data and twice.removed == 0
+
+
+def test_what_the_time_stamps_need_is_kept():
+    """A Pod, an Event and a sacct job as the backends keep them: every time, name and state survives;
+    references to secrets (names, not contents) and flags stay readable."""
+    pod = {"kind": "Pod", "metadata": {"name": "p-0", "creationTimestamp": "2026-12-02T10:00:00Z",
+                                       "managedFields": [{"manager": "kube-scheduler"}],
+                                       "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}",
+                                                       "poc/run-id": "k8s-clean-01"}},
+           "spec": {"nodeName": "node-1", "automountServiceAccountToken": False,
+                    "containers": [{"name": "w", "env": [
+                        {"name": "NCCL_DEBUG", "value": "INFO"},
+                        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]}],
+                    "volumes": [{"name": "v", "secret": {"secretName": "hf"}}],
+                    "imagePullSecrets": [{"name": "regcred"}]},
+           "status": {"conditions": [{"type": "PodScheduled", "status": "True",
+                                      "lastTransitionTime": "2026-12-02T10:00:01Z"}]}}
+    event = {"kind": "Event", "reason": "Scheduled", "eventTime": "2026-12-02T10:00:01.123456Z",
+             "message": "Successfully assigned default/p-0 to node-1"}
+    job = {"job_id": 42, "state": {"current": ["COMPLETED"]}, "wckey": {"wckey": "", "flags": []},
+           "time": {"submission": 1796230186, "start": 1796230187, "end": 1796230200}, "nodes": "c[1-2]"}
+    out = scrub({"pod": pod, "event": event, "sacct": {"jobs": [job]}})
+    assert out.data["event"] == event and out.data["sacct"]["jobs"][0] == job
+    p = out.data["pod"]
+    assert p["metadata"]["creationTimestamp"] == "2026-12-02T10:00:00Z" and p["spec"]["nodeName"] == "node-1"
+    assert p["status"] == pod["status"] and p["metadata"]["annotations"]["poc/run-id"] == "k8s-clean-01"
+    assert p["spec"]["automountServiceAccountToken"] is False
+    assert p["spec"]["containers"][0]["env"] == pod["spec"]["containers"][0]["env"]  # a reference, not a secret
+    assert p["spec"]["volumes"][0]["secret"] == REDACTED  # over-cautious (a name, not contents), and harmless
+    assert p["metadata"]["managedFields"] == REDACTED
+    assert p["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] == REDACTED
+    assert out.summary()["by_rule"] == {"last_applied": 1, "managed_fields": 1, "secret_key": 2}
+
+
+def test_a_whole_kubeconfig():
+    kc = {"apiVersion": "v1", "kind": "Config", "current-context": "poc",
+          "clusters": [{"name": "poc", "cluster": {"server": "https://127.0.0.1:6443",
+                                                   "certificate-authority-data": "LS0tLS1CRUdJTiBDRVJU"}}],
+          "contexts": [{"name": "poc", "context": {"cluster": "poc", "user": "admin"}}],
+          "users": [{"name": "admin", "user": {"client-certificate-data": "Y2VydA==", "client-key-data": "a2V5",
+                                               "token": "abc"}}]}
+    out = scrub(kc)
+    assert out.data["users"] == [{"name": "admin", "user": REDACTED}]
+    assert out.data["clusters"][0]["cluster"] == {"server": "https://127.0.0.1:6443",
+                                                  "certificate-authority-data": REDACTED}
+    assert out.data["contexts"] == kc["contexts"]
+
+
+def test_json_text_is_left_byte_for_byte_when_clean():
+    text = '{"jobs": [ {"time": {"start": 1796230187.5}} ]}'
+    assert scrub({"sacct": text}).data == {"sacct": text}
+    dirty = scrub({"sacct": '{"jobs": [{"time": {"start": 1796230187.5}, "token": "t"}]}'})
+    assert json.loads(dirty.data["sacct"]) == {"jobs": [{"time": {"start": 1796230187.5}, "token": REDACTED}]}
