@@ -105,3 +105,68 @@ def test_interrupted_campaign_keeps_finished_runs_and_resumes(tmp_path):
     backend2 = ScriptedBackend()
     out = campaign(cfg, ["local"], Store(tmp_path, "smoke"), lambda p: backend2, resume=True, poll_s=0.01)
     assert [r["run_id"] for r in out] == ["local-clean-02"]
+
+
+# -- raw evidence (runs/<run_id>/raw.json.gz) ---------------------------------------------------------------------
+
+def test_raw_evidence_is_redacted_deterministic_and_read_back(tmp_path):
+    import gzip
+
+    from harness.store import load_raw
+
+    s = Store(tmp_path, "c1")
+    raw = {"submit": {"before": 1.5, "after": 1.75}, "pods": [{"spec": {"containers": [
+        {"env": [{"name": "HF_TOKEN", "value": "hf_planted"}]}]}}], "b": 1, "a": 2}
+    summary = s.write_raw("r1", raw)
+    path = s.run_dir("r1") / "raw.json.gz"
+    blob = path.read_bytes()
+    assert summary == {"removed": 1, "by_rule": {"env": 1}}
+    assert b"hf_planted" not in gzip.decompress(blob)
+    assert blob[4:8] == b"\0\0\0\0"  # gzip mtime 0: same evidence, same bytes
+    assert gzip.decompress(blob).startswith(b'{"a":2,"b":1,')  # sorted keys
+    back = load_raw(s.run_dir("r1"))
+    assert back["submit"] == {"before": 1.5, "after": 1.75}
+    assert back["pods"][0]["spec"]["containers"][0]["env"][0]["value"] == "<redacted>"
+    s.write_raw("r1", raw)
+    assert path.read_bytes() == blob
+    assert load_raw(tmp_path / "nowhere") == {}
+
+
+def test_raw_evidence_survives_the_run_dir_swap_in_either_order(tmp_path):
+    from harness.store import load_raw
+
+    s = Store(tmp_path, "c1")
+    s.write_raw("before", {"x": 1})                 # raw first, then the run's other files
+    s.write_artifacts("before", {"events.jsonl": "e\n"})
+    s.write_artifacts("after", {"events.jsonl": "e\n"})
+    s.write_raw("after", {"x": 2})                  # the other order
+    assert load_raw(s.run_dir("before")) == {"x": 1} and load_raw(s.run_dir("after")) == {"x": 2}
+    assert (s.run_dir("before") / "events.jsonl").read_text() == "e\n"
+    # a run dir left by an earlier process (a failed run re-run by --resume) keeps no stale evidence
+    s2 = Store(tmp_path, "c1")
+    s2.write_artifacts("before", {"events.jsonl": "again\n"})
+    assert load_raw(s2.run_dir("before")) == {}
+
+
+def test_damaged_raw_evidence_is_a_store_error(tmp_path):
+    from harness.store import load_raw
+
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "raw.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(StoreError, match=r"raw\.json\.gz: not readable"):
+        load_raw(d)
+
+
+def test_events_are_read_plain_or_compressed(tmp_path):
+    import gzip
+
+    from harness.store import load_events
+
+    line = '{"kind":"step","ts_ns":5,"rank":0,"step":1}\n'
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "events.jsonl").write_text(line)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "events.jsonl.gz").write_bytes(gzip.compress(line.encode()))
+    assert load_events(tmp_path / "a") == load_events(tmp_path / "b") != []
+    assert load_events(tmp_path / "c") is None
