@@ -24,7 +24,7 @@ from ...render import jobset as rj
 from ...spec import JobSpec, build
 from ...states import JobState
 from ..base import Backend, Collected, FaultRecord, Handle, Journal, Observation, Rendered, no_journal
-from . import faults, preflight
+from . import evidence_raw, faults, preflight
 from . import state as st
 from .api import JOBSETS, K8sClient, api_message, is_connection_error, retry_webhook
 from .logfollow import Followers
@@ -46,6 +46,7 @@ class _RunState:
     log_errors: dict[str, str] = field(default_factory=dict)   # pod name -> the last log read's error
     attempts: dict = field(default_factory=dict)                # restart attempt -> {'allocated', 'pods', ...}
     times: dict = field(default_factory=dict)
+    raw: evidence_raw.RawKeeper = field(default_factory=evidence_raw.RawKeeper)   # last copies, for collect
 
 
 class KubernetesBackend(Backend):
@@ -189,6 +190,7 @@ class KubernetesBackend(Backend):
             j, w, ps = js.get(key), wl.get(key), pods.get(key, [])
             if j is not None and j["metadata"].get("uid") != h.data.get("uid"):
                 j = None  # a different JobSet of the same name
+            rs.raw.note(j, w, ps)
             want = st.awaiting_allocation(rs.attempts, h.data["nodes"], ps)
             sched = self._scheduled_events(h.data["namespace"]) if want else []
             st.update_times(rs.times, rs.attempts, h.data["nodes"], j, w, ps, st.scheduled_event_times(sched, want))
@@ -322,7 +324,12 @@ class KubernetesBackend(Backend):
         logs["status.txt"] = (f"JobSet {handle.data['namespace']}/{handle.data['name']}: {native} ({state.value})"
                               + (f"\nreason: {reason}" if reason else "") + "\n")
         attempts = [dict(v, attempt=k) for k, v in sorted(rs.attempts.items())]
-        return Collected(events=evmod.dedupe(events), times=dict(rs.times), attempts=attempts, logs=logs, info=info)
+        try:   # the scheduler's records behind every time-stamp (harness.evidence.k8s derives them)
+            raw = evidence_raw.gather(self.client, handle, rs.raw, self.looks.gone_pods(handle.data["namespace"]))
+        except Exception as exc:  # noqa: BLE001 - collect returns what it has; the record says what is missing
+            raw = {"errors": [f"gathering raw evidence: {type(exc).__name__}: {str(exc)[:300]}"]}
+        return Collected(events=evmod.dedupe(events), times=dict(rs.times), attempts=attempts, logs=logs, info=info,
+                         raw=raw)
 
     def _on_volume(self, h: Handle) -> bool:
         return self.local and not h.data.get("checkpoint_pvc") and bool(h.data.get("checkpoint_path"))

@@ -13,6 +13,7 @@ from ...errors import BackendError, PocError
 from ...render import jobset as rj
 from ..base import FaultRecord, Handle, Journal
 from .api import K8sClient, parse_time
+from .evidence_raw import note_node
 from .state import RESTART_LABEL, get, items
 
 OUT_OF_SERVICE = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
@@ -62,6 +63,7 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
             h.data.setdefault("downed_links", []).append(link)
             journal(h)
             power.Ledger(ledger_path(h)).add(h.run_id, node, link)
+            note_node(client, h, node, "before the fault")
             t = time.time()
             try:
                 detail = power.power_off(node, link)
@@ -70,6 +72,7 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
             return FaultRecord(kind, t, target, {**detail, "recovery_chain": RECOVERY_CHAIN})
         h.data.setdefault("cordoned", []).append(node)
         journal(h)
+        note_node(client, h, node, "before the fault")
         t = time.time()
         client.call("PATCH node (cordon)", core.patch_node, node, {"spec": {"unschedulable": True}})
         evicted = []
@@ -101,6 +104,7 @@ def remediate(client: K8sClient, h: Handle, pods: list[dict], clock=time.time) -
         n = client.to_dict(client.call("GET node", core.read_node, node))
         if _ready(n):
             continue   # the node controller has not noticed yet (node-monitor grace period)
+        note_node(client, h, node, "node controller noticed (remediation)", n)
         taints = items(n, "spec", "taints")
         if not any(t.get("key") == OUT_OF_SERVICE["key"] for t in taints):
             client.call("PATCH node taints", core.patch_node, node, {"spec": {"taints": [*taints, OUT_OF_SERVICE]}})
@@ -137,6 +141,7 @@ def restore(client: K8sClient, h: Handle, *, power=None, ready_wait_s: float = 9
             n = client.to_dict(n) if n is not None else None
             if n is not None and _ready(n) and not any(str(t.get("key", "")).startswith("node.kubernetes.io/")
                                                        for t in items(n, "spec", "taints")):
+                note_node(client, h, node, "restored", n)
                 break
             sleep(1)
     for node in h.data.get("cordoned") or []:

@@ -3,10 +3,16 @@
 List once (with its resourceVersion), then apply ADDED/MODIFIED/DELETED; list again when the
 watch ends or fails. ``objects()`` is None while the cache is out of sync, and the caller lists
 instead: a poll never acts on a stale picture after the API server went away.
+
+A cache may keep what DELETED events carried (``keep_gone``): a JobSet restart deletes the pods
+of the earlier attempt, and their last state (containers' finishedAt, deletionTimestamp) is
+evidence of when that attempt ended; the harness clock when the event arrived bounds the deletion.
 """
 from __future__ import annotations
 
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from ...render import jobset as rj
@@ -14,6 +20,7 @@ from .api import JOBSETS, WORKLOADS, K8sClient
 from .state import get, workload_of
 
 Key = tuple[str, str]          # (namespace, JobSet name)
+GONE_MAX = 4096                # deleted objects kept per cache (a campaign's runs each read theirs at collect)
 
 
 def _name(o) -> str:
@@ -22,10 +29,12 @@ def _name(o) -> str:
 
 class Watched:
     def __init__(self, what: str, list_fn, args: tuple, kwargs: dict, timeout: float,
-                 convert: Callable[[object], dict] = lambda o: o):
+                 convert: Callable[[object], dict] = lambda o: o, keep_gone: bool = False):
         self.what, self.list_fn, self.args, self.kwargs, self.timeout = what, list_fn, args, kwargs, timeout
         self.convert = convert
+        self.keep_gone = keep_gone
         self._objs: dict[str, dict] = {}
+        self._gone: OrderedDict[str, tuple[float, dict]] = OrderedDict()   # uid -> (seen at, last object)
         self._lock = threading.Lock()
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -59,6 +68,8 @@ class Watched:
                     with self._lock:
                         if kind == "DELETED":
                             self._objs.pop(_name(obj), None)
+                            if self.keep_gone:
+                                self._bury(time.time(), self.convert(obj))
                         else:
                             self._objs[_name(obj)] = self.convert(obj)
             except Exception as exc:  # noqa: BLE001 - API server away: out of sync until the next list
@@ -74,6 +85,17 @@ class Watched:
             return None
         with self._lock:
             return list(self._objs.values())
+
+    def _bury(self, seen_at: float, obj: dict) -> None:
+        uid = get(obj, "metadata", "uid") or get(obj, "metadata", "name")
+        self._gone[uid] = (seen_at, obj)
+        while len(self._gone) > GONE_MAX:
+            self._gone.popitem(last=False)
+
+    def gone(self) -> list[tuple[float, dict]]:
+        """(harness clock when the DELETED event arrived, the object it carried), oldest first."""
+        with self._lock:
+            return list(self._gone.values())
 
     def stop(self) -> None:
         self._stop.set()
@@ -98,7 +120,7 @@ class Looks:
                 Watched(f"workloads/{ns}", co.list_namespaced_custom_object, (*WORKLOADS[:2], ns, WORKLOADS.plural),
                         {}, t),
                 Watched(f"pods/{ns}", core.list_namespaced_pod, (ns,), {"label_selector": "poc/platform=k8s"}, t,
-                        convert=c.to_dict))
+                        convert=c.to_dict, keep_gone=True))
         return self._watches[ns]
 
     def look(self, keys: list[Key]) -> tuple[dict, dict, dict]:
@@ -136,6 +158,11 @@ class Looks:
             if any((ns, n) not in js for n in names):
                 return None
         return js, wl, pods
+
+    def gone_pods(self, ns: str) -> list[tuple[float, dict]]:
+        """Pods of ns deleted while its pod watch ran: (when the DELETED event arrived, last object)."""
+        trio = self._watches.get(ns)
+        return trio[2].gone() if trio else []
 
     def stop(self) -> None:
         for trio in self._watches.values():
