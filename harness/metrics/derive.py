@@ -27,7 +27,8 @@ def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per
         m["handover_s"] = handover(st, contention)
     sm, inst = startup(events, st, world)
     m.update(sm)
-    m["allreduce_busbw_gbps"] = allreduce(events, world)
+    bw = allreduce(events, world)   # one metric record, or several by name (nccl-tests' average too)
+    m.update({"allreduce_busbw_gbps": bw} if "value" in bw else bw)
     st_samples = step_times(events)
     med = statistics.median(st_samples) if st_samples else None
     m["step_time_s"] = _metric("step_time_s", med, {}, n=len(st_samples), samples=[round(x, 6) for x in st_samples],

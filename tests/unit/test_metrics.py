@@ -59,8 +59,8 @@ def test_recorded_startup_phases_add_up():
                                                     abs=1e-6)
     times = rec["scheduler"]["times"]
     assert m["queue_s"]["value"] == pytest.approx(times["allocated"] - times["submitted"])
-    # the stored record was derived by the same code
-    for k in ("queue_s", "startup_s", "allreduce_busbw_gbps", "cost_per_step_usd"):
+    # the stored record was derived by the same code (bandwidth left out: issue 10 redefines it, test_busbw.py)
+    for k in ("queue_s", "startup_s", "cost_per_step_usd"):
         assert m[k]["value"] == pytest.approx(rec["metrics"][k]["value"], rel=1e-6)
 
 
