@@ -214,7 +214,7 @@ def to_json(checks: list[CampaignCheck]) -> dict:
 
 def _fmt(v: object) -> str:
     if _num(v):
-        return f"{v:.12g}"
+        return repr(v)  # the shortest text that reads back as the same float: two epochs that differ show it
     return v if isinstance(v, str) else json.dumps(v, default=str)
 
 
