@@ -172,8 +172,8 @@ def squeue_json(text: str) -> list[SlurmJob]:
 
 
 def sacct_json(text: str) -> list[SlurmJob]:
-    """``sacct --json`` of Slurm 22.05 (v0.0.38) or 23.02+ (data_parser); one record per job
-    (sacct's JSON holds the latest attempt only; use ``sacct -D -P`` for every attempt)."""
+    """``sacct --json`` of Slurm 22.05 (v0.0.38) or 23.02+ (data_parser): one record per job, the
+    latest attempt, or with ``-D`` one record per attempt (requeues), each with its own times."""
     out = []
     for j in _jobs(text):
         st = j.get("state")

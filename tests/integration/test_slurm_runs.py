@@ -197,3 +197,84 @@ def test_unreachable_login_node_is_a_failed_record(tmp_path):
                                      "slurm": {"host": "127.0.0.1", "port": port, "user": "poc"}})
     assert rec["status"] == "failed" and rec["error"]["stage"] == "preflight"
     assert rec["error"]["type"] == "TransportError"
+
+
+# ---------------------------------------------------------------- raw evidence -> evidence.stamps
+
+def drive(cfg, run_id: str, fault=None, timeout_s: float = 400):
+    """One job straight through the backend (no pipeline): submit, observe until done (injecting
+    `fault` when its rank reaches its step in the first attempt), collect, cancel. -> Collected."""
+    from harness import spec as specmod
+    from harness.pipeline import fault_target
+
+    backend = make_backend("slurm", cfg)
+    s = specmod.build(cfg, "slurm", run_id, fault)
+    h = backend.submit(s, backend.render(s))
+    events: list[dict] = []
+    pending, first = fault, None
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            obs = backend.observe([h])[run_id]
+            events += obs.events
+            if first is None and events:
+                from harness import events as evmod
+                first = evmod.attempt_of(events[0])
+            if pending is not None:
+                target = fault_target(events, pending, first)
+                if target is not None:
+                    backend.inject(h, pending.kind, target)
+                    pending = None
+            if obs.state.terminal:
+                break
+            time.sleep(backend.poll_s)
+        col = backend.collect(h)
+    finally:
+        backend.cancel(h)
+        backend.close()
+    record = os.environ.get("POC_RECORD_SLURM_RAW")   # a directory: keep the raw evidence as a fixture
+    if record:
+        Path(record).mkdir(parents=True, exist_ok=True)
+        (Path(record) / f"{run_id}.json").write_text(json.dumps(col.raw, indent=1, sort_keys=True))
+    return col
+
+
+def assert_allocated_narrowed(st, col, narrowed: bool):
+    """allocated lies in [Start, Start + 1]; narrowed below a second by the batch script's clock when
+    the job started at once on idle nodes (a job the periodic scheduler pass starts, its nodes still
+    completing the previous job, can begin its batch script more than 1 s after Start)."""
+    from harness import slurm_parse as sp
+    rows = sp.sacct_json(col.raw["sacct_json"]["text"])
+    start = rows[0].start
+    a = st["allocated"]
+    assert start <= a.lo <= a.hi <= start + 1, (start, a)
+    assert a.width < 1.0 or not narrowed, (start, a, col.raw["alloc_evidence"])
+    sub = st["submitted"]
+    assert sub.width <= col.raw["submit"]["after"] - col.raw["submit"]["before"] + 1e-9
+    assert all(c["ok"] for c in st["checks"]), st["checks"]
+    print(f"\n{col.info['job_id']}: allocated width {a.width:.3f} s, submitted width {sub.width:.3f} s")
+
+
+@pytest.mark.parametrize("kind", [None, "kill_rank", "lose_node", "requeue"])
+def test_raw_evidence_gives_subsecond_allocation(cluster, kind):
+    from harness import evidence
+    from harness.spec import FaultPlan
+
+    cfg = config.from_mapping({"campaign": "itest-raw", "platforms": ["slurm"], "workload": SMALL})
+    run_id = f"slurm-raw-{(kind or 'clean').replace('_', '-')}"
+    col = drive(cfg, run_id, FaultPlan(kind, 8, 1) if kind else None)
+    raw = json.loads(json.dumps(col.raw))          # JSON-able, as the store keeps it
+    rows = [j for j in json.loads(raw["sacct_json"]["text"])["jobs"]]
+    assert len(rows) == len(col.attempts) >= (2 if kind else 1)   # sacct -D --json: every attempt
+    assert raw["image"]["id"] and raw["submit"]["after"] > raw["submit"]["before"]
+    st = evidence.stamps("slurm", raw)
+    assert_allocated_narrowed(st, col, narrowed=kind is None)
+    assert len(st["attempts"]) == len(col.attempts)
+    if kind:
+        first = st["attempts"][0]
+        assert first["detected"] is not None and first["ended"] is not None
+    if kind == "kill_rank":   # the batch script noticed srun fail: a sub-second detection
+        assert st["attempts"][0]["detected"].width < 0.01
+    if kind == "lose_node":
+        assert [r["when"] for r in raw["nodes"]][:2] == ["inject", "collect"]
+    print(json.dumps(evidence.to_json(st), indent=1))
