@@ -143,6 +143,8 @@ def _deletion_requested(p: dict, first_seen: dict | None = None) -> Stamp | None
     then, an upper bound) is preferred when it was kept."""
     first = (first_seen or {}).get(get(p, "metadata", "uid"))
     meta = first if isinstance(first, dict) else get(p, "metadata", default={})
+    if not isinstance(meta, dict):
+        return None
     s = stamp_at(meta.get("deletionTimestamp"), f"pod {_name(p)} deletion requested (deletionTimestamp - grace)")
     if s is None:
         return None
