@@ -136,12 +136,56 @@ def test_poc_run_clean_and_kill_rank(cluster, tmp_path):
                                                        if k in r["metrics"]} for r in recs}))
 
 
+def capturing(cfg: config.Config, raws: dict):
+    """A backend factory whose backends keep each run's Collected.raw in raws (by run id)."""
+    class Capturing(KubernetesBackend):
+        def collect(self, handle):
+            out = super().collect(handle)
+            raws[handle.run_id] = out.raw
+            return out
+    return lambda _platform: Capturing.from_config(cfg)
+
+
+def test_raw_evidence_gives_microsecond_allocation_after_the_submit(cluster, tmp_path):
+    """A real run's Collected.raw -> evidence.stamps: allocation from the Scheduled events (µs), after
+    the submit call began, and a queue time below the old creationTimestamp arithmetic (which read
+    up to 1 s high)."""
+    from harness import evidence
+    from harness.backends.k8s.api import parse_time
+    from harness.timing import Span
+    raws: dict = {}
+    cfg = cfg_of("k8s-evidence", faults=[], workload={"steps": 12})
+    recs = campaign(cfg, ["k8s"], Store(tmp_path, cfg.campaign), capturing(cfg, raws), resume=False)
+    assert [(r["run_id"], r["status"]) for r in recs] == [("k8s-clean-01", "ok")], [r.get("error") for r in recs]
+    raw = json.loads(json.dumps(raws["k8s-clean-01"]))      # JSON-able, and what rederive reads back
+    assert not raw.get("errors") and raw["image"]["id"] and raw["events"] and len(raw["pods"]) == 2
+    st = evidence.stamps("k8s", raw)
+    sub, alloc = st["submitted"], st["allocated"]
+    assert alloc.width < 0.01 and "Scheduled eventTime" in alloc.source
+    assert alloc.lo > sub.lo and st["released"] is not None and st["ended"] is not None
+    assert all(c["ok"] for c in st["checks"]), st["checks"]
+    old = alloc.t - parse_time(raw["jobset"]["metadata"]["creationTimestamp"])
+    q = Span.between(sub, alloc)
+    assert q.value < old, (q, old)
+    print(f"\nk8s stamps: {json.dumps(evidence.to_json(st))}\nqueue old (creationTimestamp) {old:.6f} s, "
+          f"new {q.value:.6f} s in [{q.lo:.6f}, {q.hi:.6f}] (+-{q.uncertainty:.6f}); widths: submitted "
+          f"{sub.width:.6f} s, allocated {alloc.width:.6f} s")
+
+
 def test_delete_pod_recovers_through_jobset(cluster, tmp_path):
+    from harness import evidence
     cfg = cfg_of("k8s-faults", repetitions=0, faults=[{"kind": "delete_pod", "at_step": 12, "rank": 1}])
-    recs, took = run_campaign(cfg, tmp_path)
+    raws: dict = {}
+    t0 = time.monotonic()
+    recs = campaign(cfg, ["k8s"], Store(tmp_path, cfg.campaign), capturing(cfg, raws), resume=False)
+    took = time.monotonic() - t0
     assert [(r["run_id"], r["status"]) for r in recs] == [("k8s-delete-pod-01", "ok")], [r.get("error") for r in recs]
     _headline_ok(recs[0])
     assert recs[0]["metrics"]["recovery_s"]["detail"]["attempt_after"][0] >= 1
+    a0, a1 = evidence.stamps("k8s", raws["k8s-delete-pod-01"])["attempts"]
+    assert "deletion requested" in a0["detected"].source or "Killing" in a0["detected"].source
+    assert a0["detected"].lo >= recs[0]["faults"][0]["injected_at"] - 1, "noticed after the fault"
+    assert a0["allocated"].hi < a0["detected"].hi <= a1["allocated"].hi and a1["detected"] is None
     print(f"\ndelete_pod {took:.0f}s: recovery_s={recs[0]['metrics']['recovery_s']['value']:.1f}")
 
 
