@@ -105,13 +105,14 @@ def recovery(events: list[dict], fault: dict, world: int, st: dict | None = None
     t_f = f_st.t
     before = tuple(fault.get("target", {}).get("attempt") or ())
     steps = ev.of_kind(events, "step")
+    if not before:  # the attempt of the last step before the fault (survivors may finish one after it)
+        before = max((ev.attempt_of(e) for e in steps if _t(e) < t_f), default=())
     post = [e for e in steps if _t(e) > t_f and (not before or ev.attempt_of(e) > before)]
     if not post:
         return _null(fault, t_f, "no step was done after the fault")
     new_att = ev.attempt_of(min(post, key=_t))
+    before = before or (0,) * len(new_att)
     pre = [e for e in steps if ev.attempt_of(e) < new_att and _t(e) < t_f]
-    if not before:
-        before = ev.attempt_of(max(pre, key=_t)) if pre else (0,) * len(new_att)
 
     at_inj, last_failed = _landing(steps, t_f, new_att)
     last_all = min((at_inj.get(r, 0) for r in range(world)), default=0)

@@ -182,3 +182,12 @@ def test_recorded_slurm_lose_node_phases_sum_to_recovery():
     got = [m[p]["value"] for p in r["detail"]["phases"] if m[p]["value"] is not None]
     assert sum(got) == pytest.approx(r["value"], abs=1e-6)
     assert r["value"] > m["resume_s"]["value"] > 0
+
+
+def test_fault_without_a_target_attempt_skips_the_survivors_last_step():
+    # rank 1 finishes step 12 of the failed attempt after the fault: that is not the new attempt
+    fault = {"kind": "kill_rank", "injected_at": 116.2}
+    m, _ = _derive(faults=[fault])
+    assert m["recovery_s"]["detail"]["attempt_before"] == [0, 0, 0]
+    assert m["recovery_s"]["detail"]["attempt_after"] == [0, 1, 0]
+    assert m["lost_steps"]["value"] == 1
