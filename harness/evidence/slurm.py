@@ -15,7 +15,12 @@ entry saying why). Sources, most precise first:
 * **The harness clock** around ``sbatch``: slurmctld took the job between ``before`` and ``after``.
 
 Allocation of an attempt therefore lies in [Start, min(Start + 1, batch_start)] (and, for the first
-attempt, not before the harness's submit bracket began). ``released`` is End: slurmctld frees the
+attempt, not before the harness's submit bracket began). Caveat seen on 24.11: Start is the ``now``
+slurmctld read when its scheduling pass began, so a pass that crosses a second boundary allocates
+just after Start + 1 (slurmctld.log "sched: Allocate JobId=3" at 08:59:03.000 for Start 08:59:02,
+the batch script at 08:59:03.022); the error is the pass's run time (ms here). When the batch script
+starts more than 1 s after Start (nodes still completing the previous job) only the whole second is
+known, and a check says so. ``released`` is End: slurmctld frees the
 nodes at End (an epilog, if any, runs after it and is not measured here).
 """
 from __future__ import annotations
