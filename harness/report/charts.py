@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import cbook, mlab
 
-from .records import PHASES
+from .records import PHASES, RECOVERY_PHASES
 from .stats import PLATFORM_LABEL, Groups, base_metric, platform_sort_key
 from .table import RunTable
 
@@ -39,8 +39,12 @@ def _sorted_platforms(names) -> list[str]:
 
 
 def metrics_side_by_side(gs: Groups, out: Path) -> Path:
-    fig, axes = plt.subplots(1, len(SIDE_BY_SIDE), figsize=(4 * len(SIDE_BY_SIDE), 4))
-    for ax, (metric, title) in zip(axes, SIDE_BY_SIDE, strict=True):
+    panels = SIDE_BY_SIDE
+    if any(base_metric(k) == "allreduce_avg_busbw_gbps" for _, k in gs):   # nccl-tests' figure, not the peak
+        panels = [("allreduce_avg_busbw_gbps", "avg busbw (GB/s)") if m == "allreduce_busbw_gbps" else (m, t)
+                  for m, t in SIDE_BY_SIDE]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4))
+    for ax, (metric, title) in zip(axes, panels, strict=True):
         # recovery exists only per fault kind: show every fault kind's values together per platform;
         # a wait behind a blocking job is not a queue time of the clean job, so contention stays out
         sub = {pk: g for pk, g in gs.items() if base_metric(pk[1]) == metric and not pk[1].endswith(":contention")}
@@ -106,7 +110,8 @@ def timeline(table: RunTable, out: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlabel("seconds since submit")
     ax.set_title("Phase timeline of a typical run (segment = time until the named phase)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize=8, ncol=5, frameon=False)
+    if seen:   # a campaign without timelines has nothing to name
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize=8, ncol=5, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, out)
 
@@ -236,6 +241,35 @@ def contention(gs: Groups, out: Path) -> Path:
     return _save(fig, out)
 
 
+PHASE_STACK_COLORS = ["#c5b0d5", "#ff9896", "#9edae5", "#ffbb78", "#98df8a", "#aec7e8"]
+
+
+def recovery_phases(gs: Groups, out: Path) -> Path:
+    """Per platform and fault kind, the median of each recovery phase, stacked in the order they happen
+    (medians of parts need not add up to the median recovery_s, shown as a black tick)."""
+    bars = sorted({(p, k.split(":", 1)[1]) for p, k in gs if base_metric(k) in RECOVERY_PHASES and ":" in k},
+                  key=lambda pk: (pk[1], platform_sort_key(pk[0])))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(bars) + 3), 4.5))
+    bottom = np.zeros(len(bars))
+    for phase, color in zip(RECOVERY_PHASES, PHASE_STACK_COLORS, strict=True):
+        h = np.array([np.median(gs[(p, f"{phase}:{f}")].values) if (p, f"{phase}:{f}") in gs else 0.0
+                      for p, f in bars])
+        label = phase.removeprefix("recovery_").removesuffix("_s")
+        ax.bar(range(len(bars)), h, 0.6, bottom=bottom, color=color, label=label)
+        bottom += h
+    for i, (p, f) in enumerate(bars):
+        if (p, f"recovery_s:{f}") in gs:
+            total = np.median(gs[(p, f"recovery_s:{f}")].values)
+            ax.plot([i - 0.35, i + 0.35], [total, total], color="black", lw=1.5,
+                    label="recovery_s (median)" if i == 0 else None)
+    ax.set_xticks(range(len(bars)), [f"{PLATFORM_LABEL.get(p, p)} · {f}" for p, f in bars], rotation=10)
+    ax.set_ylabel("seconds (median over runs)")
+    ax.set_title("Recovery broken down: detection → teardown → rescheduling → restart → checkpoint load → recompute")
+    ax.legend(fontsize=8, ncol=3)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, out)
+
+
 def all_charts(table: RunTable, gs: Groups, outdir: Path) -> dict[str, Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     charts = {
@@ -247,4 +281,6 @@ def all_charts(table: RunTable, gs: Groups, outdir: Path) -> dict[str, Path]:
     }
     if any(k == "handover_s" for _, k in gs):
         charts["contention"] = contention(gs, outdir / "contention.png")
+    if any(base_metric(k) in RECOVERY_PHASES and ":" in k for _, k in gs):
+        charts["recovery"] = recovery_phases(gs, outdir / "recovery.png")
     return charts

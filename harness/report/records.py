@@ -21,7 +21,14 @@ from ..store import SCHEMA_VERSION
 # The phases a timeline chart can show, in the order a run passes them.
 PHASES = ("submitted", "blocker_released", "admitted", "allocated", "launched", "rendezvous", "sweep_done",
           "first_step", "fault", "resumed", "done")
-METRICS = tuple(UNITS)
+# Metrics issue 10 adds, with their units, read whenever a record has them: the report does not
+# wait for harness.metrics to list them, and older records without them still read.
+RECOVERY_PHASES = tuple(f"recovery_{p}_s" for p in ("detection", "teardown", "rescheduling", "restart",
+                                                     "checkpoint_load", "recompute"))
+NEWER_UNITS = {**dict.fromkeys(RECOVERY_PHASES, "s"), "resume_s": "s", "goodput": "ratio", "cost_run_usd": "USD",
+               "recovery_cost_usd": "USD", "allreduce_avg_busbw_gbps": "GB/s"}
+REPORT_UNITS = {**UNITS, **{k: v for k, v in NEWER_UNITS.items() if k not in UNITS}}
+METRICS = tuple(REPORT_UNITS)
 
 
 class CurvePoint(msgspec.Struct, gc=False):
@@ -31,6 +38,7 @@ class CurvePoint(msgspec.Struct, gc=False):
 
 class CurveDetail(msgspec.Struct, gc=False):
     curve: list[CurvePoint] = []
+    transport: Any = None   # what NCCL chose (IB, socket, P2P/NVLink/SHM), when the workload could tell
 
 
 class SamplesDetail(msgspec.Struct, gc=False):
@@ -39,19 +47,30 @@ class SamplesDetail(msgspec.Struct, gc=False):
 
 class Metric(msgspec.Struct, frozen=True, gc=False):
     value: float | None = None
+    # (hi - lo) / 2 from the clocks' resolution; NaN in records written before it was stored
+    uncertainty: float | None = math.nan
 
 
 class BusbwMetric(msgspec.Struct, frozen=True, gc=False):
     value: float | None = None
+    uncertainty: float | None = math.nan
     detail: CurveDetail | None = None
 
 
 class StepTimeMetric(msgspec.Struct, frozen=True, gc=False):
     value: float | None = None
+    uncertainty: float | None = math.nan
     detail: SamplesDetail | None = None
 
 
-_DETAILED = {"allreduce_busbw_gbps": BusbwMetric, "step_time_s": StepTimeMetric}
+class CostMetric(msgspec.Struct, frozen=True, gc=False):
+    value: float | None = None
+    uncertainty: float | None = math.nan
+    # the pricing model is the same for a platform's runs: kept unparsed, read once per platform
+    detail: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+_DETAILED = {"allreduce_busbw_gbps": BusbwMetric, "step_time_s": StepTimeMetric, "cost_per_step_usd": CostMetric}
 # An absent metric or phase reads as NaN, so a record's values go into float arrays as they are;
 # only an explicit null (a metric that could not be measured) reads as None.
 Metrics = msgspec.defstruct("Metrics", [(name, _DETAILED.get(name, Metric), _DETAILED.get(name, Metric)(math.nan))

@@ -1,4 +1,4 @@
-"""The report's parts as data: the headline table, findings, caveats, counts and the runs that failed."""
+"""The report's parts as data: the headline and metric tables, pricing, caveats, counts and the runs that failed."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..metrics import HEADLINE
-from .stats import PLATFORM_LABEL, Ratio, SummaryRow, platform_sort_key
+from .compare import Comparison
+from .stats import MIN_N, PLATFORM_LABEL, SummaryRow, platform_sort_key
 from .table import RunTable
 
 
@@ -32,62 +33,83 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def headline_table(summ: list[SummaryRow], rat: list[Ratio]) -> tuple[list[str], list[list[str]]]:
+def fmt_pm(v: float | None, u: float | None, unit: str = "") -> str:
+    """A value with its uncertainty, both to the uncertainty's first significant digit, or its first
+    two where it starts with 1 and the second digit counts: "0.62 ± 0.01", "0.624 ± 0.012", "2 ± 1".
+    An exact value (u = 0) or one with no recorded uncertainty prints alone."""
+    if v is None or u is None or math.isnan(v) or math.isnan(u) or u <= 0 or not math.isfinite(u):
+        return fmt(v, unit)
+    e = math.floor(math.log10(u))
+    decimals = -e
+    if u / 10 ** e < 2 and abs(round(u, decimals) - u) > 1e-9 * u:
+        decimals += 1
+    decimals = max(0, decimals)
+    return f"{v:.{decimals}f} ± {u:.{decimals}f}"
+
+
+def headline_cell(s: SummaryRow) -> str:
+    if s.n < MIN_N:   # no interval below MIN_N: the median (the value at n = 1) and its ± only
+        return f"{fmt_pm(s.median, s.uncertainty, s.unit)} ({s.n})"
+    return f"{fmt_pm(s.median, s.uncertainty, s.unit)} [{fmt(s.p05, s.unit)}–{fmt(s.p95, s.unit)}] ({s.n})"
+
+
+def ratio_cell(c: Comparison) -> str:
+    if c.refused:
+        return c.refused
+    if math.isnan(c.ratio):
+        return "– (a median is 0)"
+    if c.verdict == "few":
+        return f"{c.ratio:.2f} (n {c.n_num}/{c.n_den}: no interval)"
+    return f"{c.ratio:.2f} ({c.ci_low:.2f}–{c.ci_high:.2f})"
+
+
+def metric_order(m: str) -> tuple:
+    order = {k: i for i, k in enumerate(HEADLINE)}
+    return order.get(m.split(":")[0], 99), m
+
+
+def headline_table(summ: list[SummaryRow], comps: list[Comparison]) -> tuple[list[str], list[list[str]]]:
     plats = sorted({s.platform for s in summ}, key=platform_sort_key)
-    header = ["metric", "unit"] + [f"{PLATFORM_LABEL.get(p, p)} median [p05–p95] (n)" for p in plats]
-    pairs = sorted({(r.numerator, r.denominator) for r in rat}, key=lambda p: (p != ("k8s", "slurm"), p))
+    header = ["metric", "unit"] + [f"{PLATFORM_LABEL.get(p, p)} median ± resolution [p05–p95] (n)" for p in plats]
+    pairs = sorted({(c.numerator, c.denominator) for c in comps}, key=lambda p: (p != ("k8s", "slurm"), p))
     header += [f"{PLATFORM_LABEL.get(a, a)} / {PLATFORM_LABEL.get(b, b)} (95% CI)" for a, b in pairs]
     cell = {(s.metric, s.platform): s for s in summ}
-    ratio = {(r.metric, r.numerator, r.denominator): r for r in rat}
+    comp = {(c.metric, c.numerator, c.denominator): c for c in comps}
     units: dict[str, str] = {}
     for s in summ:
         units.setdefault(s.metric, s.unit)
     rows = []
-    order = {m: i for i, m in enumerate(HEADLINE)}
-    for m in sorted(units, key=lambda m: (order.get(m.split(":")[0], 99), m)):
-        unit = units[m]
-        row = [f"`{m}`", unit]
-        for p in plats:
-            s = cell.get((m, p))
-            row.append("–" if s is None else f"{fmt(s.median, unit)} [{fmt(s.p05, unit)}–{fmt(s.p95, unit)}] ({s.n})")
-        for a, b in pairs:
-            r = ratio.get((m, a, b))
-            row.append("–" if r is None else f"{r.ratio:.2f} ({r.ci_low:.2f}–{r.ci_high:.2f})")
+    for m in sorted(units, key=metric_order):
+        row = [f"`{m}`", units[m]]
+        row += ["–" if (m, p) not in cell else headline_cell(cell[(m, p)]) for p in plats]
+        row += ["–" if (m, a, b) not in comp else ratio_cell(comp[(m, a, b)]) for a, b in pairs]
         rows.append(row)
     return header, rows
 
 
-def findings(rat: list[Ratio]) -> list[str]:
-    """Plain statements the data supports: a difference only where the whole interval is on one side of 1."""
+def metric_table(summ: list[SummaryRow], keep) -> tuple[list[str], list[list[str]]]:
+    """Rows of the metric keys `keep(key)` accepts, a column per platform: median ± resolution (n)."""
+    plats = sorted({s.platform for s in summ if keep(s.metric)}, key=platform_sort_key)
+    cell = {(s.metric, s.platform): s for s in summ}
+    keys = sorted({s.metric for s in summ if keep(s.metric)}, key=metric_order)
+    rows = [[f"`{k}`", cell[next((k, p) for p in plats if (k, p) in cell)].unit]
+            + [f"{fmt_pm(cell[(k, p)].median, cell[(k, p)].uncertainty)} ({cell[(k, p)].n})" if (k, p) in cell
+               else "–" for p in plats] for k in keys]
+    return ["metric", "unit"] + [PLATFORM_LABEL.get(p, p) for p in plats], rows
+
+
+# Per-run fields of the cost metric's detail; the rest describes the pricing model.
+_PER_RUN = {"wall_s", "steps", "steady", "median_step_s", "overhead_usd", "billed_until", "note"}
+
+
+def pricing_lines(table: RunTable) -> list[str]:
     out = []
-    if not rat:
-        return ["Only one platform has results, so there is nothing to compare yet."]
-    for r in rat:
-        base = r.metric.split(":")[0]
-        if base not in HEADLINE and base not in ("lost_steps", "handover_s"):
-            continue
-        a, b = PLATFORM_LABEL.get(r.numerator, r.numerator), PLATFORM_LABEL.get(r.denominator, r.denominator)
-        higher_better = base == "allreduce_busbw_gbps"
-        if min(r.n_num, r.n_den) < 2:
-            out.append(f"`{r.metric}`: too few runs to compare {a} and {b} (n={r.n_num} and n={r.n_den}; "
-                       f"an interval needs at least 2 on each side).")
-            continue
-        if not (math.isfinite(r.ratio) and math.isfinite(r.ci_low) and math.isfinite(r.ci_high)):
-            out.append(f"`{r.metric}`: no ratio of {a} to {b}: a median is 0 (Slurm records whole seconds, "
-                       f"so sub-second waits read as 0).")
-            continue
-        small = min(r.n_num, r.n_den) < 3
-        caveat = " (fewer than 3 runs on a side: treat as indicative)" if small else ""
-        if r.ci_low > 1 or r.ci_high < 1:
-            more = r.ratio > 1
-            better = more == higher_better
-            word = "higher" if more else "lower"
-            winner = a if better else b
-            out.append(f"`{r.metric}`: {a} is {word} than {b} by ×{r.ratio:.2f} "
-                       f"(95% CI {r.ci_low:.2f}–{r.ci_high:.2f}); advantage {winner}{caveat}.")
-        else:
-            out.append(f"`{r.metric}`: no clear difference between {a} and {b} (ratio {r.ratio:.2f}, "
-                       f"95% CI {r.ci_low:.2f}–{r.ci_high:.2f} includes 1){caveat}.")
+    for plat in sorted(table.pricing, key=platform_sort_key):
+        d = table.pricing[plat]
+        model = d.get("pricing") if isinstance(d.get("pricing"), dict) else {
+            k: v for k, v in d.items() if k not in _PER_RUN}
+        if model:
+            out.append(f"{PLATFORM_LABEL.get(plat, plat)}: " + ", ".join(f"{k} = {v}" for k, v in model.items()))
     return out
 
 
@@ -100,18 +122,37 @@ def caveats(table: RunTable) -> list[str]:
     if len(hosts) <= 1:
         out.append("All platforms ran on one host, sharing its CPUs: runs were sequential, but background "
                    "daemons (dockerd, kubelets, slurmd) compete for the same cores.")
-    torch_by_plat: dict[str, set] = {}
-    for code, t in set(zip(table.platform.codes.tolist(), table.torch, strict=True)):
-        if t:
-            torch_by_plat.setdefault(table.platform.names[code], set()).add(t)
-    if len({v for vs in torch_by_plat.values() for v in vs}) > 1:
-        builds = "; ".join(f"{PLATFORM_LABEL.get(p, p)}: {', '.join(sorted(v))}"
-                           for p, v in sorted(torch_by_plat.items()))
-        out.append(f"Different torch builds ran on different platforms ({builds}): step time and bandwidth differences "
-                   "may come from the build, not the platform.")
-    out.append("Clocks: scheduler timestamps come from the scheduler (Slurm records whole seconds), workload "
-               "timestamps from each node's wall clock; on one host they are the same clock.")
+    builds = _per_platform(table, table.build)
+    if len({v for vs in builds.values() for v in vs}) > 1:
+        listed = "; ".join(f"{PLATFORM_LABEL.get(p, p)}: {', '.join(sorted(v))}" for p, v in sorted(builds.items()))
+        out.append(f"Different torch builds ran on different platforms ({listed}): the report prints no ratio "
+                   "between platforms whose builds differ, since it would compare the builds, not the platforms.")
+    transports = _per_platform(table, table.transport)
+    if len({v for vs in transports.values() for v in vs}) > 1:
+        listed = "; ".join(f"{PLATFORM_LABEL.get(p, p)}: {', '.join(map(str, sorted(v, key=str)))}"
+                           for p, v in sorted(transports.items()))
+        out.append(f"Warning: the platforms' all-reduce ran over different transports ({listed}): bandwidth, "
+                   "sweep and step-time differences may come from the transport, not the scheduler.")
+    recorded = any((~np.isnan(u)).any() for u in table.uncertainty.values())
+    if not recorded:
+        out.append("No measurement uncertainty was recorded in these runs (they predate it): values print without "
+                   "±, and no verdict could be checked against the clocks' resolution. Slurm's Submit/Start and "
+                   "Kubernetes' creationTimestamp are whole seconds, so differences under about 1 s in queue_s, "
+                   "startup_s and cost may be resolution.")
+    else:
+        out.append("Clocks: every metric is the difference of two time-stamps, each known to an interval from its "
+                   "source's resolution; ± is half the metric's interval (the median over runs). Workload time-stamps "
+                   "come from each node's wall clock; on one host they are the same clock.")
     out.append("The all-reduce sweep is excluded from startup_s and reported as sweep_s.")
+    return out
+
+
+def _per_platform(table: RunTable, items: list) -> dict[str, set]:
+    out: dict[str, set] = {}
+    ok = table.ok
+    for code, v, good in set(zip(table.platform.codes.tolist(), items, ok.tolist(), strict=True)):
+        if v is not None and good:
+            out.setdefault(table.platform.names[code], set()).add(v)
     return out
 
 

@@ -27,7 +27,8 @@ SETTING_KEYS_SKIP = {"harness_host"}
 _EMPTY = (None, "", [], {})
 _NO_VALUES = (math.nan,) * len(METRICS)
 _NO_PHASES = (math.nan,) * len(PHASES)
-_VALUE, _BYTES, _BUSBW = attrgetter("value"), attrgetter("bytes"), attrgetter("busbw_gbps")
+_VALUE, _UNCERTAINTY = attrgetter("value"), attrgetter("uncertainty")
+_BYTES, _BUSBW = attrgetter("bytes"), attrgetter("busbw_gbps")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class RunTable:
     scenario: Labels
     status: Labels
     values: dict[str, np.ndarray]  # metric -> value per run, NaN where the run has none
+    uncertainty: dict[str, np.ndarray]  # metric -> its uncertainty per run, NaN where not recorded
     timeline: np.ndarray           # runs x PHASES, NaN where the run has no such phase
     has_timeline: np.ndarray
     curve_bytes: Ragged
@@ -96,7 +98,10 @@ class RunTable:
     gpus_visible: np.ndarray
     harness_host: list
     torch: list
+    build: list                    # per run: the torch build (version and git revision), or None
+    transport: list                # per run: the all-reduce transport the workload recorded, or None
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pricing: dict[str, dict] = field(default_factory=dict)   # platform -> its cost metric's detail
 
     def __len__(self) -> int:
         return len(self.run_id)
@@ -128,6 +133,7 @@ class Environment:
     gpus_visible: bool
     harness_host: Any
     torch: Any
+    build: str | None
     shown_for: set[str] = field(default_factory=set)   # platforms whose settings already took it in
 
 
@@ -149,7 +155,7 @@ class Environments:
             facts = self._decode(text)
             env = self._by_text[text] = Environment(facts, bool(facts.get("gpus_visible")),
                                                     _hashable(facts.get("harness_host") or None),
-                                                    _hashable(facts.get("torch") or None))
+                                                    _hashable(facts.get("torch") or None), build_of(facts))
         return env
 
 
@@ -223,6 +229,16 @@ def build(source: Callable[[], Iterator[Record]]) -> RunTable:
     return cols.table(last_row, settings.result())
 
 
+def build_of(env: dict) -> str | None:
+    """The torch build a run used: environment.build (version + git revision) where recorded, else
+    the torch version older records kept; two runs compare only when these are equal."""
+    b = env.get("build")
+    if isinstance(b, dict) and b.get("torch"):
+        git = b.get("git_version")
+        return f"{b['torch']} ({str(git)[:12]})" if git else str(b["torch"])
+    return str(env["torch"]) if env.get("torch") else None
+
+
 def _extend_floats(column: array, values: tuple) -> None:
     """Append floats; None (an explicit null) reads as NaN, like an absent value."""
     n = len(column)
@@ -242,6 +258,7 @@ class _Columns:
         self.campaign: list[str | None] = []
         self.platform, self.scenario, self.status = _Coder(), _Coder(), _Coder()
         self.values = array("d")        # runs x METRICS, row-major
+        self.uncertainty = array("d")   # runs x METRICS, row-major
         self.timeline = array("d")      # runs x PHASES, row-major
         self.curve_bytes, self.curve_busbw, self.curve_end = array("q"), array("d"), array("q", [0])
         self.samples, self.samples_end = array("d"), array("q", [0])
@@ -249,6 +266,10 @@ class _Columns:
         self.harness_error, self.gpus_visible = bytearray(), bytearray()
         self.harness_host: list = []
         self.torch: list = []
+        self.build: list = []
+        self.transport: list = []
+        self.pricing: dict[str, dict] = {}
+        self._decode_dict = msgspec.json.Decoder(dict[str, Any]).decode
 
     def add(self, row: int, rec: Record, env: Environment) -> None:
         self.run_id.append(rec.run_id)
@@ -257,14 +278,21 @@ class _Columns:
         self.scenario.append(rec.scenario)
         self.status.append(rec.status)
         m = rec.metrics
+        transport = None
         if m is None:
             self.values.extend(_NO_VALUES)
+            self.uncertainty.extend(_NO_VALUES)
         else:
-            _extend_floats(self.values, tuple(map(_VALUE, astuple(m))))
+            each = astuple(m)
+            _extend_floats(self.values, tuple(map(_VALUE, each)))
+            _extend_floats(self.uncertainty, tuple(map(_UNCERTAINTY, each)))
             curve = m.allreduce_busbw_gbps.detail
             if curve is not None:
                 self.curve_bytes.extend(map(_BYTES, curve.curve))
                 self.curve_busbw.extend(map(_BUSBW, curve.curve))
+                transport = None if curve.transport in _EMPTY else _hashable(curve.transport)
+            if rec.platform not in self.pricing and rec.status == "ok":
+                self.pricing[rec.platform] = self._pricing(m.cost_per_step_usd.detail)
             steps = m.step_time_s.detail
             if steps is not None:
                 self.samples.extend(steps.samples)
@@ -278,9 +306,18 @@ class _Columns:
         self.gpus_visible.append(env.gpus_visible)
         self.harness_host.append(env.harness_host)
         self.torch.append(env.torch)
+        self.build.append(env.build)
+        self.transport.append(transport)
+
+    def _pricing(self, raw: msgspec.Raw) -> dict:
+        try:
+            return self._decode_dict(raw)
+        except msgspec.DecodeError:   # a null or odd detail: the record's value still counts
+            return {}
 
     def table(self, last_row: list[int], settings: dict) -> RunTable:
         values = np.frombuffer(self.values, dtype=np.float64).reshape(-1, len(METRICS))
+        uncertainty = np.frombuffer(self.uncertainty, dtype=np.float64).reshape(-1, len(METRICS))
         timeline = np.frombuffer(self.timeline, dtype=np.float64).reshape(-1, len(PHASES))
         curve_end = np.frombuffer(self.curve_end, dtype=np.int64)
         curve_bytes = Ragged(curve_end, np.frombuffer(self.curve_bytes, dtype=np.int64))
@@ -289,7 +326,7 @@ class _Columns:
         rows = np.asarray(last_row, dtype=np.int64)
         retried = len(last_row) < len(self.run_id)   # else every record is its run's only one, in order
         if retried:
-            values, timeline = values[rows], timeline[rows]
+            values, uncertainty, timeline = values[rows], uncertainty[rows], timeline[rows]
             curve_bytes, curve_busbw, samples = curve_bytes.take(rows), curve_busbw.take(rows), samples.take(rows)
 
         def pick(items: list) -> list:
@@ -299,12 +336,14 @@ class _Columns:
             run_id=pick(self.run_id), campaign=pick(self.campaign),
             platform=self.platform.labels(rows), scenario=self.scenario.labels(rows), status=self.status.labels(rows),
             values={m: np.ascontiguousarray(values[:, j]) for j, m in enumerate(METRICS)},
+            uncertainty={m: np.ascontiguousarray(uncertainty[:, j]) for j, m in enumerate(METRICS)},
             timeline=timeline, has_timeline=~np.isnan(timeline).all(axis=1),
             curve_bytes=curve_bytes, curve_busbw=curve_busbw, samples=samples,
             errors={i: self.errors[r] for i, r in enumerate(last_row) if r in self.errors} if retried else self.errors,
             harness_error=np.frombuffer(self.harness_error, dtype=np.bool_)[rows],
             gpus_visible=np.frombuffer(self.gpus_visible, dtype=np.bool_)[rows],
-            harness_host=pick(self.harness_host), torch=pick(self.torch), settings=settings)
+            harness_host=pick(self.harness_host), torch=pick(self.torch), build=pick(self.build),
+            transport=pick(self.transport), settings=settings, pricing=self.pricing)
 
 
 def _settings_of(records: Iterable[Record], latest: set[int], pos_of: dict[tuple, int],

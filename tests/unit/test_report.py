@@ -54,7 +54,8 @@ def test_a_retried_run_counts_once_by_its_last_record(results, tmp_path):
 def test_summary_csv_columns_and_values(results, tmp_path):
     build(str(results), str(tmp_path / "rep"))
     rows = list(csv.DictReader((tmp_path / "rep" / "summary.csv").read_text().splitlines()))
-    assert list(rows[0].keys()) == ["platform", "metric", "unit", "n", "median", "p05", "p95", "min", "max"]
+    assert list(rows[0].keys()) == ["platform", "metric", "unit", "n", "median", "uncertainty", "p05", "p95", "min",
+                                    "max"]
     by = {r["metric"]: r for r in rows}
     ok = [r for r in FIX_RUNS if r["status"] == "ok"]
     q = sorted(r["metrics"]["queue_s"]["value"] for r in ok)
@@ -107,21 +108,24 @@ def test_ratio_bootstrap_interval_brackets_point():
 
 
 def test_two_platforms_add_ratios(results, tmp_path):
-    # Relabel the recorded runs as a second platform, scaled, to check the comparison layout.
-    extra = []
-    for r in FIX_RUNS:
-        r2 = json.loads(json.dumps(r))
-        r2["platform"], r2["run_id"] = "slurm", r["run_id"].replace("local", "slurm")
-        for m in r2.get("metrics", {}).values():
-            if isinstance(m.get("value"), (int, float)):
-                m["value"] *= 3
-        extra.append(r2)
-    with open(results / "runs.jsonl", "a") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in extra)
+    # The recorded clean run six times per platform, spread a little, the second platform 3x slower,
+    # to check the comparison layout (MIN_N runs a side at least, or there is no verdict).
+    clean = next(r for r in FIX_RUNS if r["status"] == "ok" and r["scenario"] == "clean")
+    runs = []
+    for plat, scale in (("local", 1), ("slurm", 3)):
+        for i in range(6):
+            r = json.loads(json.dumps(clean))
+            r["platform"], r["run_id"] = plat, f"{plat}-clean-{i:02d}"
+            for m in r["metrics"].values():
+                if isinstance(m.get("value"), (int, float)):
+                    m["value"] *= scale * (1 + i / 100)
+            runs.append(r)
+    (results / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
     paths = build(str(results), str(tmp_path / "rep"))
     md = paths["report.md"].read_text()
     assert "Slurm / local (baseline) (95% CI)" in md
-    assert re.search(r"`startup_s`: Slurm is higher than local \(baseline\) by ×3\.00", md)
+    assert re.search(r"`startup_s`: Slurm is higher than local \(baseline\) by ×3\.00 .*exact rank-sum p = 0\.0022, "
+                     r"Holm-adjusted 0\.00[0-9]+; advantage local \(baseline\)", md)
 
 
 def test_report_of_missing_dir_is_a_clear_error(tmp_path, capsys):

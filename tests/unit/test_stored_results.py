@@ -21,7 +21,8 @@ def test_committed_campaign_regenerates(tmp_path):
     assert ("k8s", "queue_admission_s:contention") in by
     assert paths["charts/contention.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the regenerated report is the committed one: every number, interval and finding (all but the time it was made)
-    assert paths["summary.csv"].read_text() == (STORED / "report" / "summary.csv").read_text()
+    for name in ("summary.csv", "comparisons.csv"):
+        assert paths[name].read_text() == (STORED / "report" / name).read_text(), name
     stamp = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
     committed_md = (STORED / "report" / "report.md").read_text()
     assert stamp.search(committed_md)

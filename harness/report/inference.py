@@ -1,0 +1,159 @@
+"""What the report may claim from a handful of runs: an exact two-sample test, Holm's step-down
+over the whole family of comparisons, and the smallest effect each comparison could have found.
+
+The test is the Wilcoxon-Mann-Whitney rank-sum test, two-sided, with its p-value counted exactly
+over every way of splitting the pooled runs into the two groups (the permutation distribution),
+ties included (midranks). It assumes nothing about the distribution, which matters for times with
+long tails and for a few runs where no normality check is possible, and its p-value is exact at
+n = 5 where a t-test's or a bootstrap's is not. Its smallest possible two-sided p-value is
+2 / C(n1 + n2, n1): that is what sets the minimum n a verdict needs (min_n).
+
+scipy is not a dependency of the harness; the counting below is ~30 lines of numpy and is
+checked against enumeration of every split in the tests.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from statistics import NormalDist
+
+import numpy as np
+
+ALPHA = 0.05
+POWER = 0.8
+# Pooled runs up to which the permutation distribution is counted exactly (a few ms each). Beyond
+# that the normal approximation with tie correction is accurate to far better than the decision needs.
+EXACT_MAX = 80
+# Group sizes up to which the power behind a detectable effect is simulated with the exact test's
+# own critical value (discreteness matters at small n); beyond, Noether's closed form.
+SIMULATE_MAX = 30
+N_SIM = 2000
+
+
+def _twice_midranks(pooled: np.ndarray) -> np.ndarray:
+    """2 x the midrank of each value (ranks from 1): integers, so the counting stays exact."""
+    order = np.argsort(pooled, kind="stable")
+    s = pooled[order]
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    ends = np.r_[starts[1:], s.size]          # one past each tie block
+    block = np.repeat(starts + ends + 1, ends - starts)   # (first rank + last rank) of the block
+    out = np.empty(s.size, np.int64)
+    out[order] = block
+    return out
+
+
+def _subset_sum_counts(weights: np.ndarray, k: int) -> np.ndarray:
+    """counts[s]: how many k-element subsets of `weights` (non-negative integers) sum to s."""
+    total = int(weights.sum())
+    c = np.zeros((k + 1, total + 1))
+    c[0, 0] = 1.0
+    for w in weights.tolist():
+        # numpy buffers overlapping operands, so each weight is used at most once per subset
+        c[1:, w:] += c[:-1, :total + 1 - w]
+    return c[k]
+
+
+def rank_sum_p(a, b) -> float:
+    """Two-sided p-value of the rank-sum test of a against b (exact up to EXACT_MAX pooled runs)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    n1, n2 = a.size, b.size
+    if n1 == 0 or n2 == 0:
+        return math.nan
+    if n1 > n2:
+        a, b, n1, n2 = b, a, n2, n1   # the statistic of the smaller group; two-sided, so symmetric
+    n = n1 + n2
+    r2 = _twice_midranks(np.concatenate([a, b]))
+    w = int(r2[:n1].sum())
+    mean2 = n1 * (n + 1)                      # E[sum of twice-midranks], an integer
+    if n <= EXACT_MAX:
+        counts = _subset_sum_counts(r2, n1)
+        dev = np.abs(np.arange(counts.size) - mean2)
+        return float(min(1.0, counts[dev >= abs(w - mean2)].sum() / counts.sum()))
+    ties = np.unique(r2, return_counts=True)[1].astype(float)
+    var = n1 * n2 / 12 * ((n + 1) - float((ties ** 3 - ties).sum()) / (n * (n - 1)))
+    if var <= 0:
+        return 1.0
+    z = max(0.0, abs(w - mean2) / 2 - 0.5) / math.sqrt(var)   # /2: back to ranks; 0.5: continuity
+    return float(min(1.0, math.erfc(z / math.sqrt(2))))
+
+
+def holm(p: list[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the input's order: reject where adjusted < alpha.
+    Controls the chance of any false verdict in the family at alpha, whatever the dependence."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    out = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def min_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p-value the exact rank-sum test can give (complete separation, no ties)."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1)) if n1 and n2 else 1.0
+
+
+def min_n(m: int, alpha: float = ALPHA) -> int:
+    """The smallest equal n per side at which even complete separation passes Holm's strictest
+    step (alpha / m): below it, no comparison of the family can ever be called."""
+    n = 1
+    while min_p(n, n) >= alpha / m:
+        n += 1
+    return n
+
+
+@lru_cache(maxsize=256)
+def _critical(n1: int, n2: int, level: float) -> float:
+    """The smallest |U - n1 n2 / 2| at which the exact test (no ties) rejects at `level`; inf if none."""
+    counts = _subset_sum_counts(np.arange(2, 2 * (n1 + n2) + 1, 2), n1)   # sums of twice-ranks
+    u = (np.arange(counts.size) - n1 * (n1 + 1)) / 2                        # rank sum -> U
+    dev = np.abs(u[counts > 0] - n1 * n2 / 2)
+    p = counts[counts > 0] / counts.sum()
+    for c in np.unique(dev):
+        if p[dev >= c].sum() <= level:
+            return float(c)
+    return math.inf
+
+
+@lru_cache(maxsize=256)
+def detectable_shift(n1: int, n2: int, level: float, power: float = POWER) -> float:
+    """The smallest shift, in standard deviations, that the exact test finds with `power` at `level`
+    (normal noise, equal spread); inf if no shift can reach `level` at these n."""
+    if min(n1, n2) < 1 or min_p(n1, n2) > level:
+        return math.inf
+    z = NormalDist().inv_cdf(1 - level / 2) + NormalDist().inv_cdf(power)
+    if max(n1, n2) > SIMULATE_MAX:
+        # Noether: the rank-sum test needs pi/3 times the runs a t-test needs under normal noise
+        return z * math.sqrt(math.pi / 3 * (1 / n1 + 1 / n2))
+    crit = _critical(n1, n2, level)
+    rng = np.random.default_rng(0)   # the same draws for every shift: power rises with the shift
+    x, y = rng.standard_normal((N_SIM, n1, 1)), rng.standard_normal((N_SIM, 1, n2))
+
+    def pw(d: float) -> float:
+        u = (x + d > y).sum(axis=(1, 2))
+        return float((np.abs(u - n1 * n2 / 2) >= crit).mean())
+
+    lo, hi = 0.0, 2 * z * math.sqrt(1 / n1 + 1 / n2) + 1
+    while pw(hi) < power:
+        hi *= 2
+        if hi > 1e3:
+            return math.inf
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if pw(mid) < power else (lo, mid)
+    return hi
+
+
+def robust_sd(a: np.ndarray, b: np.ndarray) -> float:
+    """The two groups' pooled spread: 1.4826 x MAD per group (a slow outlier run does not inflate
+    it), the plain SD where a group's MAD is 0 (few distinct values), pooled by degrees of freedom."""
+    parts = []
+    for x in (np.asarray(a, float), np.asarray(b, float)):
+        if x.size < 2:
+            continue
+        s = 1.4826 * float(np.median(np.abs(x - np.median(x))))
+        parts.append((x.size - 1, s if s > 0 else float(np.std(x, ddof=1))))
+    dof = sum(d for d, _ in parts)
+    return math.sqrt(sum(d * s * s for d, s in parts) / dof) if dof else math.nan
