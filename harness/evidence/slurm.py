@@ -14,14 +14,17 @@ entry saying why). Sources, most precise first:
   fallback and cross-check): Submit, Start and End in whole seconds, so an instant T means [T, T+1).
 * **The harness clock** around ``sbatch``: slurmctld took the job between ``before`` and ``after``.
 
-Allocation of an attempt therefore lies in [Start, min(Start + 1, batch_start)] (and, for the first
-attempt, not before the harness's submit bracket began). Caveat seen on 24.11: Start is the ``now``
-slurmctld read when its scheduling pass began, so a pass that crosses a second boundary allocates
-just after Start + 1 (slurmctld.log "sched: Allocate JobId=3" at 08:59:03.000 for Start 08:59:02,
-the batch script at 08:59:03.022); the error is the pass's run time (ms here). When the batch script
-starts more than 1 s after Start (nodes still completing the previous job) only the whole second is
-known, and a check says so. ``released`` is End: slurmctld frees the
-nodes at End (an epilog, if any, runs after it and is not measured here).
+Allocation of an attempt therefore lies in [Start, batch_start] (and, for the first attempt, not
+before the harness's submit bracket began); without a batch line, in [Start, Start + 1).
+Start + 1 is NOT used as an upper bound when the batch clock is there: Start is the ``now`` that
+slurmctld read when its scheduling pass began, and the periodic pass (sched_interval) wakes just
+before a whole second, so it allocates just after Start + 1. Seen on 24.11 (slurmctld.log, ms):
+"sched: Allocate JobId=5" at 09:03:33.001 for Start 09:03:32, batch script at 09:03:33.253; JobId=3
+at 08:59:03.000 for Start 08:59:02. A job started at submit (idle nodes) is allocated within its
+Start second, and the batch script follows within ~50 ms. A check says when the batch script began
+more than 1 s after Start (the interval is then wider than the whole second, and right).
+``released`` is End: slurmctld frees the nodes at End (an epilog, if any, runs after it and is not
+measured here).
 """
 from __future__ import annotations
 
@@ -137,7 +140,7 @@ def _allocated(i: int, row: sp.SlurmJob, start_line: dict | None, floor: float |
         return None
     lo, hi, src = float(row.start), float(row.start) + 1.0, START_SRC
     res = 1.0
-    if start_line is None:
+    if start_line is None:   # [Start, Start + 1): the whole second, a pass's run time aside (see above)
         checks.append({"what": f"attempt {i}: batch script start line", "ok": False,
                        "detail": f"no batch_start line for restart {i} of job {row.job_id}: Start alone is used"})
     else:
@@ -146,8 +149,9 @@ def _allocated(i: int, row: sp.SlurmJob, start_line: dict | None, floor: float |
         checks.append({"what": f"attempt {i}: batch script started at or after slurmctld Start", "ok": ok,
                        "detail": f"batch_start {b:.6f} on {start_line['host']}, Start {row.start}"
                                  + ("" if ok else ": clocks disagree, Start alone is used")
-                                 + (": more than 1 s later, no narrowing" if ok and b >= hi else "")})
-        if ok and b < hi:
+                                 + (": more than 1 s later, allocated after Start + 1 or waiting for its nodes"
+                                    if ok and b >= hi else "")})
+        if ok:
             hi, res = b, CLOCK_RES
             src = f"{START_SRC} .. batch script start (date +%s.%N on {start_line['host']}, upper bound)"
     if floor is not None and lo < floor < hi:      # nothing is allocated before it was submitted

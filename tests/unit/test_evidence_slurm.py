@@ -20,10 +20,12 @@ from harness.evidence import slurm as ev
 from harness.timing import Span, Stamp
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
-RUNS = ("clean", "kill-rank", "lose-node", "requeue")
-# In the lose-node run the batch script started more than 1 s after Start in both attempts (the
-# nodes were still completing the previous job; slurmctld.log: "sched: Allocate JobId=3" at
-# 08:59:03.000 for Start 08:59:02, batch_start 08:59:03.022): the whole second is all there is.
+RUNS = ("clean", "kill-rank", "lose-node", "requeue", "clean-pass")
+# Started by slurmctld's periodic pass, not at submit: the pass read its `now` (Start) just before a
+# second boundary and allocated just after it (slurmctld.log, ms: JobId=3 "sched: Allocate" at
+# 08:59:03.000 for Start 08:59:02, batch 08:59:03.022; clean-pass, JobId=5: 09:03:33.001 for Start
+# 09:03:32, batch 09:03:33.253). [Start, Start + 1) would exclude the real instant.
+PASS_LATE = ("lose-node", "clean-pass")
 NARROWED = ("clean", "kill-rank", "requeue")
 
 
@@ -49,7 +51,7 @@ def test_allocation_is_narrowed_below_a_second_by_the_batch_clock(name):
     for a, row in zip(st["attempts"], rows, strict=True):
         start = row["time"]["start"]
         al = a["allocated"]
-        assert start <= al.lo <= al.t <= al.hi <= start + 1 and al.width < 1.0, (name, a["attempt"], al)
+        assert start <= al.lo <= al.t <= al.hi < start + 1 and al.width < 1.0, (name, a["attempt"], al)
         assert "batch script start" in al.source and "slurmctld Start" in al.source
         assert a["released"].lo >= row["time"]["end"] and a["released"].hi <= row["time"]["end"] + 1
         assert a["nodes"] and all(n in ("c1", "c2", "c3") for n in a["nodes"])
@@ -58,12 +60,21 @@ def test_allocation_is_narrowed_below_a_second_by_the_batch_clock(name):
     assert st["admitted"] is None
 
 
-def test_a_batch_start_more_than_a_second_late_leaves_the_whole_second():
-    st = ev.stamps(raw("lose-node"))
+# slurmctld.log's "sched: Allocate" (ms) of the pass-started attempts: the real instant, to the ms
+ALLOCATE_LOG = {"lose-node": [1796288343.000, 1796288418.002], "clean-pass": [1796288613.001]}
+
+
+@pytest.mark.parametrize("name", PASS_LATE)
+def test_a_pass_that_crossed_a_second_is_bounded_by_the_batch_script_not_start_plus_one(name):
+    r = raw(name)
+    st = ev.stamps(r)
     assert not failed(st), failed(st)
-    for a in st["attempts"]:
-        assert a["allocated"].width == 1.0 and a["allocated"].source == ev.START_SRC
-    assert sum("no narrowing" in c["detail"] for c in st["checks"]) == 2
+    lines = [ln for ln in ev.clock_lines(r["alloc_evidence"]["text"]) if ln["kind"] == "batch_start"]
+    for a, log_t, ln in zip(st["attempts"], ALLOCATE_LOG[name], lines, strict=True):
+        al = a["allocated"]
+        assert al.lo <= log_t <= al.hi == ln["t"], (al, log_t)    # Start + 1 would have excluded log_t
+        assert "batch script start" in al.source
+    assert sum("more than 1 s later" in c["detail"] for c in st["checks"]) == len(ALLOCATE_LOG[name])
 
 
 @pytest.mark.parametrize("name", RUNS)
