@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from . import events as evmod
+from . import evidence, provenance
 from . import metrics as metmod
-from . import provenance
 from .backends.base import Backend, FaultRecord, Handle
 from .config import Config
 from .contention import Blocker, check_contention, start_blocker
@@ -59,6 +59,12 @@ class Stages:
             rec["end"] = self.clock()
 
 
+def derive_inputs(cfg: Config, spec: JobSpec) -> dict:
+    """What metrics.derive needs beyond events and stamps; stored with the record for `poc rederive`."""
+    return {"world": spec.world_size, "nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node,
+            "steps": spec.steps, "price": cfg.pricing[spec.platform].model_dump()}
+
+
 def _stamp(new_events: list[dict], now: float) -> list[dict]:
     """Mark when the harness saw each event: observed_at - ts is the observation latency."""
     for e in new_events:
@@ -84,6 +90,8 @@ class RunContext:
     poll_s: float = 0.5
     clock: Callable[[], float] = time.time          # epoch seconds; tests pass a simulated one
     sleep: Callable[[float], None] = time.sleep
+    # raw scheduler evidence -> time-stamps; pure-logic tests with a scripted backend pass their own
+    stamps: Callable[[str, dict], dict] = evidence.stamps
 
 
 def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
@@ -104,6 +112,7 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     collected = None
     interrupted = False
     blocker: Blocker | None = None
+    stamps: dict | None = None
     try:
         with stages.stage("render"):
             rendered = backend.render(spec)
@@ -186,10 +195,11 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
             raise StageFailed("run", BackendError(f"job ended {state.value}{tail}",
                                                   tip="read the run's logs under the results dir"))
         with stages.stage("metrics"):
-            m, timeline = metmod.derive(
-                events, times, world=spec.world_size, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
-                steps=spec.steps, price=ctx.cfg.pricing[spec.platform].model_dump(),
-                faults=[f.to_json() for f in faults], contention=blocker.to_json() if blocker else None)
+            # every time-stamp from the raw scheduler records, by the same pure code `poc rederive` runs
+            stamps = ctx.stamps(spec.platform, collected.raw)
+            record["derive_inputs"] = inputs = derive_inputs(ctx.cfg, spec)
+            m, timeline = metmod.derive(events, stamps, **inputs, faults=[f.to_json() for f in faults],
+                                        contention=blocker.to_json() if blocker else None)
             record["metrics"] = m
             record["timeline"] = timeline
         record["status"] = "ok"
@@ -233,9 +243,14 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     record["faults"] = [f.to_json() for f in faults]
     if blocker is not None:
         record["contention"] = blocker.to_json()
+    raw = dict(collected.raw) if collected else {}
+    if stamps is None and raw:
+        stamps = ctx.stamps(spec.platform, raw)   # a failed run's evidence is kept and readable too
     record["scheduler"] = {"times": times, "attempts": collected.attempts if collected else [],
-                           "info": collected.info if collected else {}}
-    record["environment"] = provenance.environment(ctx.platform_info, events)
+                           "info": collected.info if collected else {},
+                           "stamps": evidence.to_json(stamps) if stamps is not None else None}
+    record["environment"] = provenance.environment(ctx.platform_info, events, raw)
+    record["raw_evidence"] = store.write_raw(spec.run_id, raw)
     files["events.jsonl"] = evmod.dumps(events)
     if collected:
         files.update({f"logs/{k}": v for k, v in collected.logs.items()})
@@ -273,7 +288,8 @@ def _open_platform(plat: str, plan: list, store: Store, make_backend: BackendFac
 
 def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: BackendFactory, *, resume: bool,
              progress: Progress = _noop, on_record: Callable[[dict], None] = _noop, poll_s: float | None = None,
-             clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> list[dict]:
+             clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+             stamps_fn: Callable[[str, dict], dict] = evidence.stamps) -> list[dict]:
     """Run every planned run not yet done, in the configured order (harness/order.py); return the
     records written now. Every platform's backend stays open for the whole campaign, since runs
     of different platforms alternate."""
@@ -305,7 +321,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 backend.close()
                 continue
             contexts[plat] = RunContext(backend, store, cfg, info, progress,
-                                        poll_s or getattr(backend, "poll_s", 0.5), clock, sleep)
+                                        poll_s or getattr(backend, "poll_s", 0.5), clock, sleep, stamps_fn)
         for slot in arrange({p: v for p, v in plans.items() if p in contexts}, cfg.order, cfg.seed):
             ctx = contexts[slot.platform]
             run_id, fault, scenario = slot.planned

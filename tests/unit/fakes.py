@@ -47,7 +47,14 @@ class ScriptedBackend(Backend):
         return FaultRecord(kind, self.clock(), {})
 
     def collect(self, handle):
-        return Collected(events=[], times={}, attempts=[])
+        # raw evidence as the host runtime keeps it (harness/evidence/local.py): the launch bracket and
+        # two agents spawned 5 ms after submit, exited when the replayed events end
+        t0 = handle.submitted_at
+        end = t0 + 0.01 + (self.events[-1]["ts_ns"] - self.events[0]["ts_ns"]) / 1e9 + 0.001
+        procs = [{"pid": 100 + i, "spawn_before": t0 + 0.001 * i, "spawn_after": t0 + 0.005,
+                  "exited_at": end, "exit_code": 0} for i in range(2)]
+        raw = {"runtime": "host", "submit": {"before": t0, "after": t0 + 0.005}, "processes": procs}
+        return Collected(events=[], times={}, attempts=[], raw=raw)
 
     def cancel(self, handle):
         self.cancelled.append(handle.run_id)

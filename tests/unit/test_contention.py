@@ -10,7 +10,7 @@ import json
 import pytest
 from fakes import ScriptedBackend, SimClock
 
-from harness import spec
+from harness import evidence, spec
 from harness.backends.base import Observation
 from harness.cli import _record_line
 from harness.config import from_mapping
@@ -20,6 +20,12 @@ from harness.report import stats
 from harness.report.document import build as build_report
 from harness.states import JobState
 from harness.store import Store
+
+
+# the scripted backend keeps its raw evidence the way the local host runtime does
+def LOCAL_STAMPS(platform, raw):
+    return evidence.stamps("local", raw)
+
 
 CFG = {"platforms": ["slurm", "k8s", "local"], "repetitions": 1, "faults": [], "workload": {"steps": 2},
        "contention": {"runs": 2}}
@@ -100,6 +106,9 @@ class OneJobScheduler(ScriptedBackend):
         c = super().collect(handle)
         if handle.run_id.endswith("-blocker"):
             c.events = self._dones()
+        elif not self.room and self.blocker_end is not None:   # allocated once the blocker let go
+            for p in c.raw["processes"]:
+                p["spawn_before"] = p["spawn_after"] = self.blocker_end + 0.25
         return c
 
 
@@ -107,7 +116,7 @@ def _run(tmp_path, backend):
     cfg = from_mapping({**CFG, "platforms": ["slurm"], "repetitions": 0, "contention": {"runs": 1}})
     store = Store(tmp_path, cfg.campaign)
     return campaign(cfg, ["slurm"], store, lambda p: backend, resume=False, poll_s=0.05,
-                    clock=backend.clock, sleep=backend.clock.sleep)
+                    clock=backend.clock, sleep=backend.clock.sleep, stamps_fn=LOCAL_STAMPS)
 
 
 @pytest.mark.parametrize("late_events", [False, True])
@@ -153,7 +162,7 @@ def test_report_keeps_contention_apart_and_charts_it(tmp_path):
     backend = OneJobScheduler()
     cfg = from_mapping({**CFG, "platforms": ["slurm"], "repetitions": 2, "contention": {"runs": 2}})
     campaign(cfg, ["slurm"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=False, poll_s=0.05,
-             clock=backend.clock, sleep=backend.clock.sleep)
+             clock=backend.clock, sleep=backend.clock.sleep, stamps_fn=LOCAL_STAMPS)
     runs = [json.loads(x) for x in (tmp_path / "smoke" / "runs.jsonl").read_text().splitlines()]
     df = stats.tidy(runs)
     clean_q = df[(df.metric == "queue_s")]
