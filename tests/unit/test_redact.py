@@ -2,10 +2,13 @@
 clean evidence passes through untouched."""
 import base64
 import json
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness import evidence
 from harness.redact import REDACTED, scrub
 
 # Keys and strings that can never spell a secret word (no b, d, h, k, p, s, j, no "=" or ":"),
@@ -148,3 +151,23 @@ def test_json_text_is_left_byte_for_byte_when_clean():
     assert scrub({"sacct": text}).data == {"sacct": text}
     dirty = scrub({"sacct": '{"jobs": [{"time": {"start": 1796230187.5}, "token": "t"}]}'})
     assert json.loads(dirty.data["sacct"]) == {"jobs": [{"time": {"start": 1796230187.5}, "token": REDACTED}]}
+
+
+FIX = Path(__file__).parents[1] / "fixtures"
+RECORDED_RAW = ([("local", p) for p in sorted((FIX / "local-evidence").glob("*.raw.json"))]
+                + [("k8s", p) for p in sorted((FIX / "k8s" / "recorded").glob("*.raw.json"))]
+                + [("slurm", p) for p in sorted((FIX / "slurm").glob("*/raw/*.json"))])
+
+
+@pytest.mark.parametrize("platform,path", RECORDED_RAW, ids=lambda x: getattr(x, "name", x))
+def test_redaction_never_moves_a_time_stamp(platform, path):
+    """Real raw evidence of every platform: the pipeline and `poc rederive` must see the same stamps whether
+    they read the raw before or after redaction (raw.json.gz holds the redacted one)."""
+    raw = json.loads(path.read_text())
+    cleaned = scrub(raw)
+    assert evidence.to_json(evidence.stamps(platform, cleaned.data)) == evidence.to_json(evidence.stamps(platform, raw))
+    assert scrub(cleaned.data).removed == 0
+
+
+def test_recorded_raw_evidence_exists():
+    assert {p for p, _ in RECORDED_RAW} == {"local", "k8s", "slurm"}
