@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from . import events as evmod
-from . import evidence, provenance
+from . import evidence, provenance, redact
 from . import metrics as metmod
 from .backends.base import Backend, FaultRecord, Handle
 from .config import Config
@@ -196,7 +196,8 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                                                   tip="read the run's logs under the results dir"))
         with stages.stage("metrics"):
             # every time-stamp from the raw scheduler records, by the same pure code `poc rederive` runs
-            stamps = ctx.stamps(spec.platform, collected.raw)
+            # (from the redacted copy: what is stored is exactly what the stamps were derived from)
+            stamps = ctx.stamps(spec.platform, redact.scrub(collected.raw).data)
             record["derive_inputs"] = inputs = derive_inputs(ctx.cfg, spec)
             m, timeline = metmod.derive(events, stamps, **inputs, faults=[f.to_json() for f in faults],
                                         contention=blocker.to_json() if blocker else None)
@@ -243,7 +244,7 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     record["faults"] = [f.to_json() for f in faults]
     if blocker is not None:
         record["contention"] = blocker.to_json()
-    raw = dict(collected.raw) if collected else {}
+    raw = redact.scrub(collected.raw).data if collected else {}
     if stamps is None and raw:
         stamps = ctx.stamps(spec.platform, raw)   # a failed run's evidence is kept and readable too
     record["scheduler"] = {"times": times, "attempts": collected.attempts if collected else [],
