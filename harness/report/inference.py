@@ -30,7 +30,7 @@ SIMULATE_MAX = 30
 N_SIM = 2000
 
 
-def _twice_midranks(pooled: np.ndarray) -> np.ndarray:
+def twice_midranks(pooled: np.ndarray) -> np.ndarray:
     """2 x the midrank of each value (ranks from 1): integers, so the counting stays exact."""
     order = np.argsort(pooled, kind="stable")
     s = pooled[order]
@@ -62,7 +62,7 @@ def rank_sum_p(a, b) -> float:
     if n1 > n2:
         a, b, n1, n2 = b, a, n2, n1   # the statistic of the smaller group; two-sided, so symmetric
     n = n1 + n2
-    r2 = _twice_midranks(np.concatenate([a, b]))
+    r2 = twice_midranks(np.concatenate([a, b]))
     w = int(r2[:n1].sum())
     mean2 = n1 * (n + 1)                      # E[sum of twice-midranks], an integer
     if n <= EXACT_MAX:

@@ -11,7 +11,7 @@ from harness.report import inference as inf
 def _enumerated_p(a, b) -> float:
     """The two-sided permutation p-value of the rank sum, by listing every split of the pooled runs."""
     pooled = np.concatenate([a, b]).astype(float)
-    r2 = inf._twice_midranks(pooled)
+    r2 = inf.twice_midranks(pooled)
     n1, n = len(a), len(pooled)
     mean2 = n1 * (n + 1)
     seen = abs(int(r2[:n1].sum()) - mean2)

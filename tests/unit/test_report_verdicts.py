@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.report import compare, stats, table
@@ -175,3 +176,11 @@ def test_new_metrics_render_with_a_recovery_chart(tmp_path):
     assert "`goodput:kill_rank`" in md and "charts/recovery.png" in paths
     assert paths["charts/recovery.png"].read_bytes()[:4] == b"\x89PNG"
     assert "data:image/png;base64," in paths["report.html"].read_text().split("<h2>Recovery broken down</h2>")[1]
+
+
+def test_tied_medians_take_the_direction_of_the_ranks():
+    # equal medians, but Kubernetes' runs sit above Slurm's everywhere else: the test's direction
+    k8s = [5.0, 5.0, 5.0, 9.0, 9.0, 9.0, 9.0]
+    slurm = [1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 5.0]
+    assert compare._direction(np.array(slurm[:6] + [5.0]), np.array(slurm), 0.0) == 0.0
+    assert compare._direction(np.array(k8s), np.array(slurm), 0.0) > 0
