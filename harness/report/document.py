@@ -90,8 +90,9 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
         ("Headline", [("table", (header, rows))] if rows else [("p", "_No successful runs yet._")]),
         ("What the numbers say", [("ul", findings(comps, res))])]
     tested = tested_table(comps)
-    secs.append(("How verdicts are drawn", ([("table", tested)] if tested[1] else [])
-                 + [("ul", method_note(comps))]))
+    if comps:
+        secs.append(("How verdicts are drawn", ([("table", tested)] if tested[1] else [])
+                     + [("ul", method_note(comps))]))
     phases = sec.metric_table(summ, lambda k: base_metric(k) in RECOVERY_PHASES or base_metric(k) == "recovery_s")
     if "recovery" in charts:
         secs.append(("Recovery broken down", [("table", phases), ("img", ("recovery", charts["recovery"]))]))

@@ -36,13 +36,19 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
 def fmt_pm(v: float | None, u: float | None, unit: str = "") -> str:
     """A value with its uncertainty, both to the uncertainty's first significant digit, or its first
     two where it starts with 1 and the second digit counts: "0.62 ± 0.01", "0.624 ± 0.012", "2 ± 1".
-    An exact value (u = 0) or one with no recorded uncertainty prints alone."""
+    Past 4 significant digits of the value the ± is only bounded ("12.27 ± <0.01"): a microsecond
+    clock does not make a 12 s figure worth eight digits. An exact value (u = 0) or one with no
+    recorded uncertainty prints alone."""
     if v is None or u is None or math.isnan(v) or math.isnan(u) or u <= 0 or not math.isfinite(u):
         return fmt(v, unit)
     e = math.floor(math.log10(u))
     decimals = -e
     if u / 10 ** e < 2 and abs(round(u, decimals) - u) > 1e-9 * u:
         decimals += 1
+    most = 3 - math.floor(math.log10(abs(v))) if v else decimals
+    if decimals > most:
+        most = max(0, most)
+        return f"{v:.{most}f} ± <{10.0 ** -most:.{most}f}"
     decimals = max(0, decimals)
     return f"{v:.{decimals}f} ± {u:.{decimals}f}"
 
@@ -107,9 +113,10 @@ def pricing_lines(table: RunTable) -> list[str]:
     for plat in sorted(table.pricing, key=platform_sort_key):
         d = table.pricing[plat]
         model = d.get("pricing") if isinstance(d.get("pricing"), dict) else {
-            k: v for k, v in d.items() if k not in _PER_RUN}
+            k: v for k, v in d.items() if k not in _PER_RUN and v is not None}
         if model:
-            out.append(f"{PLATFORM_LABEL.get(plat, plat)}: " + ", ".join(f"{k} = {v}" for k, v in model.items()))
+            out.append(f"{PLATFORM_LABEL.get(plat, plat)}: " + ", ".join(
+                f"{k} = {v:.6g}" if isinstance(v, float) else f"{k} = {v}" for k, v in model.items()))
     return out
 
 
@@ -133,13 +140,15 @@ def caveats(table: RunTable) -> list[str]:
                            for p, v in sorted(transports.items()))
         out.append(f"Warning: the platforms' all-reduce ran over different transports ({listed}): bandwidth, "
                    "sweep and step-time differences may come from the transport, not the scheduler.")
-    recorded = any((~np.isnan(u)).any() for u in table.uncertainty.values())
-    if not recorded:
+    ok = table.ok
+    measured = any((ok & ~np.isnan(v)).any() for v in table.values.values())
+    recorded = any((ok & ~np.isnan(u)).any() for u in table.uncertainty.values())
+    if measured and not recorded:
         out.append("No measurement uncertainty was recorded in these runs (they predate it): values print without "
                    "±, and no verdict could be checked against the clocks' resolution. Slurm's Submit/Start and "
                    "Kubernetes' creationTimestamp are whole seconds, so differences under about 1 s in queue_s, "
                    "startup_s and cost may be resolution.")
-    else:
+    elif recorded:
         out.append("Clocks: every metric is the difference of two time-stamps, each known to an interval from its "
                    "source's resolution; ± is half the metric's interval (the median over runs). Workload time-stamps "
                    "come from each node's wall clock; on one host they are the same clock.")

@@ -19,6 +19,7 @@ import msgspec
 import numpy as np
 from msgspec.structs import astuple
 
+from ..provenance import BUILD_KEYS
 from ..store import runs_files
 from .records import METRICS, PHASES, Record, from_dicts, read_files
 
@@ -230,13 +231,19 @@ def build(source: Callable[[], Iterator[Record]]) -> RunTable:
 
 
 def build_of(env: dict) -> str | None:
-    """The torch build a run used: environment.build (version + git revision) where recorded, else
-    the torch version older records kept; two runs compare only when these are equal."""
+    """The torch build a run used, as one text: equal texts are provenance.same_build's equal builds
+    (version, git revision, CUDA, NCCL). Older records kept only the torch version."""
     b = env.get("build")
     if isinstance(b, dict) and b.get("torch"):
-        git = b.get("git_version")
-        return f"{b['torch']} ({str(git)[:12]})" if git else str(b["torch"])
+        if b.get("mismatch"):   # ranks imported different builds: equal to no other run's
+            return "mixed: " + " | ".join(_build_text(m) for m in b["mismatch"])
+        return _build_text(b)
     return str(env["torch"]) if env.get("torch") else None
+
+
+def _build_text(b: dict) -> str:
+    rest = [f"{k.replace('_version', '')} {str(b[k])[:12]}" for k in BUILD_KEYS[1:] if b.get(k) is not None]
+    return f"{b.get('torch')} ({', '.join(rest)})" if rest else str(b.get("torch"))
 
 
 def _extend_floats(column: array, values: tuple) -> None:

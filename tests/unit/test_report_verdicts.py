@@ -28,7 +28,7 @@ def _record(run_id, platform, metrics, *, uncertainty=None, torch="2.6.0", git=N
         ms[name] = m
     env = {"torch": torch}
     if git is not None:
-        env["build"] = {"torch": torch, "git_version": git, "cuda": None, "nccl": None,
+        env["build"] = {"torch": torch, "git_version": git, "cuda": None, "nccl": "2.21.5",
                         "image": {"ref": "w", "id": "i"}}
     return {"schema": 1, "run_id": run_id, "campaign": "c", "platform": platform, "scenario": "clean",
             "status": "ok", "metrics": ms, "environment": env}
@@ -85,6 +85,7 @@ def test_one_run_prints_its_value_and_its_uncertainty_only():
                                                                            uncertainty=0.01)])))
     assert headline_cell(row) == "0.62 ± 0.01 (1)"
     assert fmt_pm(0.6237, 0.012) == "0.624 ± 0.012" and fmt_pm(2.0, 1.0) == "2 ± 1"
+    assert fmt_pm(12.268459, 0.000002) == "12.27 ± <0.01" and fmt_pm(0.0057863, 0.0000014) == "0.005786 ± <0.000001"
 
 
 def test_no_verdict_from_a_difference_within_the_resolution(tmp_path):
@@ -123,11 +124,11 @@ def test_no_ratio_across_torch_builds(tmp_path):
     comps, _ = _compare(recs)
     c = comps[("startup_s", "slurm", "local")]
     assert c.verdict == "refused" and c.ratio != c.ratio and not c.tested
-    assert c.refused == "not comparable: torch 2.6.0 (bbbbbbbbbbbb) vs 2.15.0 (aaaaaaaaaaaa)"
+    assert c.refused == ("not comparable: torch 2.6.0 (git bbbbbbbbbbbb, nccl 2.21.5) vs "
+                         "2.15.0 (git aaaaaaaaaaaa, nccl 2.21.5)")
     assert comps[("startup_s", "k8s", "slurm")].tested   # same build: compared
     md = _write(tmp_path, recs)["report.md"].read_text()
-    assert "| not comparable: torch 2.6.0 (bbbbbbbbbbbb) vs 2.15.0 (aaaaaaaaaaaa) |" in md
-    assert "Slurm vs local (baseline): not comparable: torch 2.6.0 (bbbbbbbbbbbb) vs 2.15.0" in md
+    assert f"| {c.refused} |" in md and f"Slurm vs local (baseline): {c.refused};" in md
     assert "Slurm is higher than local" not in md
 
 
