@@ -119,3 +119,37 @@ def test_container_baseline_clean_and_kill_rank(tmp_path, monkeypatch, worker_im
     label = f"label=poc/campaign={campaign_name}"
     assert docker("ps", "-a", "--filter", label, "--format", "{{.Names}}").split() == []
     assert docker("network", "ls", "--filter", label, "--format", "{{.Name}}").split() == []
+
+
+def test_interrupted_container_run_leaves_nothing(tmp_path, monkeypatch, worker_image):
+    """Ctrl-C while the containers train: the run is stored as interrupted, its containers and network go."""
+    monkeypatch.setenv("POC_STATE_DIR", str(tmp_path / "state"))
+    campaign_name = f"bli-{int(time.time()) % 100000}"
+    cfg = config.from_mapping({"campaign": campaign_name, "platforms": ["local"], "repetitions": 1, "faults": [],
+                               "workload": {**WORKLOAD, "steps": 400}})
+    seen_running: list[list[str]] = []
+
+    def factory(platform: str):
+        backend = make_backend(platform, cfg)
+        inner = backend.observe
+
+        def observe(handles):
+            got = inner(handles)
+            if any(e["kind"] == "step" for o in got.values() for e in o.events):
+                label = f"label=poc/campaign={campaign_name}"
+                seen_running.append(docker("ps", "--filter", label, "--format", "{{.Names}}").split())
+                raise KeyboardInterrupt
+            return got
+        backend.observe = observe
+        return backend
+
+    store = Store(str(tmp_path / "results"), cfg.campaign)
+    with pytest.raises(KeyboardInterrupt):
+        campaign(cfg, ["local"], store, factory, resume=False)
+    assert seen_running and len(seen_running[0]) == 2, seen_running      # both containers were training
+    (rec,) = [json.loads(x) for x in (tmp_path / "results" / campaign_name / "runs.jsonl").read_text().splitlines()]
+    assert rec["status"] == "interrupted" and rec["error"]["origin"] == "user"
+    assert not list((tmp_path / "results" / campaign_name).glob("inflight/*"))
+    label = f"label=poc/campaign={campaign_name}"
+    assert docker("ps", "-a", "--filter", label, "--format", "{{.Names}}").split() == []
+    assert docker("network", "ls", "--filter", label, "--format", "{{.Name}}").split() == []

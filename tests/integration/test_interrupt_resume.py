@@ -136,8 +136,10 @@ def test_local_interrupt_cancels_and_resume_continues(tmp_path, case):
     campaign = f"irt-{case}"
     state = tmp_path / "state"  # the local backend's work dirs live under $POC_STATE_DIR/local/<campaign>/
     env = dict(os.environ, POC_STATE_DIR=str(state))
+    # the host runtime: this test follows the agents as host processes (the container runtime's cancel
+    # and cleanup are checked by test_container_baseline.py)
     cfg = write_config(tmp_path / "poc.yaml", {"campaign": campaign, "platforms": ["local"], "repetitions": 3,
-                                               "faults": [], "workload": WORKLOAD,
+                                               "local": {"runtime": "host"}, "faults": [], "workload": WORKLOAD,
                                                "timeouts": {"queue_s": 120, "run_s": 600}})
     planned = planned_runs(cfg, command, "local")
     assert planned[:2] == ["local-clean-01", "local-clean-02"] and len(planned) >= 3, planned
