@@ -47,6 +47,11 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2).upper()]
 
 
+# The largest all-reduce sweep size: 8 GiB on GPUs (two buffers of it must fit in device memory),
+# 1 GiB on CPUs (host memory, and a gloo all-reduce of 1 GiB already takes seconds).
+SWEEP_MAX_BYTES = {"gpu": 8 * 1024**3, "cpu": 1024**3}
+
+
 class Workload(_Model):
     model_params: str = "4M"
     layers: int = Field(4, ge=1, le=64)
@@ -54,8 +59,9 @@ class Workload(_Model):
     batch: int = Field(64, ge=1)
     checkpoint_every: int = Field(10, ge=0)
     sweep: str = "1K:64M"
-    sweep_iters: int = Field(5, ge=1)
-    sweep_warmup: int = Field(2, ge=0)
+    # nccl-tests all_reduce_perf's defaults: -n 20 timed iterations, -w 1 warm-up (src/common.cu)
+    sweep_iters: int = Field(20, ge=1)
+    sweep_warmup: int = Field(1, ge=0)
     backend: Literal["auto", "nccl", "gloo"] = "auto"
 
     @field_validator("model_params")
@@ -78,7 +84,20 @@ class Workload(_Model):
                 raise ValueError(f"{p!r} is not a size like 1K, 4M or 1048576")
         if ":" in v and parse_size(parts[0]) > parse_size(parts[1]):
             raise ValueError("LO must not exceed HI")
+        if max(parse_size(p) for p in parts) > SWEEP_MAX_BYTES["gpu"]:
+            raise ValueError("the sweep stops at 8G (a GPU holds two buffers of the largest size)")
         return v
+
+    @property
+    def sweep_max_bytes(self) -> int:
+        return max((parse_size(p) for p in self.sweep.replace(":", ",").split(",") if p.strip()), default=0)
+
+    @model_validator(mode="after")
+    def _sweep_on_cpu(self) -> Workload:
+        # a CPU rank holds two buffers of the largest size in host memory (send, receive)
+        if self.backend == "gloo" and self.sweep_max_bytes > SWEEP_MAX_BYTES["cpu"]:
+            raise ValueError("with backend gloo (CPU) the sweep stops at 1G; up to 8G needs GPUs")
+        return self
 
 
 class Resources(_Model):

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 EVENT_PREFIX = "POC_EVENT "
 KINDS = (
-    "process_start", "torch_imported", "rendezvous_done", "sweep_start", "allreduce", "sweep_done",
+    "process_start", "torch_imported", "rendezvous_done", "sweep_start", "allreduce", "sweep_done", "comm",
     "checkpoint_loaded", "train_start", "step", "checkpoint_saved", "done",
 )
 

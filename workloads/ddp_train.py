@@ -10,8 +10,9 @@ that schedulers' log streams can be filtered, and appends the same lines to
 ``<events-dir>/events-<host>-<pid>.jsonl`` when ``--events-dir`` is given
 (one file per process, so concurrent writers never interleave).
 
-Phases: process start -> rendezvous -> all-reduce sweep (first attempt only)
--> checkpoint load -> training steps with periodic checkpoints -> done.
+Phases: process start -> torch imported (its build, the NCCL_*/GLOO_* environment) -> rendezvous
+-> all-reduce sweep as nccl-tests measures it (first attempt only) -> comm (the transport the
+backend used) -> checkpoint load -> training steps with periodic checkpoints -> done.
 
 The harness ships and runs harness/data/workloads/ddp_train.py; workloads/ddp_train.py at the top
 of the repository is an identical copy to take to a cluster by hand. Edit the first; a unit test
@@ -20,6 +21,8 @@ of the repository is an identical copy to take to a cluster by hand. Edit the fi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import math
 import os
@@ -27,6 +30,7 @@ import re
 import signal
 import socket
 import sys
+import tempfile
 import time
 
 EVENT_PREFIX = "POC_EVENT "
@@ -133,47 +137,249 @@ def sync(torch, device) -> None:
         torch.cuda.synchronize(device)
 
 
+# The all-reduce sweep, measured the way nccl-tests' all_reduce_perf measures (src/common.cu:
+# TimeTest, BenchTime): a warm-up pass over every size first, then per size an out-of-place and
+# an in-place test, each = one untimed collective, a barrier, `iters` timed collectives and a
+# stream sync (host clock), the per-iteration time averaged across ranks (its `-a 1` default;
+# the max and min are kept too), then a check of the result on known data (its `-c 1` default).
+# torch.distributed has only an in-place all_reduce, so out-of-place is copy + in-place, which is
+# what torch's functional all_reduce does too: its time includes the copy (see bandwidth.py).
+DEFAULT_ITERS, DEFAULT_WARMUP = 20, 1      # nccl-tests' -n and -w defaults
+# Element i of rank r holds (1 + r % 3) * (1 + i % 61): a lost, doubled or misplaced contribution
+# shows, and the sums stay integers below 2**24 up to ~90,000 ranks, so float32 sums are exact.
+PATTERN = 61
+
+
+def agreed_iters(requested: int, calib_max_s: float, max_s: float) -> int:
+    """Timed iterations for one size and variant, the same on every rank: `requested`, fewer
+    when one iteration on the slowest rank (an all-reduced MAX, identical everywhere) says they
+    would take longer than `max_s`; at least 1. A rank deciding alone would hang its peers."""
+    if max_s <= 0 or calib_max_s <= 0 or not math.isfinite(calib_max_s):
+        return requested
+    return max(1, min(requested, int(max_s / calib_max_s)))
+
+
+def block_sizes(k: int, blocks: int = 4) -> list[int]:
+    """The timed loop's k iterations cut into (at most) `blocks` near-equal blocks: each block's
+    time per iteration shows the noise between iterations, which one total hides."""
+    nb = max(1, min(blocks, k))
+    return [k // nb + (j < k % nb) for j in range(nb)]
+
+
+def mark(torch, device):
+    """A point in the timed loop that does not stall it: a CUDA event on the stream (NCCL's
+    completion is ordered before it: a blocking all_reduce makes the stream wait), else the clock."""
+    if device.type == "cuda":
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+    return time.perf_counter()
+
+
+def spans(marks) -> list[float]:
+    """Seconds between consecutive marks (after a sync)."""
+    if marks and not isinstance(marks[0], float):
+        return [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(marks)]
+    return [b - a for a, b in itertools.pairwise(marks)]
+
+
+def bw_figures(nbytes: int, time_s: float, world: int) -> tuple[float, float]:
+    """nccl-tests' AllReduceGetBw: algbw = bytes / 1e9 / time, busbw = algbw * 2(n-1)/n."""
+    algbw = nbytes / 1e9 / time_s if time_s > 0 else 0.0
+    return algbw, algbw * (2.0 * (world - 1) / world if world > 1 else 0.0)
+
+
+def _tile(torch, buf, pat) -> None:
+    """Fill buf with pat repeated (no temporary of buf's size: a 8 GiB sweep must fit)."""
+    n, p = buf.numel(), pat.numel()
+    rows = n // p
+    if rows:
+        buf[: rows * p].view(rows, p).copy_(pat.expand(rows, p))
+    if n - rows * p:
+        buf[rows * p:].copy_(pat[: n - rows * p])
+
+
+def _matches(buf, pat) -> bool:
+    n, p = buf.numel(), pat.numel()
+    rows = n // p
+    ok = bool((buf[: rows * p].view(rows, p) == pat).all()) if rows else True
+    return ok and bool((buf[rows * p:] == pat[: n - rows * p]).all())
+
+
 def allreduce_sweep(ev: Events, dist, torch, device, sizes, warmup: int, iters: int, max_s: float) -> None:
-    world = dist.get_world_size()
-    factor = 2.0 * (world - 1) / world if world > 1 else 0.0
-    expected = world * (world + 1) / 2.0
+    world, rank = dist.get_world_size(), dist.get_rank()
+    top = max(1, max(sizes) // 4)
+    send = torch.empty(top, dtype=torch.float32, device=device)   # one pair of buffers, as nccl-tests
+    recv = torch.empty(top, dtype=torch.float32, device=device)
+    base = torch.arange(min(top, PATTERN * 64), dtype=torch.float32, device=device).remainder_(PATTERN).add_(1)
+    mine, want = base * (1 + rank % 3), base * float(sum(1 + r % 3 for r in range(world)))
+    _tile(torch, send, mine)                       # not garbage: denormals would slow a CPU warm-up
+    for nbytes in sizes:                           # warm-up pass over every size, out-of-place
+        n = max(1, nbytes // 4)
+        for _ in range(warmup):
+            recv[:n].copy_(send[:n])
+            dist.all_reduce(recv[:n])
+    sync(torch, device)
     for nbytes in sizes:
         n = max(1, nbytes // 4)
-        buf = torch.full((n,), float(dist.get_rank() + 1), dtype=torch.float32, device=device)
-        # Correctness once, on known values, before timing.
-        dist.all_reduce(buf)
-        sync(torch, device)
-        ok = bool(torch.allclose(buf[:: max(1, n // 1024)], torch.tensor(expected, device=device)))
-        buf.fill_(1.0)
-        for _ in range(warmup):
-            dist.all_reduce(buf)
-        sync(torch, device)
-        dist.barrier()
-        # Fewer iterations for big messages on slow links keeps the sweep bounded.
-        t0 = time.perf_counter()
-        done = 0
-        while done < iters:
-            dist.all_reduce(buf)
-            done += 1
-            if done >= 1 and time.perf_counter() - t0 > max_s:
-                break
-        sync(torch, device)
-        elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
-        # The slowest rank defines the collective's time, as in nccl-tests.
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-        per_iter = float(elapsed.item()) / done
-        algbw = (n * 4) / per_iter / 1e9
-        ev.emit(
-            "allreduce",
-            bytes=n * 4,
-            iters=done,
-            time_s=per_iter,
-            algbw_gbps=algbw,
-            busbw_gbps=algbw * factor,
-            correct=ok,
-        )
-        del buf
+        s, r = send[:n], recv[:n]
+        out = {"bytes": n * 4, "warmup": warmup}
+        for name, in_place in (("oop", False), ("ip", True)):
+            def coll(s=s, r=r, in_place=in_place):
+                if not in_place:
+                    r.copy_(s)
+                dist.all_reduce(r)
+            _tile(torch, s, mine)
+            if in_place:
+                _tile(torch, r, mine)
+            sync(torch, device)
+            t0 = time.perf_counter()
+            coll()                                 # nccl-tests' untimed first collective; also the calibration
+            sync(torch, device)
+            calib = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
+            dist.all_reduce(calib, op=dist.ReduceOp.MAX)
+            k = agreed_iters(iters, float(calib.item()), max_s)
+            counts = block_sizes(k)
+            dist.barrier()
+            marks = [mark(torch, device)]
+            t0 = time.perf_counter()
+            for c in counts:
+                for _ in range(c):
+                    coll()
+                marks.append(mark(torch, device))
+            sync(torch, device)
+            mine_t = [(time.perf_counter() - t0) / k]
+            mine_t += [d / c for d, c in zip(spans(marks), counts, strict=True)]
+            if in_place:                           # the timed loop summed over and over: check afresh
+                _tile(torch, r, mine)
+                coll()
+                sync(torch, device)
+            # out-of-place: the result buffer of the timed loop itself (its input is untouched)
+            row = torch.tensor([float(_matches(r, want)), *mine_t], dtype=torch.float64, device=device)
+            rows = [torch.zeros_like(row) for _ in range(world)]
+            dist.all_gather(rows, row)             # every rank's check, time per iteration and blocks
+            rows = [t.tolist() for t in rows]
+            ts = [t[1] for t in rows]
+            blocks = [x for t in rows for x in t[2:]]
+            avg, correct = sum(ts) / len(ts), all(t[0] == 1.0 for t in rows)
+            algbw, busbw = bw_figures(n * 4, avg, world)
+            # an incorrect result has no bandwidth: its time is kept, its figures are not
+            out[name] = {"iters": k, "time_s": avg, "time_max_s": max(ts), "time_min_s": min(ts),
+                         "block_max_s": max(blocks), "block_min_s": min(blocks),
+                         "algbw_gbps": algbw if correct else None,
+                         "busbw_gbps": busbw if correct else None, "correct": correct}
+        out["iters"] = min(out["oop"]["iters"], out["ip"]["iters"])
+        ev.emit("allreduce", **out)
+    del send, recv
+    if device.type == "cuda":
+        torch.cuda.empty_cache()    # give the sweep's buffers back before the model is built
     dist.barrier()
+
+
+# What the job ran on, so a report can refuse to compare different builds or transports.
+COMM_ENV = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_GLOO_")
+NCCL_VIA = re.compile(r"\bvia (\S+)")
+NCCL_NET = re.compile(r"NCCL INFO Using network (\S+)")
+
+
+def torch_build(torch) -> dict:
+    nccl = None
+    if torch.cuda.is_available():
+        try:
+            v = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except (AttributeError, RuntimeError):
+            nccl = None
+    return {"version": torch.__version__, "git_version": getattr(torch.version, "git_version", None),
+            "cuda": torch.version.cuda, "nccl": nccl, "debug": bool(getattr(torch.version, "debug", False))}
+
+
+def comm_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in sorted(os.environ) if k.startswith(COMM_ENV)}
+
+
+def gloo_transport() -> str:
+    ifname = os.environ.get("GLOO_SOCKET_IFNAME")
+    return f"tcp GLOO_SOCKET_IFNAME={ifname}" if ifname else "tcp default"
+
+
+def nccl_transport(lines) -> str:
+    """The paths NCCL reported in its INFO lines ("Channel 00/0 : 0[0] -> 1[1] via NET/IB/0",
+    "via P2P/CUMEM/read", "via SHM/direct/direct", "Using network Socket"), e.g. "NET/IB+P2P"."""
+    kinds, net = set(), None
+    for line in lines:
+        m = NCCL_NET.search(line)
+        net = m.group(1) if m else net
+        for via in NCCL_VIA.findall(line):
+            parts = via.split("/")
+            kinds.add("/".join(parts[:2]) if parts[0] == "NET" else parts[0])
+    if kinds:
+        return "+".join(sorted(kinds))
+    return f"network {net} (no channel lines)" if net else "unknown (no NCCL INFO lines seen)"
+
+
+def nccl_debug_lines(pattern: str) -> list[str]:
+    path = pattern.replace("%h", socket.gethostname()).replace("%p", str(os.getpid()))
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return [ln for ln in f if "NCCL INFO" in ln]
+    except OSError:
+        return []
+
+
+class StderrTap:
+    """NCCL writes its INFO lines from C to file descriptor 2, which Python cannot read back: put
+    a pipe there, and let a thread keep those lines and pass everything on unchanged."""
+
+    def __init__(self):
+        import threading
+        self.lines: list[str] = []
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        self.read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        rest = b""
+        while chunk := os.read(self.read_end, 65536):
+            os.write(self.saved, chunk)
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            self.lines += [ln.decode(errors="replace") for ln in lines if b"NCCL INFO" in ln]
+
+    def close(self) -> list[str]:
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)      # drops the pipe's last write end: the thread reads to its end
+        self.thread.join(timeout=5)
+        os.close(self.saved)
+        os.close(self.read_end)
+        return self.lines
+
+
+def watch_nccl():
+    """How to learn NCCL's transport: () -> its INFO lines, and where they came from. With
+    NCCL_DEBUG unset the workload sets NCCL_DEBUG=INFO and sends the lines to a file of its own
+    (NCCL_DEBUG_FILE), so nobody's stderr changes; the user's own INFO goes to stderr: tap it."""
+    level = os.environ.get("NCCL_DEBUG")
+    if level is None:
+        path = os.path.join(tempfile.gettempdir(), f"poc-nccl-{socket.gethostname()}-{os.getpid()}.log")
+        os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_FILE=path)
+
+        def read() -> list[str]:
+            lines = nccl_debug_lines(path)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            return lines
+        return read, "NCCL_DEBUG=INFO set by the workload, to a file"
+    if level.upper() not in ("INFO", "TRACE"):
+        return (lambda: None), f"NCCL_DEBUG={level}: no INFO lines"
+    if "NCCL_DEBUG_FILE" in os.environ:
+        return (lambda: nccl_debug_lines(os.environ["NCCL_DEBUG_FILE"])), f"NCCL_DEBUG={level}, NCCL_DEBUG_FILE"
+    tap = StderrTap()
+    return tap.close, f"NCCL_DEBUG={level}, stderr"
 
 
 def build_model(torch, params: int, layers: int, width: int | None):
@@ -209,9 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ckpt-dir", default="")
     ap.add_argument("--ckpt-every", type=int, default=10)
     ap.add_argument("--sweep", default=DEFAULT_SWEEP, help="sizes: LO:HI (powers of two) or a,b,c; empty skips")
-    ap.add_argument("--sweep-warmup", type=int, default=2)
-    ap.add_argument("--sweep-iters", type=int, default=5)
-    ap.add_argument("--sweep-max-s", type=float, default=2.0, help="time cap per message size")
+    ap.add_argument("--sweep-warmup", type=int, default=DEFAULT_WARMUP)
+    ap.add_argument("--sweep-iters", type=int, default=DEFAULT_ITERS)
+    ap.add_argument("--sweep-max-s", type=float, default=2.0,
+                    help="cap on one size's timed loop; fewer iterations (agreed by all ranks) above it; 0: none")
     ap.add_argument("--sweep-on-restart", action="store_true", help="repeat the sweep after a restart")
     ap.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
     ap.add_argument("--events-dir", default="")
@@ -230,24 +437,36 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
+    comm = {"backend": backend, "env": comm_env(),
+            "transport": gloo_transport() if backend == "gloo" else None}
     ev.emit("torch_imported", torch=torch.__version__, backend=backend, device=str(device),
-            cuda=torch.version.cuda, gpus=torch.cuda.device_count())
+            cuda=torch.version.cuda, gpus=torch.cuda.device_count(), torch_build=torch_build(torch), comm=comm)
+    # the transport NCCL chooses is in its INFO lines only (after the environment was recorded)
+    nccl_lines, how = watch_nccl() if backend == "nccl" else ((lambda: None), None)
+    try:
+        dist.init_process_group(backend=backend)
+        # Agree on the attempt: after a restart, torchrun bumps the restart count only on
+        # the agent whose worker failed, while its peers restart with their old count.
+        agreed = torch.tensor(ev.attempt, dtype=torch.int64, device=device)
+        dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+        ev.attempt = [int(x) for x in agreed.tolist()]
+        ev.world_size = dist.get_world_size()
+        ev.emit("rendezvous_done", master=os.environ.get("MASTER_ADDR", ""), backend=backend)
 
-    dist.init_process_group(backend=backend)
-    # Agree on the attempt: after a restart, torchrun bumps the restart count only on
-    # the agent whose worker failed, while its peers restart with their old count.
-    agreed = torch.tensor(ev.attempt, dtype=torch.int64, device=device)
-    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
-    ev.attempt = [int(x) for x in agreed.tolist()]
-    ev.world_size = dist.get_world_size()
-    ev.emit("rendezvous_done", master=os.environ.get("MASTER_ADDR", ""), backend=backend)
-
-    first_attempt = not any(ev.attempt)
-    if args.sweep and (first_attempt or args.sweep_on_restart):
-        ev.emit("sweep_start")
-        allreduce_sweep(ev, dist, torch, device, sweep_sizes(args.sweep), args.sweep_warmup,
-                        args.sweep_iters, args.sweep_max_s)
-        ev.emit("sweep_done")
+        first_attempt = not any(ev.attempt)
+        if args.sweep and (first_attempt or args.sweep_on_restart):
+            ev.emit("sweep_start")
+            allreduce_sweep(ev, dist, torch, device, sweep_sizes(args.sweep), args.sweep_warmup,
+                            args.sweep_iters, args.sweep_max_s)
+            ev.emit("sweep_done")
+    finally:
+        lines = nccl_lines()        # before any error is printed: a tapped stderr is restored here
+    if backend == "nccl":
+        comm["transport"] = nccl_transport(lines) if lines is not None else f"unknown ({how})"
+        comm["transport_source"] = how
+    else:
+        comm["transport_source"] = "GLOO_SOCKET_IFNAME" if "GLOO_SOCKET_IFNAME" in os.environ else "gloo default"
+    ev.emit("comm", **comm)
 
     torch.manual_seed(args.seed)
     model, width = build_model(torch, parse_size(args.model_params), args.layers, None)

@@ -13,6 +13,7 @@ UNITS = {
     "resume_s": "s", "recovery_detection_s": "s", "recovery_teardown_s": "s", "recovery_rescheduling_s": "s",
     "recovery_restart_s": "s", "recovery_checkpoint_load_s": "s", "recovery_recompute_s": "s",
     "goodput": "ratio", "cost_run_usd": "USD", "recovery_cost_usd": "USD",
+    "allreduce_avg_busbw_gbps": "GB/s",   # nccl-tests' "Avg bus bandwidth" (metrics/bandwidth.py)
 }
 HEADLINE = ("queue_s", "startup_s", "allreduce_busbw_gbps", "recovery_s", "cost_per_step_usd", "goodput")
 
