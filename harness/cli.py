@@ -286,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="local clusters up, the default campaign on every platform, the report")
     sm.add_argument("--platform", "-p", action="append", help="limit to these platforms (default: local, slurm, k8s)")
     sm.add_argument("--campaign", help="campaign name (default: smoke-poc)")
-    sm.add_argument("--repetitions", type=int, help="clean runs per platform (default: 3)")
+    sm.add_argument("--repetitions", type=int,
+                    help="clean runs per platform (default: 8, enough for a verdict; see harness/smoke.py)")
     sm.add_argument("--no-clusters", action="store_true",
                     help="do not start the local clusters (use what the config points at)")
     sm.set_defaults(func=cmd_smoke)
