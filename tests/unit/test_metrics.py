@@ -74,7 +74,10 @@ def test_recorded_busbw_curve():
     for c in curve:  # world 2: busbw == algbw
         assert c["busbw_gbps"] == pytest.approx(c["algbw_gbps"])
         assert c["algbw_gbps"] == pytest.approx(c["bytes"] / c["time_s"] / 1e9)
-    assert bw["value"] == pytest.approx(max(c["busbw_gbps"] for c in curve))
+    # the figure is the largest correct size's, not the peak of noisy sizes (issue 10: the peak moved
+    # between runs); an old sweep had one (in-place) variant
+    assert bw["value"] == pytest.approx(curve[-1]["busbw_gbps"])
+    assert bw["value"] < max(c["busbw_gbps"] for c in curve)        # the old peak read higher on this run
 
 
 def test_cost_definitions():
