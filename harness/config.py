@@ -307,6 +307,8 @@ class Config(_Model):
             raise ValueError("workload.backend nccl needs resources.gpus_per_node > 0")
         if r.gpus_per_node and r.procs_per_node != r.gpus_per_node:
             raise ValueError("with GPUs, resources.procs_per_node must equal gpus_per_node (one rank per GPU)")
+        if r.gpus_per_node == 0 and self.workload.sweep_max_bytes > SWEEP_MAX_BYTES["cpu"]:
+            raise ValueError("workload.sweep above 1G needs GPUs (resources.gpus_per_node > 0)")
         for f in self.faults:
             if f.rank >= r.world_size:
                 raise ValueError(f"fault rank {f.rank} does not exist: the job has {r.world_size} ranks")

@@ -19,7 +19,7 @@ COLORS = {"local": "#7f7f7f", "slurm": "#1f77b4", "k8s": "#d62728"}
 PHASE_COLORS = {"blocker_released": "#e0e0e0", "admitted": "#c7c7c7", "allocated": "#9edae5", "launched": "#ffbb78",
                 "rendezvous": "#98df8a", "sweep_done": "#f7b6d2", "first_step": "#aec7e8", "fault": "#c5b0d5",
                 "resumed": "#ff9896", "done": "#dbdb8d"}
-SIDE_BY_SIDE = [("queue_s", "queue (s)"), ("startup_s", "startup (s)"), ("allreduce_busbw_gbps", "peak busbw (GB/s)"),
+SIDE_BY_SIDE = [("queue_s", "queue (s)"), ("startup_s", "startup (s)"), ("allreduce_busbw_gbps", "busbw (GB/s)"),
                 ("recovery_s", "recovery (s)"), ("cost_per_step_usd", "cost per step (USD)")]
 
 
@@ -40,7 +40,7 @@ def _sorted_platforms(names) -> list[str]:
 
 def metrics_side_by_side(gs: Groups, out: Path) -> Path:
     panels = SIDE_BY_SIDE
-    if any(base_metric(k) == "allreduce_avg_busbw_gbps" for _, k in gs):   # nccl-tests' figure, not the peak
+    if any(base_metric(k) == "allreduce_avg_busbw_gbps" for _, k in gs):   # nccl-tests' figure over the whole sweep
         panels = [("allreduce_avg_busbw_gbps", "avg busbw (GB/s)") if m == "allreduce_busbw_gbps" else (m, t)
                   for m, t in SIDE_BY_SIDE]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4))

@@ -95,7 +95,8 @@ def _transport_warning(table: RunTable, metric: str, a: Group, b: Group) -> str 
 
 
 def verdict_metrics(gs: Groups) -> set[str]:
-    """Where the nccl-tests-style average bus bandwidth exists, the verdict is on it, not on the peak."""
+    """Where the nccl-tests-style average bus bandwidth exists, the verdict is on it (the whole sweep),
+    not on one size's figure (or, in older campaigns, the peak over sizes)."""
     if any(base_metric(k) == "allreduce_avg_busbw_gbps" for _, k in gs):
         return VERDICT_METRICS - {"allreduce_busbw_gbps"}
     return VERDICT_METRICS

@@ -39,8 +39,10 @@ DEFINITIONS = [
     "`queue_s`: submit → all resources allocated; `queue_admission_s` (Kubernetes): submit → Kueue admission.",
     "`startup_s` = `launch_s` + `rendezvous_s` + `first_step_s`: allocation → first step done by every rank, "
     "sweep excluded.",
-    "`allreduce_busbw_gbps`: peak of busbw = algbw × 2(n−1)/n (nccl-tests), GB = 1e9 bytes; "
-    "`allreduce_avg_busbw_gbps`: nccl-tests' \"average bus bandwidth\" over the sweep's sizes.",
+    "`allreduce_busbw_gbps`: busbw = algbw × 2(n−1)/n (nccl-tests), GB = 1e9 bytes, of the in-place "
+    "all-reduce at the largest swept size with a correct result, time averaged across ranks (campaigns before "
+    "issue 10 stored the peak over sizes); `allreduce_avg_busbw_gbps`: nccl-tests' \"Avg bus bandwidth\" (mean "
+    "over every size, out-of-place and in-place).",
     "`queue_s:contention`, `queue_admission_s:contention`: the same, for a job submitted while a same-shape "
     "blocking job holds what it needs (Slurm: the blocker runs `--exclusive`; Kubernetes: the ClusterQueue "
     "quota fits one job) until it finishes by itself. `handover_s`: the blocker's last rank done → the "
