@@ -299,8 +299,13 @@ def comm_env() -> dict[str, str]:
 
 
 def gloo_transport() -> str:
-    ifname = os.environ.get("GLOO_SOCKET_IFNAME")
-    return f"tcp GLOO_SOCKET_IFNAME={ifname}" if ifname else "tcp default"
+    # gloo has one transport here (TCP); which interface carries it is a setting, kept apart as
+    # comm["interface"], so that naming the interface on one platform is not read as another transport
+    return "tcp"
+
+
+def gloo_interface() -> str:
+    return os.environ.get("GLOO_SOCKET_IFNAME") or "default (the address the hostname resolves to)"
 
 
 def nccl_transport(lines) -> str:
@@ -465,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         comm["transport"] = nccl_transport(lines) if lines is not None else f"unknown ({how})"
         comm["transport_source"] = how
     else:
+        comm["interface"] = gloo_interface()
         comm["transport_source"] = "GLOO_SOCKET_IFNAME" if "GLOO_SOCKET_IFNAME" in os.environ else "gloo default"
     ev.emit("comm", **comm)
 
