@@ -246,7 +246,10 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         record["contention"] = blocker.to_json()
     raw = redact.scrub(collected.raw).data if collected else {}
     if stamps is None and raw:
-        stamps = ctx.stamps(spec.platform, raw)   # a failed run's evidence is kept and readable too
+        try:   # a failed run's evidence is kept and readable too
+            stamps = ctx.stamps(spec.platform, raw)
+        except Exception as exc:  # noqa: BLE001 - the record is written whatever the evidence reader raised
+            record["stamps_error"] = f"{type(exc).__name__}: {exc}"[:500]
     record["scheduler"] = {"times": times, "attempts": collected.attempts if collected else [],
                            "info": collected.info if collected else {},
                            "stamps": evidence.to_json(stamps) if stamps is not None else None}

@@ -101,3 +101,25 @@ def test_a_failed_cancel_keeps_the_in_flight_record_until_a_cancel_succeeds(tmp_
     campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=True, poll_s=0.01,
              clock=clock, sleep=clock.sleep)
     assert backend.cancelled == ["local-clean-01"] and Store(tmp_path, cfg.campaign).inflight() == []
+
+
+def test_a_failed_run_is_stored_even_when_its_evidence_cannot_be_read(tmp_path):
+    """The evidence reader is the harness's code too: if it raises on a failed run's records, the
+    record still lands (with the error), and nothing is left in flight."""
+    class Fails(ScriptedBackend):
+        def observe(self, handles):
+            out = super().observe(handles)
+            for o in out.values():
+                o.state = JobState.FAILED
+            return out
+
+    def broken_reader(platform, raw):
+        raise KeyError("attempts")
+
+    cfg, clock = _cfg(), SimClock()
+    (rec,) = campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: Fails(clock=clock), resume=False,
+                      poll_s=0.01, clock=clock, sleep=clock.sleep, stamps_fn=broken_reader)
+    assert rec["status"] == "failed" and rec["stamps_error"] == "KeyError: 'attempts'"
+    assert _records(tmp_path, cfg)[0]["run_id"] == rec["run_id"]
+    assert (tmp_path / cfg.campaign / "runs" / rec["run_id"] / "raw.json.gz").exists()
+    assert not list((tmp_path / cfg.campaign).glob("inflight/*"))
