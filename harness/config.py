@@ -112,19 +112,21 @@ class Resources(_Model):
         return self.nodes * self.procs_per_node
 
 
+def _image_reference(v: str | None) -> str | None:
+    """An image field (local.image, kubernetes.image): None, or a valid OCI reference."""
+    problem = None if v is None else imageref.reference_problem(v)
+    if problem:
+        raise PydanticCustomError("image_reference", "{value} {problem}", {"value": repr(v), "problem": problem})
+    return v
+
+
 class Local(_Model):
     """The baseline without a scheduler. container: one container per node of the image the clusters
     run (same torch build, a bridge network between them); host: torchrun processes of this Python."""
     runtime: Literal["container", "host"] = "container"
     image: str | None = None          # None: the locally built worker image (the one the clusters run)
 
-    @field_validator("image")
-    @classmethod
-    def _image(cls, v: str | None) -> str | None:
-        problem = None if v is None else imageref.reference_problem(v)
-        if problem:
-            raise PydanticCustomError("image_reference", "{value} {problem}", {"value": repr(v), "problem": problem})
-        return v
+    _image = field_validator("image")(_image_reference)
 
 
 class Kubernetes(_Model):
@@ -146,13 +148,7 @@ class Kubernetes(_Model):
             raise ValueError("must be a DNS label: lower-case letters, digits and '-', at most 63")
         return v
 
-    @field_validator("image")
-    @classmethod
-    def _image(cls, v: str | None) -> str | None:
-        problem = None if v is None else imageref.reference_problem(v)
-        if problem:
-            raise PydanticCustomError("image_reference", "{value} {problem}", {"value": repr(v), "problem": problem})
-        return v
+    _image = field_validator("image")(_image_reference)
 
 
 class Slurm(_Model):

@@ -33,14 +33,16 @@ def test_a_harness_exception_is_not_the_platforms_failure(tmp_path):
     assert _records(tmp_path, cfg)[0]["status"] == "harness_error"
 
 
-def test_a_platform_failure_stays_one():
-    class Fails(ScriptedBackend):
-        def observe(self, handles):
-            out = super().observe(handles)
-            for o in out.values():
-                o.state = JobState.FAILED
-            return out
+class Fails(ScriptedBackend):
+    """The platform reports the job failed."""
+    def observe(self, handles):
+        out = super().observe(handles)
+        for o in out.values():
+            o.state = JobState.FAILED
+        return out
 
+
+def test_a_platform_failure_stays_one():
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         cfg, clock = _cfg(), SimClock()
@@ -106,13 +108,6 @@ def test_a_failed_cancel_keeps_the_in_flight_record_until_a_cancel_succeeds(tmp_
 def test_a_failed_run_is_stored_even_when_its_evidence_cannot_be_read(tmp_path):
     """The evidence reader is the harness's code too: if it raises on a failed run's records, the
     record still lands (with the error), and nothing is left in flight."""
-    class Fails(ScriptedBackend):
-        def observe(self, handles):
-            out = super().observe(handles)
-            for o in out.values():
-                o.state = JobState.FAILED
-            return out
-
     def broken_reader(platform, raw):
         raise KeyError("attempts")
 
