@@ -1,4 +1,5 @@
-"""A local Slurm cluster in Docker: mariadb, slurmdbd, slurmctld, login (sshd) and compute nodes c1..c3.
+"""A local Slurm cluster in Docker: mariadb, slurmdbd, slurmctld, slurmrestd, login (sshd) and compute
+nodes c1..c3, each with 4 fake GPUs (gres.conf).
 
 ``harness/data/docker-compose.yml`` (copied to the repository root) describes the cluster. This module
 reads it and starts exactly what it says by driving the docker CLI (argv lists, never a shell),
@@ -15,14 +16,16 @@ Public API (``SlurmDocker`` puts it behind the LocalCluster interface of ``base.
     status(state_dir=None) -> dict[str, str]
     is_up(state_dir=None) -> bool
     login_exec_argv(argv, user="poc") -> list[str]     # `docker exec` into the login node
-    read_ssh_settings(state_dir=None) -> dict
+    read_ssh_settings(state_dir=None) -> dict           # ssh.json, with rest_url (slurmrestd)
+    rest_token(user="poc", lifespan_s=600) -> str       # a JWT for slurmrestd; never stored
 
-The compose subset lives in ``slurm/compose.py``, the secrets in ``slurm/secrets.py``.
+The compose subset lives in ``slurm/compose.py``, the secrets in ``slurm/secrets.py``, slurmrestd's
+port, probe and tokens in ``slurm/restd.py``.
 ``python -m harness.clusters.slurm_docker up|down|status`` is ``poc cluster … --slurm``.
 
 State dir: ``$POC_STATE_DIR/slurm`` (default ``~/.local/state/k8s-slurm-poc/slurm``) holds the secrets
-(munge key, DB password, SSH keys; mode 0600, never printed), ``ssh.json`` (what the harness's ssh
-transport uses), ``known_hosts`` and ``compose.env``.
+(munge key, JWT key, DB password, SSH keys; mode 0600, never printed), ``ssh.json`` (what the harness's
+ssh and rest transports use; no secret in it), ``known_hosts`` and ``compose.env``.
 """
 from __future__ import annotations
 
@@ -41,12 +44,11 @@ from harness import data
 from harness.clusters import images
 from harness.clusters.base import ComponentStatus, Say
 from harness.clusters.images import run
-from harness.clusters.slurm import compose
+from harness.clusters.slurm import compose, restd
 from harness.clusters.slurm.compose import run_argv
 from harness.clusters.slurm.secrets import ensure_secrets
 from harness.errors import ClusterError
 from harness.fsutil import atomic_write, atomic_write_json
-from harness.netutil import free_port
 from harness.paths import SLURM_CLUSTER, cluster_state_dir
 
 COMPOSE_FILE = data.path("docker-compose.yml")
@@ -81,6 +83,7 @@ class ClusterInfo:
     state_dir: str
     ssh: SshSettings
     ssh_settings_path: str
+    rest_url: str
     login_container: str
     compute_nodes: tuple[str, ...]
     shared_dir: str
@@ -91,23 +94,13 @@ class ClusterInfo:
         return asdict(self)
 
 
-def _ssh_port(sdir: Path) -> int:
-    if os.environ.get("POC_SLURM_SSH_PORT"):
-        return int(os.environ["POC_SLURM_SSH_PORT"])
-    f = sdir / "ssh_port"
-    if f.exists():
-        return int(f.read_text().strip())
-    port = free_port()
-    atomic_write(f, f"{port}\n")
-    return port
-
-
 def compose_env(sdir: Path, release: str, slurm_image: str, mariadb_image: str) -> dict[str, str]:
     return {
         "POC_SLURM_IMAGE": slurm_image,
         "POC_MARIADB_IMAGE": mariadb_image,
         "POC_SLURM_SECRETS": str(sdir / "secrets"),
-        "POC_SLURM_SSH_PORT": str(_ssh_port(sdir)),
+        "POC_SLURM_SSH_PORT": str(restd.loopback_port(sdir, "ssh_port", "POC_SLURM_SSH_PORT")),
+        "POC_SLURM_REST_PORT": str(restd.loopback_port(sdir, "rest_port", "POC_SLURM_REST_PORT")),
         "POC_SLURM_RELEASE": release,
     }
 
@@ -284,6 +277,9 @@ def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DE
     timings["nodes_idle"] = round(time.monotonic() - t2, 2)
     port = int(env["POC_SLURM_SSH_PORT"])
     _wait(f"sshd on 127.0.0.1:{port}", lambda: _ssh_banner(port), 30, [LOGIN_CONTAINER])
+    rest_port = int(env["POC_SLURM_REST_PORT"])
+    _wait(f"slurmrestd on 127.0.0.1:{rest_port}", lambda: restd.answers(rest_port), 60,
+          [restd.REST_CONTAINER])
 
     known_hosts = sdir / "known_hosts"
     host_pub = (sec / "ssh_host_ed25519_key.pub").read_text().split()
@@ -296,14 +292,16 @@ def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DE
         release=release, slurm_version=ver.split()[-1] if ver else "", state_dir=str(sdir),
         images={"slurm": slurm_image, "mariadb": mariadb_image,
                 "worker": images.worker_ref(release)},
-        ssh=ssh, ssh_settings_path=str(sdir / "ssh.json"), login_container=LOGIN_CONTAINER,
+        ssh=ssh, ssh_settings_path=str(sdir / "ssh.json"), rest_url=restd.rest_url(rest_port),
+        login_container=LOGIN_CONTAINER,
         compute_nodes=COMPUTE_NODES, shared_dir=SHARED_DIR, containers=status(state_dir_base),
         timings_s=timings)
     atomic_write_json(sdir / "ssh.json", {"version": 1, **asdict(ssh), "login_container": LOGIN_CONTAINER,
                                           "controller_container": CTLD_CONTAINER,
                                           "node_containers": {n: f"poc-slurm-{n}" for n in COMPUTE_NODES},
                                           "release": release, "slurm_version": info.slurm_version,
-                                          "shared_dir": SHARED_DIR}, sort_keys=True)
+                                          "shared_dir": SHARED_DIR, "rest_url": info.rest_url},
+                      sort_keys=True)
     atomic_write_json(sdir / "cluster.json", {"version": 1, **info.to_dict()}, sort_keys=True)
     return info
 
@@ -315,6 +313,12 @@ def read_ssh_settings(state_dir_base: str | os.PathLike | None = None) -> dict[s
         return json.loads(path.read_text())
     except FileNotFoundError as exc:
         raise ClusterError(f"{path} does not exist", "run `poc cluster up --slurm` first") from exc
+
+
+def rest_token(user: str = SSH_USER, lifespan_s: int = 600) -> str:
+    """A JWT that slurmrestd (ssh.json's rest_url) accepts for user, minted by the controller; the
+    caller keeps it in memory (X-SLURM-USER-TOKEN), the harness never stores it."""
+    return restd.mint_token(CTLD_CONTAINER, user, lifespan_s)
 
 
 def _labelled(kind: str) -> list[str]:

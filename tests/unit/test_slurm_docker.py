@@ -13,12 +13,14 @@ from harness.clusters.slurm.secrets import ensure_secrets
 from harness.errors import ClusterError
 
 ENV = {"POC_SLURM_IMAGE": "k8s-slurm-poc/slurm:trixie-abc", "POC_MARIADB_IMAGE": "k8s-slurm-poc/mariadb:trixie-def",
-       "POC_SLURM_SECRETS": "/state/slurm/secrets", "POC_SLURM_SSH_PORT": "42022"}
+       "POC_SLURM_SECRETS": "/state/slurm/secrets", "POC_SLURM_SSH_PORT": "42022",
+       "POC_SLURM_REST_PORT": "42820"}
 
 
 def test_compose_file_describes_the_cluster():
     doc = compose.load_compose(ENV, sd.COMPOSE_FILE)
-    assert set(doc["services"]) == {"mariadb", "slurmdbd", "slurmctld", "c1", "c2", "c3", "login"}
+    assert set(doc["services"]) == {"mariadb", "slurmdbd", "slurmctld", "slurmrestd",
+                                    "c1", "c2", "c3", "login"}
     order = compose.start_order(doc["services"])
     assert order.index("mariadb") < order.index("slurmdbd") < order.index("slurmctld") < order.index("c1")
 
@@ -34,6 +36,16 @@ def test_login_argv_publishes_ssh_on_loopback_only():
     assert argv[argv.index("--network") + 1] == "poc-slurm" and argv[argv.index("--network-alias") + 1] == "login"
     assert argv[-2:] == ["k8s-slurm-poc/slurm:trixie-abc", "login"]
     assert "--init" in argv
+
+
+def test_slurmrestd_is_published_on_loopback_and_only_the_daemons_get_the_jwt_key():
+    doc = compose.load_compose(ENV, sd.COMPOSE_FILE)
+    argv = compose.run_argv("slurmrestd", doc["services"]["slurmrestd"], doc)
+    assert argv[argv.index("-p") + 1] == "127.0.0.1:42820:6820"
+    assert argv[-1] == "slurmrestd"
+    key = "/state/slurm/secrets/jwt_hs256.key:/run/poc-secrets/jwt_hs256.key:ro"
+    holders = {name for name, svc in doc["services"].items() if key in (svc.get("volumes") or [])}
+    assert holders == {"slurmctld", "slurmdbd"}
 
 
 def test_controller_state_is_on_a_volume():
@@ -56,12 +68,12 @@ def test_unknown_compose_keys_are_refused(tmp_path):
 
 def test_secrets_are_private_and_stable(tmp_path):
     sec = ensure_secrets(tmp_path)
-    names = ["munge.key", "db.pass", "id_ed25519", "id_ed25519.pub", "authorized_keys",
+    names = ["munge.key", "jwt_hs256.key", "db.pass", "id_ed25519", "id_ed25519.pub", "authorized_keys",
              "ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"]
     before = {n: (sec / n).read_bytes() for n in names}
     for n in names:
         assert stat.S_IMODE(os.stat(sec / n).st_mode) == 0o600, n
-    assert len(before["munge.key"]) == 1024
+    assert len(before["munge.key"]) == 1024 and len(before["jwt_hs256.key"]) == 32
     assert before["id_ed25519"].startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----")
     assert before["authorized_keys"].startswith(b"ssh-ed25519 ")
     ensure_secrets(tmp_path)

@@ -1,4 +1,4 @@
-"""The Slurm cluster's secrets: munge key, database password, client and host SSH keys.
+"""The Slurm cluster's secrets: munge key, JWT signing key, database password, client and host SSH keys.
 
 Created once under ``<state>/slurm/secrets`` (mode 0600 from creation on, never printed), so a
 cluster brought down and up again keeps its identities and known_hosts entry.
@@ -29,12 +29,15 @@ def _ed25519_pair() -> tuple[bytes, bytes]:
 
 
 def ensure_secrets(sdir: Path) -> Path:
-    """Create (once) the munge key, DB password, client and host SSH keys under sdir/secrets."""
+    """Create (once) the munge key, JWT key, DB password, client and host SSH keys under sdir/secrets."""
     sec = sdir / "secrets"
     sec.mkdir(parents=True, exist_ok=True)
     os.chmod(sec, 0o700)
     if not (sec / "munge.key").exists():
         _secret(sec / "munge.key", secrets.token_bytes(1024))
+    if not (sec / "jwt_hs256.key").exists():
+        # slurmctld and slurmdbd sign and check slurmrestd's JWTs (auth/jwt, HS256) with it.
+        _secret(sec / "jwt_hs256.key", secrets.token_bytes(32))
     if not (sec / "db.pass").exists():
         _secret(sec / "db.pass", secrets.token_hex(24).encode())
     if not (sec / "id_ed25519").exists():

@@ -1,7 +1,9 @@
 #!/bin/bash
-# Entrypoint of the Slurm node image. Usage: poc-entrypoint slurmctld|slurmdbd|slurmd|login|<cmd...>
+# Entrypoint of the Slurm node image.
+# Usage: poc-entrypoint slurmctld|slurmdbd|slurmd|slurmrestd|login|<cmd...>
 # Secrets are bind-mounted read-only from the cluster's state dir (never baked into the image):
 #   /run/poc-secrets/munge.key        shared munge key (every role)
+#   /run/poc-secrets/jwt_hs256.key    JWT signing key (slurmctld, slurmdbd: they mint and check tokens)
 #   /run/poc-secrets/db.pass          MariaDB password (slurmdbd)
 #   /run/poc-secrets/ssh_host_ed25519_key{,.pub}, authorized_keys   (login)
 set -euo pipefail
@@ -14,6 +16,10 @@ start_munge() {
   install -o munge -g munge -m 0400 "$S/munge.key" /etc/munge/munge.key
   install -d -o munge -g munge -m 0755 /run/munge
   su -s /bin/sh munge -c "/usr/sbin/munged --force"
+}
+
+install_jwt_key() {
+  install -o slurm -g slurm -m 0600 "$S/jwt_hs256.key" /etc/slurm/jwt_hs256.key
 }
 
 wait_tcp() {  # host port seconds
@@ -29,9 +35,12 @@ wait_tcp() {  # host port seconds
 case "$role" in
   slurmdbd)
     start_munge
+    install_jwt_key
     umask 077
     {
       echo "AuthType=auth/munge"
+      echo "AuthAltTypes=auth/jwt"
+      echo "AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key"
       echo "DbdHost=slurmdbd"
       echo "SlurmUser=slurm"
       echo "StorageType=accounting_storage/mysql"
@@ -50,6 +59,7 @@ case "$role" in
     ;;
   slurmctld)
     start_munge
+    install_jwt_key
     chown -R slurm:slurm /var/spool/slurmctld /var/log/slurm
     wait_tcp slurmdbd 6819 120 || true   # slurmctld queues accounting records while slurmdbd is away
     exec slurmctld -D
@@ -58,6 +68,19 @@ case "$role" in
     start_munge
     chown poc:poc /shared 2>/dev/null || true
     exec slurmd -D -N "$(hostname)"
+    ;;
+  slurmrestd)
+    # The REST API for the `rest` transport, as an unprivileged user: slurmrestd refuses root and
+    # SlurmUser, and a user's JWT (X-SLURM-USER-TOKEN) decides what each request may do.
+    # An unprivileged container may not unshare namespaces ("Unable to unshare System V
+    # namespace: Operation not permitted"); the user check stays on.
+    start_munge
+    wait_tcp slurmctld 6817 120 || true
+    export SLURMRESTD_SECURITY=disable_unshare_sysv,disable_unshare_files
+    # Without SLURM_JWT=daemon slurmrestd hands every token to auth/munge, which rejects it
+    # ("Rejecting thread config token for user poc").
+    export SLURM_JWT=daemon
+    exec runuser -u slurmrestd -- slurmrestd -a rest_auth/jwt 0.0.0.0:6820
     ;;
   login)
     start_munge
