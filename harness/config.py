@@ -15,10 +15,19 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from . import imageref
+from .config_clusters import (  # noqa: F401
+    _ENV_NAME,
+    NATIVE_KUBECONFIG,
+    Kubernetes,
+    PodPlacement,
+    Slurm,
+    SlurmRest,
+    _image_reference,
+    _Model,
+)
 from .errors import ConfigError
 
 PLATFORMS = ("local", "slurm", "k8s")
@@ -29,15 +38,13 @@ FAULT_PLATFORMS = {
     "lose_node": {"slurm", "k8s"},
     "requeue": {"slurm"},
 }
+# faults that change the cluster, not only the run's own processes
+DESTRUCTIVE_FAULTS = {"lose_node"}
 # Contention needs a scheduler that makes a job wait; the local baseline has none.
 CONTENTION_PLATFORMS = {"slurm", "k8s"}
 _SIZE = re.compile(r"^\s*\d+\s*[KMGkmg]?(i?B)?\s*$")
 # Conservative: what Slurm, Kubernetes labels and file names all accept.
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 def parse_size(text: str) -> int:
@@ -52,6 +59,23 @@ def parse_size(text: str) -> int:
 SWEEP_MAX_BYTES = {"gpu": 8 * 1024**3, "cpu": 1024**3}
 
 
+MAX_MODEL_PARAMS = 2 * 1024**3
+class Fabric(_Model):
+    """What the ranks talk over. The same variables reach every rank on every platform (the sbatch
+    export line and the pods' env), so bandwidth compares schedulers on one fabric setting."""
+    env: dict[str, str] = Field(default_factory=dict)    # NCCL_*, UCX_*, FI_*, GLOO_*, ...
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, val in v.items():
+            if not _ENV_NAME.match(k):
+                raise ValueError(f"{k!r} is not an environment variable name")
+            if any(c in str(val) for c in "\n\r\0"):
+                raise ValueError(f"{k}: a value must be one line")
+        return {k: str(val) for k, val in v.items()}
+
+
 class Workload(_Model):
     model_params: str = "4M"
     layers: int = Field(4, ge=1, le=64)
@@ -63,12 +87,23 @@ class Workload(_Model):
     sweep_iters: int = Field(20, ge=1)
     sweep_warmup: int = Field(1, ge=0)
     backend: Literal["auto", "nccl", "gloo"] = "auto"
+    # mlp: the tiny smoke model; transformer: decoder blocks sized to model_params, so step time,
+    # memory and all-reduce sizes look like real training
+    model: Literal["mlp", "transformer"] = "mlp"
+    seq_len: int = Field(512, ge=8, le=32768)
+    vocab_size: int = Field(32000, ge=16, le=1_000_000)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"   # auto: bf16 autocast on GPUs, fp32 on CPUs
+    # the scheduler allocates GPUs, but there are none: train on CPUs with gloo and say so in the
+    # results (the local GPU-shaped clusters); without it a missing GPU is an error
+    simulated_gpus: bool = False
 
     @field_validator("model_params")
     @classmethod
     def _params(cls, v: str) -> str:
         if not _SIZE.match(str(v)) or parse_size(v) < 64:
             raise ValueError("must be a count like 4M, 500K or 1G (at least 64)")
+        if parse_size(v) > MAX_MODEL_PARAMS:
+            raise ValueError("must be at most 2G (a transformer of about 1B parameters is the intended top)")
         return str(v)
 
     @field_validator("sweep")
@@ -112,14 +147,6 @@ class Resources(_Model):
         return self.nodes * self.procs_per_node
 
 
-def _image_reference(v: str | None) -> str | None:
-    """An image field (local.image, kubernetes.image): None, or a valid OCI reference."""
-    problem = None if v is None else imageref.reference_problem(v)
-    if problem:
-        raise PydanticCustomError("image_reference", "{value} {problem}", {"value": repr(v), "problem": problem})
-    return v
-
-
 class Local(_Model):
     """The baseline without a scheduler. container: one container per node of the image the clusters
     run (same torch build, a bridge network between them); host: torchrun processes of this Python."""
@@ -127,92 +154,6 @@ class Local(_Model):
     image: str | None = None          # None: the locally built worker image (the one the clusters run)
 
     _image = field_validator("image")(_image_reference)
-
-
-class Kubernetes(_Model):
-    kubeconfig: str | None = None
-    context: str | None = None
-    namespace: str = "poc"
-    local_queue: str = "poc-queue"
-    image: str | None = None
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    max_restarts: int = Field(3, ge=0)
-    toleration_seconds: int = Field(30, ge=0)
-    checkpoint_host_path: str | None = None
-    checkpoint_pvc: str | None = None
-
-    @field_validator("namespace", "local_queue", "checkpoint_pvc")
-    @classmethod
-    def _dns(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", v):
-            raise ValueError("must be a DNS label: lower-case letters, digits and '-', at most 63")
-        return v
-
-    _image = field_validator("image")(_image_reference)
-
-
-class Slurm(_Model):
-    transport: Literal["local", "ssh", "pyslurm"] = "ssh"
-    connection_file: str | None = None
-    host: str | None = None
-    port: int = Field(22, ge=1, le=65535)
-    user: str | None = None
-    key_file: str | None = None
-    known_hosts: str | None = None
-    accept_unknown_host: bool = False
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    time_limit: str = "00:15:00"
-    workdir: str = "/shared/poc"
-    python: str = "python3"
-    container: Literal["none", "pyxis", "apptainer"] = "none"
-    container_image: str | None = None
-    max_restarts: int = Field(3, ge=0)
-    extra_sbatch: list[str] = Field(default_factory=list)
-
-    @field_validator("partition", "account", "qos")
-    @classmethod
-    def _ident(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]{1,64}", v):
-            raise ValueError("may hold letters, digits and _ . + - only")
-        return v
-
-    @field_validator("time_limit")
-    @classmethod
-    def _time(cls, v: str) -> str:
-        if not re.fullmatch(r"(\d+-)?\d{1,2}(:\d{2}){0,2}|\d+", v):
-            raise ValueError("must be a Slurm time like 00:15:00, 90 or 1-00:00:00")
-        return v
-
-    @field_validator("workdir", "python")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9_./~+-]+", v):
-            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -)")
-        return v
-
-    @field_validator("extra_sbatch")
-    @classmethod
-    def _extra(cls, v: list[str]) -> list[str]:
-        for item in v:
-            if not re.fullmatch(r"--[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:=/+@%-]+)?", item):
-                raise ValueError(f"{item!r} is not a plain --option or --option=value")
-        return v
-
-    @field_validator("container_image")
-    @classmethod
-    def _container_image(cls, v: str | None, info: ValidationInfo) -> str | None:
-        problem = imageref.slurm_image_problem(info.data.get("container", "none"), v)
-        if problem:
-            raise PydanticCustomError("slurm_image", "{value} {problem}", {"value": repr(v), "problem": problem})
-        return v
-
-    @model_validator(mode="after")
-    def _container(self) -> Slurm:
-        if self.container != "none" and not self.container_image:
-            raise ValueError(f"container {self.container!r} needs slurm.container_image")
-        return self
 
 
 class Price(_Model):
@@ -275,6 +216,12 @@ class Config(_Model):
     # with `seed` (harness/order.py), so drift on a noisy machine is not mistaken for a platform
     order: Literal["interleaved", "blocked"] = "interleaved"
     seed: int = Field(1, ge=0)
+    fabric: Fabric = Field(default_factory=Fabric)
+    # lose_node takes a node away (Slurm: DOWN; Kubernetes: cordon and evict): on a shared cluster only
+    # with this set, and only nodes the run holds
+    allow_destructive_faults: bool = False
+    # the run's files on the cluster (Slurm run directory, the Kubernetes checkpoint sub-path)
+    keep_run_files: Literal["on_failure", "always", "never"] = "on_failure"
 
     @field_validator("campaign")
     @classmethod
@@ -305,6 +252,19 @@ class Config(_Model):
             raise ValueError("with GPUs, resources.procs_per_node must equal gpus_per_node (one rank per GPU)")
         if r.gpus_per_node == 0 and self.workload.sweep_max_bytes > SWEEP_MAX_BYTES["cpu"]:
             raise ValueError("workload.sweep above 1G needs GPUs (resources.gpus_per_node > 0)")
+        w = self.workload
+        if w.simulated_gpus and r.gpus_per_node == 0:
+            raise ValueError("workload.simulated_gpus needs resources.gpus_per_node > 0 (the GPUs it simulates)")
+        if w.simulated_gpus and w.backend == "nccl":
+            raise ValueError("workload.simulated_gpus trains on CPUs: backend must be auto or gloo, not nccl")
+        if r.gpus_per_node and not w.simulated_gpus and w.backend == "gloo":
+            raise ValueError("GPUs were asked for (resources.gpus_per_node > 0) but workload.backend is gloo; "
+                             "use auto or nccl, or set workload.simulated_gpus: true on clusters without GPUs")
+        destructive = [f.kind for f in self.faults if f.kind in DESTRUCTIVE_FAULTS
+                       and FAULT_PLATFORMS[f.kind] & set(self.platforms)]
+        if destructive and not self.allow_destructive_faults:
+            raise ValueError(f"fault {destructive[0]} takes a node away from the cluster; set "
+                             "allow_destructive_faults: true to allow it (it only touches nodes the run holds)")
         for f in self.faults:
             if f.rank >= r.world_size:
                 raise ValueError(f"fault rank {f.rank} does not exist: the job has {r.world_size} ranks")
@@ -324,7 +284,8 @@ class Config(_Model):
     def config_hash(self) -> str:
         """Identity of what was measured: excludes connection details, which do not change the job."""
         data = self.model_dump(mode="json")
-        for key in ("host", "port", "user", "key_file", "known_hosts", "connection_file", "accept_unknown_host"):
+        for key in ("host", "port", "user", "key_file", "known_hosts", "connection_file", "accept_unknown_host",
+                    "ssh_config", "proxy_jump", "rest"):
             data["slurm"].pop(key, None)
         data["kubernetes"].pop("kubeconfig", None)
         data["kubernetes"].pop("context", None)
@@ -334,9 +295,11 @@ class Config(_Model):
     def redacted(self) -> dict:
         """The config as stored with results: paths to secrets are reduced to their file name."""
         data = self.model_dump(mode="json")
-        for sec, key in (("slurm", "key_file"), ("kubernetes", "kubeconfig")):
-            if data[sec].get(key):
+        for sec, key in (("slurm", "key_file"), ("kubernetes", "kubeconfig"), ("slurm", "ssh_config")):
+            if data[sec].get(key) and data[sec][key] != NATIVE_KUBECONFIG:
                 data[sec][key] = "<redacted>/" + Path(data[sec][key]).name
+        if data["slurm"]["rest"].get("token_file"):
+            data["slurm"]["rest"]["token_file"] = "<redacted>/" + Path(data["slurm"]["rest"]["token_file"]).name
         return data
 
 

@@ -20,10 +20,17 @@ SMOKE_REPETITIONS = 8
 # kill_rank three times, so recovery has a spread and a ratio; the slower node loss once.
 SMOKE_FAULTS = [Fault(kind="kill_rank", at_step=15, rank=1)] * 3 + [Fault(kind="lose_node", at_step=15, rank=1)]
 SMOKE_CONTENTION = Contention(runs=1)
+# the native cluster's nodes advertise fake GPUs and carry the GPU node taint (as GKE's and AKS's GPU
+# pools do): the CPU smoke pods tolerate it, like any pod that may land on a GPU node
+NATIVE_GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | None) -> Config:
     cfg = cfg.model_copy(deep=True)
+    # the smoke POC runs on this machine's own clusters: node loss is allowed there
+    cfg.allow_destructive_faults = True
+    if cfg.kubernetes.native and NATIVE_GPU_TOLERATION not in cfg.kubernetes.pod.tolerations:
+        cfg.kubernetes.pod.tolerations = [*cfg.kubernetes.pod.tolerations, dict(NATIVE_GPU_TOLERATION)]
     cfg.platforms = platforms or SMOKE_PLATFORMS
     cfg.repetitions = SMOKE_REPETITIONS if repetitions is None else repetitions
     cfg.faults = [f.model_copy() for f in SMOKE_FAULTS]

@@ -57,6 +57,12 @@ class JobSpec:
     rdzv_port: int = RDZV_PORT
     exclusive: bool = False            # hold whole nodes (Slurm --exclusive): the contention scenario's blocker
     labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    model: str = "mlp"
+    seq_len: int = 512
+    vocab_size: int = 32000
+    precision: str = "auto"
+    simulated_gpus: bool = False       # GPUs allocated, none there: the workload trains on CPUs and says so
+    fabric_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)   # config fabric.env, in order
 
     @property
     def world_size(self) -> int:
@@ -71,6 +77,8 @@ class JobSpec:
             # (torch 2.13, seen here); a fresh store per rendezvous round restarts cleanly
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
             "PYTHONUNBUFFERED": "1",
+            # the fabric's settings last: the same on every platform (config fabric.env)
+            **dict(self.fabric_env),
         }
 
     def workload_args(self, ckpt_dir: str, events_dir: str) -> list[str]:
@@ -88,6 +96,12 @@ class JobSpec:
             "--sweep-warmup", str(self.sweep_warmup),
             "--backend", self.backend,
             "--events-dir", events_dir,
+            "--model", self.model,
+            "--seq-len", str(self.seq_len),
+            "--vocab-size", str(self.vocab_size),
+            "--precision", self.precision,
+            "--gpus-per-node", str(self.gpus_per_node),
+            *(["--simulated-gpus"] if self.simulated_gpus else []),
         ]
 
     def torchrun_args(self, rdzv_endpoint: str) -> list[str]:
@@ -155,4 +169,10 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         time_limit_s=cfg.timeouts.run_s,
         fault=fault,
         labels=(("poc/campaign", cfg.campaign), ("poc/run-id", run_id)),
+        model=w.model,
+        seq_len=w.seq_len,
+        vocab_size=w.vocab_size,
+        precision=w.precision,
+        simulated_gpus=w.simulated_gpus,
+        fabric_env=tuple(cfg.fabric.env.items()),
     )

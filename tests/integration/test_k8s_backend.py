@@ -213,7 +213,8 @@ def test_lose_node_survives_a_harness_crash_and_resume_recovers(cluster, tmp_pat
     the end, with the job resumed on the spare node."""
     cfg_path, res = tmp_path / "poc.yaml", tmp_path / "results"
     data = json.loads(json.dumps(BASE)) | {"campaign": "k8s-crash", "repetitions": 0,
-                                           "faults": [{"kind": "lose_node", "at_step": 10, "rank": 1}]}
+                                           "faults": [{"kind": "lose_node", "at_step": 10, "rank": 1}],
+                                           "allow_destructive_faults": True}
     cfg_path.write_text(yaml.safe_dump(data))
     argv = [sys.executable, "-m", "harness.cli", "run", "--platform", "k8s", "--config", str(cfg_path),
             "--results", str(res)]

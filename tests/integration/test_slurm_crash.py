@@ -57,7 +57,8 @@ def test_lose_node_survives_a_harness_crash_and_resume_recovers(slurm_cluster, t
     campaign = f"crash-slurm-{os.getpid() % 100000}-{int(time.time()) % 100000}"
     cfg = write_config(tmp_path / "poc.yaml", {
         "campaign": campaign, "platforms": ["slurm"], "repetitions": 0, "workload": SMALL,
-        "faults": [{"kind": "lose_node", "at_step": 8, "rank": 1}], "timeouts": {"queue_s": 180, "run_s": 600}})
+        "faults": [{"kind": "lose_node", "at_step": 8, "rank": 1}], "allow_destructive_faults": True,
+        "timeouts": {"queue_s": 180, "run_s": 600}})
     results = tmp_path / "results"
     args = ["run", "--platform", "slurm", "--config", str(cfg), "--results", str(results)]
     cdir = results / campaign

@@ -43,7 +43,7 @@ def cluster():
 
 def run_campaign(tmp_path, data: dict) -> list[dict]:
     base = {"platforms": ["slurm"], "repetitions": 0, "faults": [], "workload": SMALL,
-            "timeouts": {"queue_s": 120, "run_s": 400}}
+            "timeouts": {"queue_s": 120, "run_s": 400}, "allow_destructive_faults": True}
     base.update(data)
     cfg = config.from_mapping(base)
     store = Store(str(tmp_path / "results"), cfg.campaign)

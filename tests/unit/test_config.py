@@ -28,7 +28,7 @@ def test_config_show_round_trips(capsys, tmp_path):
     ({"workload": {"steps": 0}}, "workload.steps", "greater than or equal to 1"),
     ({"workload": {"stpes": 5}}, "workload.stpes", "Extra inputs are not permitted"),
     ({"resources": {"nodes": "two"}}, "resources.nodes", "valid integer"),
-    ({"slurm": {"transport": "telnet"}}, "slurm.transport", "'local', 'ssh' or 'pyslurm'"),
+    ({"slurm": {"transport": "telnet"}}, "slurm.transport", "'local', 'ssh', 'rest' or 'pyslurm'"),
     ({"slurm": {"partition": "gpu; rm -rf /"}}, "slurm.partition", "letters, digits"),
     ({"slurm": {"extra_sbatch": ["--wrap=$(id)"]}}, "slurm.extra_sbatch", "not a plain --option"),
     ({"slurm": {"container": "pyxis"}}, "slurm", "needs slurm.container_image"),
@@ -96,9 +96,20 @@ def test_config_hash_ignores_connection_details():
 
 
 def test_redacted_hides_secret_paths():
-    c = cfgmod.from_mapping({"slurm": {"key_file": "/home/me/.ssh/id_secret"}, "kubernetes": {"kubeconfig": "/etc/kc"}})
+    c = cfgmod.from_mapping({"slurm": {"key_file": "/home/me/.ssh/id_secret"},
+                             "kubernetes": {"kubeconfig": "/etc/kc", "image": "reg.example/t:1"}})
     red = c.redacted()
     assert "/home/me" not in str(red) and red["slurm"]["key_file"].endswith("id_secret")
+    c = cfgmod.from_mapping({"slurm": {"transport": "rest", "rest": {"token_file": "/home/me/.slurm/jwt"}}})
+    assert "/home/me" not in str(c.redacted()) and c.redacted()["slurm"]["rest"]["token_file"].endswith("jwt")
+
+
+def test_connection_details_do_not_change_the_config_hash():
+    a = cfgmod.from_mapping({"slurm": {"host": "login1", "proxy_jump": "bastion"}})
+    b = cfgmod.from_mapping({"slurm": {"host": "login2", "ssh_config": None,
+                                       "rest": {"url": "https://r.example:6820", "token_env": "T"}}})
+    assert a.config_hash() == b.config_hash()
+    assert a.config_hash() != cfgmod.from_mapping({"fabric": {"env": {"NCCL_IB_HCA": "^mlx5_2"}}}).config_hash()
 
 
 def test_platform_aliases():

@@ -71,7 +71,8 @@ def test_a_fault_journals_what_it_changes_before_acting(tmp_path):
             seen_on_disk.append(json.loads((tmp_path / "smoke" / "inflight" / f"{handle.run_id}.json").read_text()))
             raise RuntimeError("the harness died while the node was down")
 
-    cfg = _cfg(platforms=["slurm"], faults=[{"kind": "lose_node", "at_step": 1, "rank": 1}], repetitions=0)
+    cfg = _cfg(platforms=["slurm"], faults=[{"kind": "lose_node", "at_step": 1, "rank": 1}], repetitions=0,
+               allow_destructive_faults=True)
     clock = SimClock()
     backend = LosesNode(clock=clock)
     (rec,) = campaign(cfg, ["slurm"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=False, poll_s=0.01,

@@ -37,6 +37,7 @@ CASES = {
                  "resources": {"nodes": 4, "procs_per_node": 8, "gpus_per_node": 8, "cpus_per_node": 64,
                                "memory_mb": 512000},
                  "workload": {"backend": "nccl"}, "faults": [{"kind": "lose_node", "at_step": 20, "rank": 9}],
+                 "allow_destructive_faults": True,
                  "kubernetes": {"namespace": "ml", "local_queue": "team-a", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
                                 "image_pull_policy": "Always", "max_restarts": 5, "toleration_seconds": 60}},
                 1, "poc-checkpoints"),

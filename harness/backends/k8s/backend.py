@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ... import events as evmod
 from ...config import Config, Kubernetes
-from ...errors import BackendError, SubmitError
+from ...errors import BackendError, ConfigError, SubmitError
 from ...paths import NATIVE_K8S_CLUSTER, cluster_state_dir
 from ...render import jobset as rj
 from ...spec import JobSpec, build
@@ -47,6 +47,18 @@ class _RunState:
     attempts: dict = field(default_factory=dict)                # restart attempt -> {'allocated', 'pods', ...}
     times: dict = field(default_factory=dict)
     raw: evidence_raw.RawKeeper = field(default_factory=evidence_raw.RawKeeper)   # last copies, for collect
+
+
+def kubeconfig_path(configured: str | None) -> str:
+    """kubectl's choice: the configured file, else the first file in $KUBECONFIG, else ~/.kube/config."""
+    if configured:
+        return str(Path(os.path.expandvars(configured)).expanduser())
+    env = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    # kubectl merges every file in $KUBECONFIG; the official client loads one: the first that exists
+    for p in env:
+        if Path(p).expanduser().is_file():
+            return str(Path(p).expanduser())
+    return str(Path(env[0]).expanduser()) if env else str(Path.home() / ".kube" / "config")
 
 
 class KubernetesBackend(Backend):
@@ -82,12 +94,17 @@ class KubernetesBackend(Backend):
     def from_config(cls, cfg: Config) -> KubernetesBackend:
         """No cluster contact: the kubeconfig is read on the first API call."""
         k = cfg.kubernetes
-        local = k.kubeconfig is None
+        local = k.native
         native_root = cluster_state_dir(NATIVE_K8S_CLUSTER)
-        kubeconfig = str(Path(os.path.expandvars(k.kubeconfig)).expanduser()) if k.kubeconfig \
-            else str(native_root / "kubeconfig")
+        kubeconfig = str(native_root / "kubeconfig") if local else kubeconfig_path(k.kubeconfig)
         image = k.image
         if image is None:
+            if not local:
+                raise ConfigError("kubernetes.image is not set: a cluster other than this machine's native one "
+                                  "cannot run the locally built CPU worker image",
+                                  tip="set kubernetes.image to an image with python3 and torch that the cluster's "
+                                      "nodes can pull (e.g. nvcr.io/nvidia/pytorch:24.05-py3), or use "
+                                      "kubeconfig: native for the local cluster")
             from ...clusters import images  # the ref is a content hash of the image recipe: no docker call
             image = images.worker_ref()
         ckpt = os.path.expandvars(os.path.expanduser(k.checkpoint_host_path)) if k.checkpoint_host_path \

@@ -427,6 +427,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep-on-restart", action="store_true", help="repeat the sweep after a restart")
     ap.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
     ap.add_argument("--events-dir", default="")
+    # issue 11 (the workload helper implements these; accepted now so runs keep working meanwhile)
+    ap.add_argument("--model", choices=["mlp", "transformer"], default="mlp")
+    ap.add_argument("--seq-len", type=int, default=512)
+    ap.add_argument("--vocab-size", type=int, default=32000)
+    ap.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
+    ap.add_argument("--gpus-per-node", type=int, default=0)
+    ap.add_argument("--simulated-gpus", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
 
