@@ -7,7 +7,7 @@ network from Debian's CNI plugins (one bridge per node; the host routes between 
 
 Python API (what ``poc cluster up --k8s --provider native`` calls, through ``NativeK8s``)::
 
-    ci = up(nodes=3)            # -> ClusterInfo(kubeconfig, server, nodes, versions, settings, up_seconds)
+    ci = up(nodes=3)            # -> ClusterInfo(kubeconfig, server, nodes, versions, settings, up_seconds, restricted)
     is_up(); info()             # cheap checks; info() reads the state file
     status()                    # -> [ComponentStatus(name, pid, alive, log)]
     import_image("ref:tag")     # docker save | ctr import, on every node where it is missing
@@ -18,7 +18,8 @@ Python API (what ``poc cluster up --k8s --provider native`` calls, through ``Nat
 
 Where the parts are: command lines in ``k8s/commands.py``, configuration files in
 ``k8s/components.py``, starting and waiting in ``k8s/procs.py``, readiness checks in
-``k8s/readiness.py``, teardown in ``k8s/teardown.py``; this module puts them in order.
+``k8s/readiness.py``, teardown in ``k8s/teardown.py``; this module puts them in order. Every ``up``
+adds the fake GPUs and GPU taint (``k8s/gpu_shape.py``) and the restricted user (``k8s/tenant.py``).
 
 State lives in ``$POC_STATE_DIR/k8s-native`` (default ``~/.local/state/k8s-slurm-poc``); logs in
 ``<state>/logs/<name>.log``. Must run as root (containerd, mounts, network devices, cgroups).
@@ -27,6 +28,7 @@ State lives in ``$POC_STATE_DIR/k8s-native`` (default ``~/.local/state/k8s-slurm
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -35,7 +37,7 @@ import time
 from pathlib import Path
 
 from harness.clusters.base import ComponentStatus, Say
-from harness.clusters.k8s import builds, commands, components, host, pki, procs, readiness, teardown
+from harness.clusters.k8s import builds, commands, components, gpu_shape, host, pki, procs, readiness, teardown, tenant
 from harness.clusters.k8s.layout import (
     APISERVER_PORT,
     BRIDGE_PREFIX,
@@ -135,7 +137,8 @@ def info(state_dir: str | Path | None = None) -> ClusterInfo:
     state = load_state(L)
     return ClusterInfo(kubeconfig=L.kubeconfig, state_dir=L.root, server=f"https://127.0.0.1:{APISERVER_PORT}",
                        nodes=tuple(state.get("nodes", [])), versions=state.get("versions", {}),
-                       settings=state.get("settings", {}), up_seconds=state.get("up_seconds", 0.0), reused=True)
+                       settings=state.get("settings", {}), up_seconds=state.get("up_seconds", 0.0), reused=True,
+                       restricted=tenant.describe(L))
 
 
 def _preflight() -> None:
@@ -177,7 +180,10 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, say: Say | None = No
     _preflight()
     L = Layout(state_root(state_dir))
     with _locked(L):
-        return _up(L, nodes, state_dir, say or stderr_say)
+        ci = _up(L, nodes, state_dir, say or stderr_say)
+        # idempotent, so a running cluster started before these existed gets them too
+        gpu_shape.apply(L, ci.nodes)
+        return dataclasses.replace(ci, restricted=tenant.ensure(L))
 
 
 def _settings() -> dict:

@@ -24,8 +24,11 @@ from kubernetes.client.rest import ApiException  # noqa: E402
 
 from harness.clusters import native_k8s as nk  # noqa: E402
 from harness.clusters.k8s import host  # noqa: E402
+from harness.clusters.k8s.gpu_shape import GPU_TOLERATION  # noqa: E402
 
 NODES = 3
+# every node carries the GPU pool taint (gpu_shape.py): each pod here tolerates it
+TOLERATIONS = [GPU_TOLERATION]
 
 
 def _worker_image(build: bool = False) -> str | None:
@@ -136,7 +139,7 @@ def test_lost_node_pods_replaced_on_spare(cluster, api, namespace):
         "metadata": {"name": "survivor"},
         "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
             "metadata": {"labels": labels},
-            "spec": {"terminationGracePeriodSeconds": 0, "containers": [
+            "spec": {"terminationGracePeriodSeconds": 0, "tolerations": TOLERATIONS, "containers": [
                 {"name": "c", "image": nk.BUSYBOX_IMAGE, "imagePullPolicy": "Never",
                  "command": ["sleep", "3600"]}]}}}})
 
@@ -170,7 +173,7 @@ def _jobset(name: str, queue: str, image: str, command: list[str], pods: int = 2
             "name": "w", "replicas": 1, "template": {"spec": {
                 "parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
                 "template": {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
-                                      "containers": [{
+                                      "tolerations": TOLERATIONS, "containers": [{
                                           "name": "w", "image": image, "imagePullPolicy": "Never",
                                           "command": command,
                                           "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}}}}]},
@@ -284,7 +287,7 @@ def test_bad_jobset_rejected_by_webhook(api, namespace):
 def _job(name: str, labels: dict | None = None) -> dict:
     return {"metadata": {"name": name, "labels": labels or {}},
             "spec": {"backoffLimit": 0, "template": {"spec": {
-                "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                "restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "tolerations": TOLERATIONS,
                 "containers": [{"name": "c", "image": nk.BUSYBOX_IMAGE, "imagePullPolicy": "Never",
                                 "command": ["true"], "resources": {"requests": {"cpu": "100m"}}}]}}}}
 

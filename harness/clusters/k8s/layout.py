@@ -68,6 +68,8 @@ class ClusterInfo:
     settings: dict = field(default_factory=dict)
     up_seconds: float = 0.0
     reused: bool = False
+    # the restricted user (k8s/tenant.py): kubeconfig, namespace, local_queue, priority_class, ...
+    restricted: dict = field(default_factory=dict)
 
 
 class Layout:

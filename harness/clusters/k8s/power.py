@@ -16,7 +16,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from ...errors import ClusterError
+from ...errors import ClusterError, CommandError
 from ...fsutil import atomic_write_json
 
 
@@ -74,9 +74,16 @@ def power_off(node: str, link: str, runner=subprocess.run) -> dict:
 
 
 def power_on(nodes: list[str], links: list[str], runner=subprocess.run) -> None:
-    """Links up, kubelets started; idempotent (a node that is up stays as it is)."""
+    """Links up, kubelets started, fake GPUs and the GPU taint back; idempotent (a node that is up
+    stays as it is)."""
     from .. import native_k8s
+    from . import gpu_shape
+    from .layout import Layout, state_root
     for link in links:
         runner(["ip", "link", "set", link, "up"], capture_output=True, timeout=30, check=False)
     for node in nodes:
         native_k8s.start_kubelet(node)
+    try:
+        gpu_shape.apply(Layout(state_root()), nodes)
+    except CommandError:
+        pass   # the apiserver is busy or the node not back yet: the next `poc cluster up --k8s` re-applies

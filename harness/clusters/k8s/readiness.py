@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from harness.clusters.k8s.gpu_shape import GPU_TOLERATION
 from harness.clusters.k8s.layout import PAUSE_IMAGE, Layout
 from harness.clusters.k8s.procs import kubectl, wait
 
@@ -54,6 +55,7 @@ def smoke_pod_runs(L: Layout) -> bool:
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "poc-smoke", "namespace": "default"},
            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                    "tolerations": [GPU_TOLERATION],   # nodes that kept their GPU taint
                     "containers": [{"name": "pause", "image": PAUSE_IMAGE, "imagePullPolicy": "Never"}]}}
     kubectl(L, "delete", "pod", "poc-smoke", "--ignore-not-found", "--grace-period=0", "--force", check=False)
     wait("the default service account",
