@@ -27,6 +27,8 @@ if os.geteuid() != 0:  # pragma: no cover - depends on the machine
 
 from harness import config  # noqa: E402
 from harness.backends.k8s import KubernetesBackend  # noqa: E402
+from harness.clusters.images import worker_ref  # noqa: E402
+from harness.clusters.k8s.gpu_shape import GPU_TOLERATION  # noqa: E402
 from harness.errors import ClusterError  # noqa: E402
 from harness.netutil import free_port  # noqa: E402
 from harness.pipeline import campaign  # noqa: E402
@@ -39,7 +41,15 @@ BASE = {
     "resources": {"nodes": 2, "memory_mb": 1024},
     "faults": [], "repetitions": 1,
     "timeouts": {"queue_s": 180, "run_s": 420},
+    # the native cluster's nodes carry the GPU pool taint (clusters/k8s/gpu_shape.py)
+    "kubernetes": {"pod": {"tolerations": [GPU_TOLERATION]}},
 }
+
+
+def explicit(kubeconfig, **kw) -> dict:
+    """kubernetes settings naming a kubeconfig (a cluster the harness does not own): the image is
+    then required; the local worker image is on the native cluster's nodes."""
+    return {"kubeconfig": str(kubeconfig), "image": worker_ref(), **kw}
 
 
 def cfg_of(campaign_name: str, **over) -> config.Config:
@@ -305,7 +315,7 @@ def _kubeconfig(path: Path, server: str) -> str:
 
 def test_unreachable_api_server(cluster, tmp_path):
     kc = _kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{free_port()}")
-    _failed_record(cfg_of("k8s-unreachable", kubernetes={"kubeconfig": kc}), tmp_path, "preflight",
+    _failed_record(cfg_of("k8s-unreachable", kubernetes=explicit(kc)), tmp_path, "preflight",
                    "unreachable", within_s=30)
 
 
@@ -336,7 +346,7 @@ def test_jobset_and_kueue_not_installed(cluster, tmp_path):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         kc = _kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{srv.server_address[1]}")
-        rec = _failed_record(cfg_of("k8s-no-crds", kubernetes={"kubeconfig": kc}), tmp_path, "preflight",
+        rec = _failed_record(cfg_of("k8s-no-crds", kubernetes=explicit(kc)), tmp_path, "preflight",
                              "JobSet is not installed", within_s=30)
         assert "jobset" in rec["error"]["tip"].lower()
     finally:
@@ -346,7 +356,7 @@ def test_jobset_and_kueue_not_installed(cluster, tmp_path):
 
 def test_local_queue_missing(cluster, tmp_path):
     # an explicit kubeconfig is a "real cluster" to the backend: it creates nothing, so the queue is missing
-    cfg = cfg_of("k8s-no-queue", kubernetes={"kubeconfig": str(cluster.kubeconfig), "local_queue": "no-such-queue"})
+    cfg = cfg_of("k8s-no-queue", kubernetes=explicit(cluster.kubeconfig, local_queue="no-such-queue"))
     rec = _failed_record(cfg, tmp_path, "preflight", "LocalQueue 'no-such-queue' does not exist", within_s=30)
     assert "kueue.yaml" in rec["error"]["tip"]
 
@@ -362,6 +372,6 @@ def test_requests_no_node_can_satisfy(cluster, tmp_path):
     _failed_record(cfg, tmp_path, "run", "no node can hold pod", "Insufficient cpu", within_s=120)
     # with the queue sized for the default job (an explicit kubeconfig changes nothing), Kueue refuses it
     cfg = cfg_of("k8s-too-big-q", resources={"cpus_per_node": 64},
-                 kubernetes={"kubeconfig": str(cluster.kubeconfig)})
+                 kubernetes=explicit(cluster.kubeconfig))
     KubernetesBackend.from_config(cfg_of("k8s-setup")).setup_local()
     _failed_record(cfg, tmp_path, "run", "Kueue", "maximum capacity", within_s=120)
