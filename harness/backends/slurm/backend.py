@@ -29,7 +29,7 @@ from pathlib import Path
 from ... import events as evmod
 from ... import slurm_parse as sp
 from ...config import Config, Slurm
-from ...errors import BackendError, CommandError, SubmitError, TransportError
+from ...errors import BackendError, CommandError, PocError, TransportError
 from ...paths import SLURM_CLUSTER, cluster_state_dir
 from ...render.local import workload_script
 from ...render.sbatch import render_sbatch
@@ -39,7 +39,7 @@ from ...transports import LocalTransport, Transport, make_transport
 from ..base import Backend, Collected, FaultRecord, Handle, Journal, Observation, Rendered, no_journal
 from . import eventfiles as ef
 from . import records
-from .records import TIME_ENV
+from .scheduler import CliScheduler, Scheduler
 
 _TAIL_OUTPUTS = 'for f in "$1"/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; tail -c 200000 "$f"; }; done; true'
 _RUNNING_OR_AFTER = {JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED,
@@ -89,9 +89,11 @@ class SlurmBackend(Backend):
     squeue_every_s = 1.0   # job states are asked of slurmctld at most this often; event files every poll
 
     def __init__(self, cfg: Slurm, transport: Transport, docker: dict | None = None,
-                 query_budget: int = 5, docker_runner=subprocess.run, clock=time.monotonic, sleep=time.sleep):
+                 query_budget: int = 5, docker_runner=subprocess.run, clock=time.monotonic, sleep=time.sleep,
+                 scheduler: Scheduler | None = None):
         self.cfg = cfg
-        self.t = transport
+        self.t = transport            # files: the run directory, event files, outputs (and srun for kill_rank)
+        self.sched = scheduler or CliScheduler(transport)   # slurmctld/slurmdbd: the CLI, or slurmrestd
         self.docker = docker or None   # the local Docker cluster's container names, for node faults
         self.query_budget = query_budget
         self._failed_queries = 0
@@ -111,6 +113,14 @@ class SlurmBackend(Backend):
     def from_config(cls, cfg: Config) -> SlurmBackend:
         s = cfg.slurm
         settings = None
+        if s.transport == "rest":
+            from .rest import rest_parts  # requests is imported only for this transport
+
+            try:
+                files, sched, docker = rest_parts(s, docker_cluster_settings(s.connection_file))
+            except PocError as exc:   # no url, token or login node: rendering still works, preflight says why
+                return cls(s, _Unconfigured(exc.message, exc.tip))
+            return cls(s, files, docker=docker, scheduler=sched)
         if s.transport == "ssh" and not s.host:
             settings = docker_cluster_settings(s.connection_file)
             if settings is None:
@@ -146,9 +156,13 @@ class SlurmBackend(Backend):
     # ------------------------------------------------------------------ helpers
     def _q(self, argv, *, env=None, timeout=60, input=None):
         """A query that may fail a few times in a row before the run gives up."""
+        return self._ask(self.t.run, argv, env=env, timeout=timeout, input=input, check=True)
+
+    def _ask(self, fn, *args, **kw):
+        """fn(*args, **kw) as a budgeted query: None when it failed and the budget is not spent."""
         self._commands += 1
         try:
-            res = self.t.run(argv, env=env, timeout=timeout, input=input, check=True)
+            res = fn(*args, **kw)
         except (TransportError, CommandError) as exc:
             self._failed(exc)
             return None
@@ -167,22 +181,27 @@ class SlurmBackend(Backend):
     # ------------------------------------------------------------------ interface
     def render(self, spec: JobSpec) -> Rendered:
         job = render_sbatch(spec, self.cfg)
-        return Rendered("slurm", {"job.sbatch": job.script}, payload=job)
+        files = {"job.sbatch": job.script}
+        if self.cfg.transport == "rest":   # what slurmrestd is sent: the script's #SBATCH lines as JSON
+            from .jobdesc import job_description
+
+            files["job.rest.json"] = json.dumps(job_description(job.script, job.run_dir), indent=2) + "\n"
+        return Rendered("slurm", files, payload=job)
 
     def preflight(self) -> dict:
-        ver = self.t.run(["sinfo", "--version"], timeout=30).stdout.strip()
-        conf = sp.show_config(self.t.run(["scontrol", "show", "config"], timeout=30).stdout)
+        ver = self.sched.version()
+        conf = self.sched.settings()
         if self.cfg.partition:
-            parts = self.t.run(["sinfo", "-h", "-o", "%R"], timeout=30).stdout.split()
+            parts = self.sched.partitions()
             if self.cfg.partition not in parts:
                 raise BackendError(f"Slurm partition {self.cfg.partition!r} does not exist "
                                    f"(partitions: {', '.join(parts) or 'none'})",
                                    tip="set slurm.partition to one of them, or null for the default")
-        nodes = self.t.run(["sinfo", "-h", "-N", "-o", "%N|%T|%c|%m"], timeout=30).stdout
+        nodes = self.sched.nodes()
         version = ".".join(map(str, sp.parse_version(ver))) or ver[:80]
         return {"scheduler": "slurm", "scheduler_version": version,
-                "slurm_settings": sp.timing_settings(conf), "transport": self.t.describe(),
-                "nodes": sp.sinfo_nodes(nodes), "torchrun_max_restarts": 0}
+                "slurm_settings": sp.timing_settings(conf), "transport": self.sched.describe(),
+                "nodes": nodes, "torchrun_max_restarts": 0}
 
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
         job = rendered.payload
@@ -190,14 +209,7 @@ class SlurmBackend(Backend):
         self._put(job.workload_path, workload_script().read_text())
         self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
         submitted = time.time()
-        try:
-            res = self.t.run(["sbatch", "--parsable", f"{job.run_dir}/job.sbatch"], timeout=60)
-        except CommandError as exc:
-            raise SubmitError(f"sbatch refused the job: {exc.stderr.strip() or exc.stdout.strip()}",
-                              tip="check partition, account, qos and resources against `sinfo`") from exc
-        job_id = res.stdout.strip().split(";")[0]
-        if not job_id.isdigit():
-            raise SubmitError(f"sbatch printed no job id: {res.stdout!r} {res.stderr!r}")
+        job_id = self.sched.submit(job.script, job.run_dir)
         returned = time.time()   # with `submitted`, brackets the instant slurmctld took the job
         self._files[spec.run_id] = ef.RunFiles(job.events_dir)   # a resumed run starts over
         self._first.pop(spec.run_id, None)
@@ -208,8 +220,14 @@ class SlurmBackend(Backend):
     def _look(self, job_ids: list[str], runs: list[ef.RunFiles]) -> ef.Look | None:
         """One command: squeue for job_ids (if any) and the new bytes of every run's event files."""
         nonce = ef.new_nonce()
-        res = self._q(ef.argv(nonce, job_ids, runs), timeout=60)
-        return None if res is None else ef.parse(res.stdout, nonce, len(runs))
+        combined = self.sched.combined_look
+        res = self._q(ef.argv(nonce, job_ids if combined else [], runs), timeout=60)
+        look = None if res is None else ef.parse(res.stdout, nonce, len(runs))
+        if job_ids and not combined:   # slurmrestd: the job states are a request of their own
+            asked = self._ask(self.sched.squeue, job_ids)
+            look = look or ef.Look()
+            look.squeue, look.squeue_stderr = (None, "") if asked is None else ((asked[0], asked[1]), asked[2])
+        return look
 
     def _update_jobs(self, ids: list[str], look: ef.Look) -> None:
         """squeue's answer from the look; sacct -P (all attempts) for the jobs squeue no longer knows."""
@@ -221,10 +239,9 @@ class SlurmBackend(Backend):
             self._failed(CommandError(["squeue", "--json", "--jobs=" + ",".join(ids)], rc, out, look.squeue_stderr))
         missing = [i for i in ids if i not in found]
         if missing:
-            res = self._q(["sacct", "-X", "-P", "-j", ",".join(missing), "-o", ",".join(sp.SACCT_FIELDS)],
-                          env=TIME_ENV, timeout=60)
-            if res is not None:
-                found.update((j.job_id, j) for j in sp.sacct_attempts(res.stdout))
+            rows = self._ask(self.sched.accounting, missing)
+            if rows is not None:
+                found.update((j.job_id, j) for j in rows)
         for i in ids:   # a job neither knows any more is unknown, not in its last state
             self._jobs.pop(i, None)
         self._jobs.update(found)
@@ -268,7 +285,7 @@ class SlurmBackend(Backend):
         if look is not None:
             for c in look.chunks:
                 new.setdefault(c.run, []).extend(runs[c.run].take(c))
-            if ask:
+            if ask and (look.squeue is not None or self.sched.combined_look):   # a failed request was counted
                 self._update_jobs(ids, look)
         out = {}
         for i, h in enumerate(handles):
@@ -284,7 +301,7 @@ class SlurmBackend(Backend):
         return out
 
     def supported_faults(self) -> set[str]:
-        return {"kill_rank", "lose_node", "requeue"}
+        return set(getattr(self.sched, "faults", {"kill_rank", "lose_node", "requeue"}))
 
     def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
         job_id = handle.data["job_id"]
@@ -308,20 +325,24 @@ class SlurmBackend(Backend):
             if container:
                 handle.data.setdefault("stopped_containers", {})[host] = container
             # the node as slurmctld saw it just before it went (raw evidence; collect adds it once down)
-            handle.data.setdefault("node_records", []).append(records.node_record(self.t, host, "inject"))
+            handle.data.setdefault("node_records", []).append(self.sched.node_record(host, "inject"))
             journal(handle)
             t = time.time()
             if container:
                 self._docker(["docker", "kill", container])
                 return FaultRecord(kind, t, target, {"how": "docker kill of the node's container",
                                                       "container": container})
-            self.t.run(["scontrol", "update", f"nodename={host}", "state=down", "reason=poc-lose-node-fault"])
-            return FaultRecord(kind, t, target, {"how": "scontrol update state=down (needs operator rights)"})
+            self.sched.set_node_state(host, "down", "poc-lose-node-fault")
+            return FaultRecord(kind, t, target, {"how": f"{self._node_update} state=down (needs operator rights)"})
         if kind == "requeue":
             t = time.time()
-            self.t.run(["scontrol", "requeue", job_id], timeout=60)
+            self.sched.requeue(job_id)
             return FaultRecord(kind, t, target, {"how": "scontrol requeue"})
         raise BackendError(f"fault {kind!r} is not available on Slurm", tip="use kill_rank, lose_node or requeue")
+
+    @property
+    def _node_update(self) -> str:
+        return "scontrol update" if self.sched.name == "cli" else "slurmrestd POST node"
 
     def _docker(self, argv: list[str]) -> None:
         p = self._docker_run(argv, capture_output=True, text=True, timeout=120)
@@ -338,8 +359,8 @@ class SlurmBackend(Backend):
                 self._docker(["docker", "start", container])   # no-op for a running container
                 self._wait_node_back(host)
             else:
-                self.t.run(["scontrol", "update", f"nodename={host}", "state=resume"], check=False)
-            handle.data.setdefault("node_records", []).append(records.node_record(self.t, host, "restore"))
+                self.sched.set_node_state(host, "resume", check=False)
+            handle.data.setdefault("node_records", []).append(self.sched.node_record(host, "restore"))
             handle.data["lost_nodes"].remove(host)
             stopped.pop(host, None)
         handle.data.pop("stopped_containers", None)
@@ -347,13 +368,13 @@ class SlurmBackend(Backend):
     def _wait_node_back(self, host: str, wait_s: float = 90, resume_after_s: float = 30) -> None:
         start, resumed = self._clock(), False
         while True:
-            res = self.t.run(["sinfo", "-h", "-n", host, "-o", "%T"], check=False)
-            if sp.node_usable(res.stdout):
+            usable, seen = self.sched.node_usable(host)
+            if usable:
                 return
             waited = self._clock() - start
             if waited > wait_s:
                 raise BackendError(f"node {host} is not back {wait_s:g} s after its container started "
-                                   f"(sinfo: {res.stdout.strip() or res.stderr.strip()})",
+                                   f"(sinfo: {seen})",
                                    tip=f"`scontrol update nodename={host} state=resume` on the controller, "
                                        "then `poc run --resume`")
             if not resumed and waited > resume_after_s and self.docker:   # ReturnToService did not bring it back
@@ -378,9 +399,7 @@ class SlurmBackend(Backend):
         job_id = handle.data["job_id"]
         rdir = handle.data["run_dir"]
         events = evmod.dedupe(self._read_events(handle))
-        res = self.t.run(["sacct", "-D", "-X", "-P", "-j", job_id, "-o", ",".join(sp.SACCT_FIELDS)],
-                         env=TIME_ENV, timeout=60, check=False)
-        rows = sp.sacct_attempts(res.stdout) if res.ok else []
+        rows, acct = self.sched.attempts(job_id)
         attempts = [{"job_id": r.job_id, "state": r.native_state, "submitted": r.submit, "eligible": r.eligible,
                      "allocated": r.start, "ended": r.end, "nodes": r.nodes, "exit_code": r.exit_code}
                     for r in rows]
@@ -401,15 +420,15 @@ class SlurmBackend(Backend):
                        "interval_s": round((p["last"] - p["first"]) / max(1, p["count"] - 1), 3)}
         info = {"job_id": job_id, "run_dir": rdir, "sacct_rows": len(rows), "polls": polls,
                 "final_state": rows[-1].native_state if rows else None}
-        raw = self._raw(handle, res, rows)
+        raw = self._raw(handle, acct, rows)
         return Collected(events=events, times=times, attempts=attempts, logs=logs, info=info, raw=raw)
 
-    def _raw(self, handle: Handle, parsable, rows: list[sp.SlurmJob]) -> dict:
+    def _raw(self, handle: Handle, acct: dict, rows: list[sp.SlurmJob]) -> dict:
         if self._image is None:
             self._image = records.image(self.cfg, self.docker, self._docker_run)
-        return records.gather(self.t, handle, parsable, rows[0].submit if rows else None,
+        return records.gather(self.t, self.sched, handle, acct, rows[0].submit if rows else None,
                               self._squeue.get(str(handle.data["job_id"])), self._image)
 
     def cancel(self, handle: Handle) -> None:
-        self.t.run(["scancel", *handle.ids], check=False, timeout=60)
+        self.sched.cancel(list(handle.ids))
         self._restore_nodes(handle)

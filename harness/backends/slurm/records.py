@@ -12,6 +12,12 @@ stored file alone. Layout of ``raw`` (all JSON-able; no keys, passwords or token
      "nodes":          [{"node", "when", "at", "argv", "rc", "text"}],  # around a lost node
      "submit":         {"before", "after", "scheduler_record"},
      "image":          {"ref", "id", "source"}}
+
+With ``slurm.transport: rest`` (rest.py) the same keys hold what slurmrestd answered: ``sacct_json``
+is ``GET /slurmdb/<v>/job/<id>`` (the slurmdbd records ``sacct --json`` prints, one per attempt),
+with ``"request"`` and ``"source"`` in place of ``argv`` and ``rc`` the HTTP status; there is no
+``sacct_parsable``; ``squeue`` is the ``GET /slurm/<v>/job/<id>`` document (``squeue --json``'s
+shape); ``nodes`` entries hold ``GET /slurm/<v>/node/<name>``. harness/evidence/slurm.py reads both.
 """
 from __future__ import annotations
 
@@ -84,21 +90,22 @@ def image(cfg: Slurm, docker: dict | None, docker_run) -> dict:
     return {"ref": "host python", "id": None, "source": f"slurm.python={cfg.python} on the compute nodes"}
 
 
-def gather(t: Transport, handle, parsable, first_submit: int | None, squeue: dict | None, img: dict) -> dict:
-    """Collect time: read what is left to read (sacct JSON, the batch clock file, a still-lost node)
-    and assemble ``raw`` with what observe/inject/submit kept. ``parsable`` is the ``sacct -D -X -P``
-    result collect already parsed."""
+def gather(t: Transport, sched, handle, acct: dict, first_submit: int | None, squeue: dict | None,
+           img: dict) -> dict:
+    """Collect time: read what is left to read (the batch clock file through the files transport
+    ``t``, a still-lost node and the accounting JSON through the scheduler ``sched``) and assemble
+    ``raw`` with what observe/inject/submit kept. ``acct`` is the raw record of the attempts collect
+    already parsed (scheduler.py: ``attempts``)."""
     job_id, rdir = str(handle.data["job_id"]), handle.data["run_dir"]
     clock = f"{rdir}/{CLOCK_FILE}"
     alloc = command(t, ["sh", "-c", 'cat "$1"', "sh", clock])
     nodes = handle.data.setdefault("node_records", [])
     for host in handle.data.get("lost_nodes") or []:   # still down: how slurmctld marked it
-        nodes.append(node_record(t, host, "collect"))
+        nodes.append(sched.node_record(host, "collect"))
     return {
         "format": FORMAT, "job_id": job_id,
-        "sacct_json": command(t, ["sacct", "-D", "--json", "-j", job_id]),
-        "sacct_parsable": {"argv": list(parsable.argv), "env": dict(TIME_ENV), "rc": parsable.returncode,
-                           "at": time.time(), "text": parsable.stdout},
+        "sacct_json": acct["sacct_json"] if "sacct_json" in acct else sched.accounting_record(job_id),
+        **({"sacct_parsable": acct["sacct_parsable"]} if "sacct_parsable" in acct else {}),
         "squeue": squeue,
         "alloc_evidence": {"path": clock, **alloc},
         # the same list as handle.data["node_records"]: cancel() appends the record taken once the
