@@ -17,6 +17,7 @@ RBAC) is separate: ``setup_objects``; it is created once per cluster, not per ru
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from ..errors import ConfigError
 from ..imageref import FORM, reference_problem
 from ..spec import WORKLOAD_SCRIPT, JobSpec
 from .local import workload_script
+from .rbac import HARNESS_ROLE, rbac_note, rbac_objects  # noqa: F401 - part of this module's interface
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 KUEUE_API = "kueue.x-k8s.io/v1beta1"
@@ -41,12 +43,20 @@ WORKLOAD_DIR = "/opt/poc"                 # the ConfigMap's mount
 CKPT_MOUNT = "/poc-run"                   # the run's checkpoint volume: ckpt/ and events/ under it
 RESOURCE_FLAVOR = "poc-default"
 CLUSTER_QUEUE = "poc-cluster-queue"
-HARNESS_ROLE = "poc-harness"
 GPU_RESOURCE = "nvidia.com/gpu"
 POD_ENV = {
-    # the pod's one interface (the CNI bridge plugin's veth): gloo must not pick loopback
+    # the pod network's one interface (the CNI's veth): gloo must not pick loopback. Not with
+    # hostNetwork, where the host's interfaces are the pod's: there fabric.env names one, or gloo
+    # picks the hostname's address
     "GLOO_SOCKET_IFNAME": "eth0",
 }
+TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+# label and annotation prefixes the harness, JobSet, Kueue and the Job controller set on the pods:
+# a user's pod label or annotation may not replace them (the harness finds its pods by them)
+RESERVED_PREFIXES = ("poc/", "jobset.sigs.k8s.io/", "kueue.x-k8s.io/", "batch.kubernetes.io/")
+RESERVED_LABELS = ("job-name", "controller-uid")
+AFFINITY_KINDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 _RUN_ID = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _HOSTNAME_MAX = 63
 
@@ -94,6 +104,31 @@ def check(spec: JobSpec, image: str | None) -> None:
         raise ConfigError(f"rendezvous port {spec.rdzv_port} is out of range")
 
 
+def check_placement(k: Kubernetes) -> None:
+    """What kubernetes.pod may not say: labels the harness's own selectors use, resources the
+    harness requests itself, affinity kinds Kubernetes does not know."""
+    pod = k.pod
+    for key in pod.labels:
+        if key.startswith(RESERVED_PREFIXES) or key in RESERVED_LABELS:
+            raise ConfigError(f"kubernetes.pod.labels: {key!r} is a label the harness, JobSet or Kueue sets "
+                              "on the pods", "use a label key of your own prefix, e.g. team.example.com/project")
+    topo = {TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED}
+    for key in pod.annotations:
+        if key in topo:
+            raise ConfigError(f"kubernetes.pod.annotations: set {key!r} through kubernetes.topology_required / "
+                              "topology_preferred", "e.g. topology_required: cloud.provider.com/topology-block")
+        if key.startswith(("poc/", "jobset.sigs.k8s.io/")):
+            raise ConfigError(f"kubernetes.pod.annotations: {key!r} is an annotation the harness or JobSet sets")
+    for r in pod.extra_resources:
+        if r in ("cpu", "memory", GPU_RESOURCE):
+            raise ConfigError(f"kubernetes.pod.extra_resources: {r!r} is set from resources "
+                              "(cpus_per_node, memory_mb, gpus_per_node)", f"remove {r} from extra_resources")
+    unknown = set(pod.affinity or {}) - set(AFFINITY_KINDS)
+    if unknown:
+        raise ConfigError(f"kubernetes.pod.affinity: unknown keys {sorted(unknown)}",
+                          f"a pod affinity has {', '.join(AFFINITY_KINDS)}")
+
+
 def rdzv_endpoint(spec: JobSpec) -> str:
     """The first pod's DNS name (JobSet: <jobset>-<rjob>-<job index>-<pod index>.<subdomain>)."""
     return f"{spec.run_id}-{REPLICATED_JOB}-0-0.{spec.run_id}:{spec.rdzv_port}"
@@ -106,10 +141,11 @@ def labels(spec: JobSpec) -> dict[str, str]:
     return out
 
 
-def resources(spec: JobSpec) -> dict:
+def resources(spec: JobSpec, extra: dict[str, str] | None = None) -> dict:
     req = {"cpu": str(spec.cpus_per_node), "memory": f"{spec.memory_mb}Mi"}
     if spec.gpus_per_node:
         req[GPU_RESOURCE] = str(spec.gpus_per_node)
+    req.update(extra or {})     # device plugins' resources (rdma/ib, ...): integers, requests = limits
     # limits = requests: the pod gets what Kueue counted, no more (Guaranteed QoS)
     return {"requests": dict(req), "limits": dict(req)}
 
@@ -137,6 +173,7 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
     if not image:
         raise ConfigError("no container image for the pods", "set kubernetes.image")
     check(spec, image)
+    check_placement(k)
     text = _workload_text() if workload_text is None else workload_text
     sha = hashlib.sha256(text.encode()).hexdigest()
     name, ns = spec.run_id, k.namespace
@@ -149,38 +186,60 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         "data": {WORKLOAD_SCRIPT: text},
     }
     vol, mount, ckpt_path = checkpoint_volume(spec, k, checkpoint_root, checkpoint_pvc)
-    env = [{"name": k_, "value": v} for k_, v in {**spec.launch_env(), **POD_ENV}.items()]
+    pod = k.pod
+    # fabric.env (in launch_env) wins over the harness's pod-network default
+    base_env = {} if pod.host_network else dict(POD_ENV)
+    env = [{"name": k_, "value": v} for k_, v in {**base_env, **spec.launch_env()}.items()]
     env += [
         {"name": "POC_RUN_ID", "value": spec.run_id},
         {"name": "JOBSET_RESTART_ATTEMPT",
          "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{RESTART_ANNOTATION}']"}}},
     ]
-    tolerations = [{"key": key, "operator": "Exists", "effect": "NoExecute",
-                    "tolerationSeconds": int(k.toleration_seconds)}
-                   for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+    container = {
+        "name": CONTAINER,
+        "image": image,
+        "imagePullPolicy": k.image_pull_policy,
+        "command": container_command(spec),
+        "env": env,
+        # with hostNetwork the rendezvous port is a host port: the scheduler keeps two such pods off a node
+        "ports": [{"name": "rdzv", "containerPort": int(spec.rdzv_port), "protocol": "TCP"}],
+        "resources": resources(spec, pod.extra_resources),
+        "volumeMounts": [{"name": "workload", "mountPath": WORKLOAD_DIR, "readOnly": True}, mount,
+                         {"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    if pod.capabilities:
+        container["securityContext"] = {"capabilities": {"add": list(pod.capabilities)}}
     pod_spec = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 5,
         "enableServiceLinks": False,
-        # one pod per node, as one torchrun agent per Slurm node: a lost node takes one rank
-        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}},
-             "topologyKey": "kubernetes.io/hostname"}]}},
-        "tolerations": tolerations,
-        "containers": [{
-            "name": CONTAINER,
-            "image": image,
-            "imagePullPolicy": k.image_pull_policy,
-            "command": container_command(spec),
-            "env": env,
-            "ports": [{"name": "rdzv", "containerPort": int(spec.rdzv_port), "protocol": "TCP"}],
-            "resources": resources(spec),
-            "volumeMounts": [{"name": "workload", "mountPath": WORKLOAD_DIR, "readOnly": True}, mount,
-                             {"name": "dshm", "mountPath": "/dev/shm"}],
-        }],
+        "affinity": affinity(name, pod.affinity),
+        "tolerations": tolerations(k),
+        "containers": [container],
         "volumes": [{"name": "workload", "configMap": {"name": cm_name}}, vol,
-                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
+                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": pod.shm_size}}],
     }
+    if pod.node_selector:
+        pod_spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.priority_class:
+        pod_spec["priorityClassName"] = pod.priority_class
+    if pod.service_account:
+        pod_spec["serviceAccountName"] = pod.service_account
+    if pod.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
+    if pod.host_network:
+        # the pod's DNS stays the cluster's (rank 0 is found by its JobSet host name, whose record
+        # the headless service still publishes, at the node's address)
+        pod_spec["hostNetwork"] = True
+        pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    pod_meta: dict = {"labels": {**pod.labels, **lab}}
+    annotations = dict(pod.annotations)
+    if k.topology_required:
+        annotations[TOPOLOGY_REQUIRED] = k.topology_required
+    if k.topology_preferred:
+        annotations[TOPOLOGY_PREFERRED] = k.topology_preferred
+    if annotations:
+        pod_meta["annotations"] = annotations
     jobset = {
         "apiVersion": JOBSET_API, "kind": "JobSet",
         "metadata": {"name": name, "namespace": ns, "labels": {QUEUE_LABEL: k.local_queue, **lab},
@@ -200,7 +259,7 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
                         "completions": spec.nodes,
                         "completionMode": "Indexed",
                         "backoffLimit": 0,       # a failed rank fails the Job; JobSet restarts the set
-                        "template": {"metadata": {"labels": dict(lab)}, "spec": pod_spec},
+                        "template": {"metadata": pod_meta, "spec": pod_spec},
                     },
                 },
             }],
@@ -210,18 +269,53 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
                   checkpoint_path=ckpt_path, checkpoint_pvc=checkpoint_pvc, workload_sha256=sha)
 
 
+def tolerations(k: Kubernetes) -> list[dict]:
+    """The harness's own (a lost node's pods are evicted after toleration_seconds), then the user's."""
+    own = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": int(k.toleration_seconds)}
+           for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+    return own + [dict(t) for t in k.pod.tolerations]
+
+
+def affinity(name: str, user: dict | None) -> dict:
+    """One pod per node (one torchrun agent per node, as on Slurm: a lost node takes one rank), merged
+    with the user's affinity: their nodeAffinity and podAffinity as written, their podAntiAffinity
+    terms after the harness's."""
+    own = {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}}, "topologyKey": "kubernetes.io/hostname"}]}
+    out = {key: copy.deepcopy(v) for key, v in (user or {}).items() if key != "podAntiAffinity"}
+    anti = copy.deepcopy((user or {}).get("podAntiAffinity") or {})
+    for key, terms in own.items():
+        anti[key] = terms + list(anti.get(key) or [])
+    out["podAntiAffinity"] = anti
+    return out
+
+
 # ------------------------------------------------------------------ cluster setup (once per cluster)
 
-def quota(spec: JobSpec, jobs: int = 1) -> dict[str, str]:
-    """ClusterQueue nominal quota that fits `jobs` copies of the job (1: a second submission waits)."""
+def _times(v: str, n: int) -> str:
+    """A quantity times n (extra resources are counts: "1", "2", or a number with a suffix)."""
+    num = v.rstrip("kKMGTPEimu")
+    suffix = v[len(num):]
+    try:
+        x = float(num) * n
+    except ValueError:
+        raise ConfigError(f"resource quantity {v!r} cannot be multiplied for the queue's quota") from None
+    return f"{int(x) if x == int(x) else x}{suffix}"
+
+
+def quota(spec: JobSpec, jobs: int = 1, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """ClusterQueue nominal quota that fits `jobs` copies of the job (1: a second submission waits).
+    Every resource a pod requests must be covered, or Kueue never admits the job."""
     q = {"cpu": str(spec.cpus_per_node * spec.nodes * jobs),
          "memory": f"{spec.memory_mb * spec.nodes * jobs}Mi",
          GPU_RESOURCE: str(spec.gpus_per_node * spec.nodes * jobs)}
+    for r, v in (extra or {}).items():
+        q[r] = _times(v, spec.nodes * jobs)
     return q
 
 
 def kueue_objects(spec: JobSpec, k: Kubernetes, jobs: int = 1, cluster_queue: str = CLUSTER_QUEUE) -> list[dict]:
-    q = quota(spec, jobs)
+    q = quota(spec, jobs, k.pod.extra_resources)
     return [
         {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": RESOURCE_FLAVOR}, "spec": {}},
         {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
@@ -236,49 +330,10 @@ def kueue_objects(spec: JobSpec, k: Kubernetes, jobs: int = 1, cluster_queue: st
     ]
 
 
-def rbac_objects(k: Kubernetes) -> list[dict]:
-    """Exactly what the harness does in its namespace, and the cluster-wide reads/writes of preflight
-    and the node faults. Bind the Role to the identity the harness runs as."""
-    ns = k.namespace
-    role_rules = [
-        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
-         "verbs": ["create", "get", "list", "watch", "delete"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "delete"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
-        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
-        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["get", "list"]},
-    ]
-    cluster_rules = [
-        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get"]},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},  # lose_node: cordon, taint
-    ]
-    subject = [{"kind": "ServiceAccount", "name": HARNESS_ROLE, "namespace": ns}]
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": HARNESS_ROLE, "namespace": ns}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": HARNESS_ROLE, "namespace": ns}, "rules": role_rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": HARNESS_ROLE, "namespace": ns},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": HARNESS_ROLE},
-         "subjects": subject},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": HARNESS_ROLE},
-         "rules": cluster_rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": f"{HARNESS_ROLE}-{ns}"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": HARNESS_ROLE},
-         "subjects": subject},
-    ]
-
-
-def setup_objects(spec: JobSpec, k: Kubernetes, jobs: int = 1) -> list[dict]:
+def setup_objects(spec: JobSpec, k: Kubernetes, jobs: int = 1, *, node_faults: bool = False) -> list[dict]:
     """Namespace, Kueue queues and RBAC, in apply order."""
     return ([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": k.namespace}}]
-            + kueue_objects(spec, k, jobs) + rbac_objects(k))
+            + kueue_objects(spec, k, jobs) + rbac_objects(k, node_faults=node_faults))
 
 
 class _Dumper(yaml.SafeDumper):

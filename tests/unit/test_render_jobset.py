@@ -41,6 +41,40 @@ CASES = {
                  "kubernetes": {"namespace": "ml", "local_queue": "team-a", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
                                 "image_pull_policy": "Always", "max_restarts": 5, "toleration_seconds": 60}},
                 1, "poc-checkpoints"),
+    # a GPU-operator cluster with RDMA: every kubernetes.pod field set, host network, Kueue topology
+    "gpu-rdma-all-fields": ({"platforms": ["k8s"], "campaign": "h100",
+                             "resources": {"nodes": 2, "procs_per_node": 8, "gpus_per_node": 8, "cpus_per_node": 96,
+                                           "memory_mb": 1024000},
+                             "workload": {"backend": "nccl", "model": "transformer", "precision": "bf16"},
+                             "faults": [{"kind": "lose_node", "at_step": 20, "rank": 9}],
+                             "allow_destructive_faults": True,
+                             "fabric": {"env": {"NCCL_IB_HCA": "^mlx5_2", "NCCL_SOCKET_IFNAME": "bond0",
+                                                "GLOO_SOCKET_IFNAME": "bond0"}},
+                             "kubernetes": {
+                                 "namespace": "team-ml", "local_queue": "team-ml-gpu",
+                                 "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                                 "topology_required": "cloud.provider.com/topology-block",
+                                 "create_cluster_role": True,
+                                 "pod": {
+                                     "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                      "effect": "NoSchedule"}],
+                                     "affinity": {
+                                         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                                             "nodeSelectorTerms": [{"matchExpressions": [
+                                                 {"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                                  "values": ["p5.48xlarge"]}]}]}},
+                                         "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                                             {"weight": 50, "podAffinityTerm": {
+                                                 "labelSelector": {"matchLabels": {"app": "inference"}},
+                                                 "topologyKey": "kubernetes.io/hostname"}}]}},
+                                     "priority_class": "training-high", "service_account": "ml-runner",
+                                     "image_pull_secrets": ["ngc-pull"],
+                                     "labels": {"team.example.com/project": "poc"},
+                                     "annotations": {"k8s.v1.cni.cncf.io/networks": "rdma-net"},
+                                     "shm_size": "64Gi", "host_network": True, "capabilities": ["IPC_LOCK"],
+                                     "extra_resources": {"rdma/ib": "1"}}}},
+                            1, "poc-checkpoints"),
 }
 
 
@@ -55,9 +89,21 @@ def job_of(name: str) -> tuple[spec.JobSpec, config.Config, rj.K8sJob]:
 
 def golden_docs(name: str) -> list[dict]:
     s, cfg, job = job_of(name)
-    cm = copy.deepcopy(job.configmap)
+    cm, js = copy.deepcopy(job.configmap), copy.deepcopy(job.jobset)
     cm["data"] = {k: "<the text of workloads/ddp_train.py>" for k in cm["data"]}
-    return [job.jobset, cm, *rj.setup_objects(s, cfg.kubernetes)]
+    # the workload's own edits do not churn these files (test_workload_hash_annotation checks the hash)
+    for o in (cm, js):
+        o["metadata"]["annotations"]["poc/workload-sha256"] = "<sha256 of workloads/ddp_train.py>"
+    node_faults = cfg.allow_destructive_faults and any(f.kind == "lose_node" for f in cfg.faults)
+    return [js, cm, *rj.setup_objects(s, cfg.kubernetes, node_faults=node_faults)]
+
+
+def test_workload_hash_annotation():
+    import hashlib
+    _, _, job = job_of("default-clean")
+    sha = hashlib.sha256(job.configmap["data"]["ddp_train.py"].encode()).hexdigest()
+    assert job.jobset["metadata"]["annotations"]["poc/workload-sha256"] == sha == job.workload_sha256
+    assert job.configmap["metadata"]["annotations"]["poc/workload-sha256"] == sha
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -218,9 +264,9 @@ def test_render_is_pure_and_backend_needs_no_cluster(tmp_path, monkeypatch):
         "jobset.yaml": [("JobSet", "k8s-clean-01")],
         "kueue.yaml": [("Namespace", "poc"), ("ResourceFlavor", "poc-default"), ("ClusterQueue", "poc-cluster-queue"),
                        ("LocalQueue", "poc-queue")],
-        "rbac.yaml": [("ServiceAccount", "poc-harness"), ("Role", "poc-harness"), ("RoleBinding", "poc-harness"),
-                      ("ClusterRole", "poc-harness"), ("ClusterRoleBinding", "poc-harness-poc")],
+        "rbac.yaml": [("ServiceAccount", "poc-harness"), ("Role", "poc-harness"), ("RoleBinding", "poc-harness")],
     }
+    assert "create rolebinding poc-harness-user --role=poc-harness --user=NAME" in r1.files["rbac.yaml"]
     assert str(tmp_path) in r1.files["jobset.yaml"]
 
 
@@ -245,3 +291,90 @@ def test_manifests_match_renderer(name):
     if UPDATE:
         path.write_text(header + rj.to_yaml(docs))
     assert path.read_text() == header + rj.to_yaml(docs), f"{path} differs; POC_UPDATE_GOLDEN=1 rewrites it"
+
+
+# ------------------------------------------------------------------ kubernetes.pod placement (GPU clusters)
+
+def _pod(name: str) -> dict:
+    return job_of(name)[2].jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+
+
+def _render_with(**kube) -> dict:
+    cfg = config.from_mapping({"platforms": ["k8s"], "kubernetes": {"image": IMAGE, **kube}})
+    s = spec.build(cfg, "k8s", "k8s-clean-01", None)
+    return rj.render_jobset(s, cfg.kubernetes, IMAGE, CKPT_ROOT).jobset["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]
+
+
+def test_every_pod_field_reaches_the_pod_template():
+    t = _pod("gpu-rdma-all-fields")
+    pod, c = t["spec"], t["spec"]["containers"][0]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    # the harness's own tolerations first (lost-node eviction), then the user's
+    assert [tol["key"] for tol in pod["tolerations"]] == ["node.kubernetes.io/not-ready",
+                                                           "node.kubernetes.io/unreachable", "nvidia.com/gpu"]
+    aff = pod["affinity"]
+    assert aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    anti = aff["podAntiAffinity"]
+    assert anti["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]["matchLabels"] == \
+        {rj.JOBSET_NAME_LABEL: t["metadata"]["labels"]["poc/run-id"]}
+    assert anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 50
+    assert (pod["priorityClassName"], pod["serviceAccountName"]) == ("training-high", "ml-runner")
+    assert pod["imagePullSecrets"] == [{"name": "ngc-pull"}]
+    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+    assert t["metadata"]["labels"]["team.example.com/project"] == "poc"
+    assert t["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "rdma-net",
+                                            rj.TOPOLOGY_REQUIRED: "cloud.provider.com/topology-block"}
+    assert {v["name"]: v for v in pod["volumes"]}["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
+    assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert c["resources"]["requests"]["rdma/ib"] == "1" == c["resources"]["limits"]["rdma/ib"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["NCCL_IB_HCA"] == "^mlx5_2" and env["GLOO_SOCKET_IFNAME"] == "bond0"   # fabric.env decides
+
+
+def test_defaults_add_nothing_and_pod_network_names_eth0():
+    t = _render_with()
+    pod = t["spec"]
+    for key in ("nodeSelector", "priorityClassName", "serviceAccountName", "imagePullSecrets", "hostNetwork",
+                "dnsPolicy"):
+        assert key not in pod
+    assert "annotations" not in t["metadata"] and "securityContext" not in pod["containers"][0]
+    assert {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}["GLOO_SOCKET_IFNAME"] == "eth0"
+
+
+def test_host_network_does_not_force_an_interface():
+    env = {e["name"] for e in _render_with(pod={"host_network": True})["spec"]["containers"][0]["env"]}
+    assert "GLOO_SOCKET_IFNAME" not in env
+
+
+def test_preferred_topology_annotation():
+    t = _render_with(topology_preferred="cloud.provider.com/topology-rack")
+    assert t["metadata"]["annotations"] == {rj.TOPOLOGY_PREFERRED: "cloud.provider.com/topology-rack"}
+
+
+@pytest.mark.parametrize("pod,match", [
+    ({"labels": {"poc/run-id": "x"}}, "label the harness"),
+    ({"labels": {"jobset.sigs.k8s.io/jobset-name": "x"}}, "label the harness"),
+    ({"annotations": {rj.TOPOLOGY_REQUIRED: "x"}}, "topology_required"),
+    ({"extra_resources": {"nvidia.com/gpu": "8"}}, "gpus_per_node"),
+    ({"affinity": {"podAffinityy": {}}}, "unknown keys"),
+])
+def test_pod_fields_that_would_override_the_harness_are_refused(pod, match):
+    with pytest.raises(ConfigError, match=match):
+        _render_with(pod=pod)
+
+
+def test_rbac_is_namespaced_unless_asked():
+    k = config.from_mapping({"platforms": ["k8s"]}).kubernetes
+    kinds = [o["kind"] for o in rj.rbac_objects(k)]
+    assert kinds == ["ServiceAccount", "Role", "RoleBinding"]
+    role = rj.rbac_objects(k)[1]
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}
+    assert ("", "namespaces", "get") not in granted and ("", "pods/eviction", "create") not in granted
+    with_faults = rj.rbac_objects(k, node_faults=True)
+    assert [o["kind"] for o in with_faults][-2:] == ["ClusterRole", "ClusterRoleBinding"]
+    assert with_faults[3]["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    reads = rj.rbac_objects(k.model_copy(update={"create_cluster_role": True}))
+    assert {r["resources"][0] for r in reads[3]["rules"]} == {"customresourcedefinitions", "clusterqueues", "nodes"}
+    assert reads[3]["rules"][-1]["verbs"] == ["get", "list"]

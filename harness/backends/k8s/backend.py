@@ -70,8 +70,9 @@ class KubernetesBackend(Backend):
     def __init__(self, cfg: Kubernetes, client: K8sClient, *, image: str, checkpoint_root: str,
                  checkpoint_pvc: str | None = None, local_cluster: bool = False, setup_spec: JobSpec | None = None,
                  queue_jobs: int = 1, query_budget: int = 5, use_watches: bool = True, follow_logs: bool = True,
-                 power=None, trace=None):
+                 power=None, trace=None, node_faults: bool = False):
         self.cfg = cfg
+        self.node_faults = node_faults      # a lose_node fault is configured (and allowed): RBAC for nodes
         self.client = client
         self.image = image
         self.checkpoint_root = checkpoint_root
@@ -114,17 +115,18 @@ class KubernetesBackend(Backend):
             from ...clusters.k8s import power
         return cls(k, K8sClient(kubeconfig, k.context), image=image, checkpoint_root=ckpt,
                    checkpoint_pvc=k.checkpoint_pvc, local_cluster=local, power=power,
-                   setup_spec=build(cfg, "k8s", "k8s-setup", None))
+                   setup_spec=build(cfg, "k8s", "k8s-setup", None),
+                   node_faults=cfg.allow_destructive_faults and any(f.kind == "lose_node" for f in cfg.faults))
 
     def render(self, spec: JobSpec) -> Rendered:
         job = rj.render_jobset(spec, self.cfg, self.image, self.checkpoint_root, self.checkpoint_pvc)
-        setup = rj.setup_objects(spec, self.cfg, self.queue_jobs)
+        setup = rj.setup_objects(spec, self.cfg, self.queue_jobs, node_faults=self.node_faults)
         files = {"jobset.yaml": rj.to_yaml([job.jobset]),
                  "workload-configmap.yaml": rj.to_yaml([job.configmap]),
                  "kueue.yaml": rj.to_yaml(o for o in setup if o["apiVersion"].startswith("kueue")
                                           or o["kind"] == "Namespace"),
-                 "rbac.yaml": rj.to_yaml(o for o in setup if o["apiVersion"].startswith(("rbac", "v1"))
-                                         and o["kind"] != "Namespace")}
+                 "rbac.yaml": rj.rbac_note(self.cfg) + rj.to_yaml(
+                     o for o in setup if o["apiVersion"].startswith(("rbac", "v1")) and o["kind"] != "Namespace")}
         return Rendered("k8s", files, payload=job)
 
     def preflight(self) -> dict:
