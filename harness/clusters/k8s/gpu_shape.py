@@ -2,8 +2,10 @@
 
 Every node advertises ``nvidia.com/gpu: 4`` (an extended resource: a JSON patch of the node's status,
 what a device plugin would report) and carries the taint ``nvidia.com/gpu=present:NoSchedule``
-(as GKE, AKS and the GPU operator's pools do), so a pod runs only when it tolerates the taint, and a
-GPU request is scheduled, counted by Kueue and refused when too large, as on a GPU cluster. No
+(as GKE, AKS and the GPU operator's pools do) and the GPU feature discovery labels a node selector
+names (``nvidia.com/gpu.present=true``, ``.count``, ``.product``), so a pod runs only when it
+tolerates the taint, and a GPU request is scheduled, counted by Kueue and refused when too large,
+as on a GPU cluster. No
 device exists: pods see no /dev/nvidia*, and the workload is told its GPUs are simulated.
 
 The kubelet keeps an extended resource it did not set, but a node restarted from scratch may
@@ -22,6 +24,9 @@ GPUS_PER_NODE = 4
 GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 # what a pod needs to run on these nodes (a toleration for the taint above)
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+# as NVIDIA's GPU feature discovery labels GPU nodes; the product says what these GPUs are
+GPU_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(GPUS_PER_NODE),
+              "nvidia.com/gpu.product": "simulated"}
 _PATH = GPU_RESOURCE.replace("/", "~1")   # JSON pointer escaping of '/'
 
 
@@ -51,7 +56,7 @@ def taint(L: Layout, node: str, current: dict | None = None) -> bool:
 
 
 def apply(L: Layout, nodes: list[str] | tuple[str, ...]) -> dict:
-    """Advertise and taint every node (idempotent). Returns what each node shows afterwards."""
+    """Advertise, label and taint every node (idempotent). Returns what each node shows afterwards."""
     out = {}
     for node in nodes:
         obj = _node(L, node)
@@ -59,6 +64,9 @@ def apply(L: Layout, nodes: list[str] | tuple[str, ...]) -> dict:
         cap = obj.get("status", {}).get("capacity", {}).get(GPU_RESOURCE)
         if alloc != str(GPUS_PER_NODE) or cap != str(GPUS_PER_NODE):
             advertise(L, node)
+        labels = obj.get("metadata", {}).get("labels") or {}
+        if any(labels.get(k) != v for k, v in GPU_LABELS.items()):
+            kubectl(L, "label", "node", node, "--overwrite", *(f"{k}={v}" for k, v in GPU_LABELS.items()))
         taint(L, node, obj)
         out[node] = {"gpus": GPUS_PER_NODE, "taint": f"{GPU_TAINT['key']}={GPU_TAINT['value']}:{GPU_TAINT['effect']}"}
     return out
