@@ -260,12 +260,21 @@ class Slurm(_Model):
             raise ValueError("must be a Slurm feature expression (letters, digits, _ . & | , [ ] ( ) * ! : -)")
         return v
 
-    @field_validator("gres", "modules")
+    @field_validator("gres")
     @classmethod
     def _words(cls, v: list[str]) -> list[str]:
         for item in v:
             if not _SLURM_WORD.match(item):
                 raise ValueError(f"{item!r} may hold letters, digits and _ . + : @ % - only")
+        return v
+
+    @field_validator("modules")
+    @classmethod
+    def _modules(cls, v: list[str]) -> list[str]:
+        for item in v:   # module names are NAME/VERSION; a leading '-' would be an option of `module load`
+            if not re.fullmatch(r"[A-Za-z0-9_.+:@%][A-Za-z0-9_.+:@%/-]{0,127}", item):
+                raise ValueError(f"{item!r} must be a module name like cuda/12.4 (letters, digits, _ . + : @ % / -, "
+                                 "not starting with -)")
         return v
 
     @field_validator("switches")

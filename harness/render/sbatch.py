@@ -51,6 +51,11 @@ def check(spec: JobSpec, cfg: Slurm) -> None:
                           f"{SLURM_FORMS}; an image reference is {FORM}")
     if not 1 <= spec.rdzv_port <= 65535:
         raise ConfigError(f"rendezvous port {spec.rdzv_port} is out of range")
+    for key in ("venv", "setup_script"):
+        val = getattr(cfg, key)
+        if val and val.startswith("~") and not (val == "~" or val.startswith("~/")):
+            raise ConfigError(f"slurm.{key} {val!r}: only ~ and ~/ are expanded (to $HOME on the node)",
+                              "write the absolute path, e.g. /home/NAME/...")
 
 
 def run_dir(spec: JobSpec, cfg: Slurm) -> str:
@@ -68,11 +73,14 @@ def sbatch_options(spec: JobSpec, cfg: Slurm, rdir: str) -> list[str]:
         f"--mem={spec.memory_mb}M",
     ]
     if spec.gpus_per_node:
-        opts.append(f"--gpus-per-node={spec.gpus_per_node}")
+        gpus = f"{cfg.gpu_type}:{spec.gpus_per_node}" if cfg.gpu_type else str(spec.gpus_per_node)
+        opts.append(f"--gpus-per-node={gpus}")
+    if cfg.gres:
+        opts.append("--gres=" + ",".join(cfg.gres))
     if spec.exclusive:
         opts.append("--exclusive")
     opts.append(f"--time={cfg.time_limit}")
-    for key in ("partition", "account", "qos"):
+    for key in ("partition", "account", "qos", "reservation", "constraint", "switches"):
         val = getattr(cfg, key)
         if val:
             opts.append(f"--{key}={val}")
@@ -88,13 +96,22 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     torchrun = [cfg.python, "-m", "torch.distributed.run",
                 *spec.torchrun_args(f"{_HEAD}:{spec.rdzv_port}"),
                 script, *spec.workload_args(f"{rdir}/ckpt", f"{rdir}/events")]
-    srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={spec.nodes}", "--ntasks-per-node=1"]
+    # --export=ALL: every node's step gets this script's environment (setup, fabric), whatever
+    # --export the job itself was given (extra_sbatch may say NONE, which srun would inherit).
+    srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={spec.nodes}", "--ntasks-per-node=1", "--export=ALL"]
     if cfg.container == "pyxis":
+        # Pyxis passes the job's environment into the container, but a variable the image sets
+        # keeps the image's value unless --container-env names it; GPUs need nothing here (enroot's
+        # nvidia hook follows the allocation). No home mount: ~/.local could shadow the image's torch.
         srun += [f"--container-image={cfg.container_image}", f"--container-mounts={cfg.workdir}:{cfg.workdir}",
-                 f"--container-workdir={rdir}"]
+                 f"--container-workdir={rdir}", "--no-container-mount-home",
+                 "--container-env=" + ",".join(_env_names(spec))]
         cmd = srun + torchrun
     elif cfg.container == "apptainer":
-        cmd = srun + ["apptainer", "exec", "--bind", f"{cfg.workdir}:{cfg.workdir}", cfg.container_image] + torchrun
+        # --nv binds the host's NVIDIA driver and devices; simulated GPUs have none to bind.
+        nv = ["--nv"] if spec.gpus_per_node and not spec.simulated_gpus else []
+        cmd = srun + ["apptainer", "exec", *nv, "--bind", f"{cfg.workdir}:{cfg.workdir}",
+                      cfg.container_image] + torchrun
     else:
         cmd = srun + torchrun
     breaks = {cfg.python, script, "apptainer"}
@@ -109,15 +126,77 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     return "".join(parts).replace(_HEAD, '"$head"')
 
 
+def _env_names(spec: JobSpec) -> list[str]:
+    return ["POC_RUN_ID", *spec.launch_env()]
+
+
+def launch_exports(spec: JobSpec, cfg: Slurm) -> str:
+    """The export line's words: the launch environment (fabric.env last), each value quoted exactly.
+
+    Apptainer passes the host environment in (without --cleanenv, which is not used), but a
+    variable the image sets keeps the image's value; APPTAINERENV_NAME overrides it.
+    """
+    env = {"POC_RUN_ID": spec.run_id, **spec.launch_env()}
+    words = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
+    if cfg.container == "apptainer":
+        words += [f"APPTAINERENV_{k}={shlex.quote(v)}" for k, v in env.items()]
+    return " ".join(words)
+
+
+def _node_path(path: str) -> str:
+    """A cluster path for the shell: quoted, with a leading ~ as the node's $HOME (check() refuses ~user)."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def _fail(what: str) -> str:
+    """`|| { message; exit 1; }` for a setup step: a failed setup ends the job with its reason."""
+    return "|| { echo " + shlex.quote(f"poc: {what} failed on") + ' "$(hostname)" >&2; exit 1; }'
+
+
+def setup_lines(cfg: Slurm) -> str:
+    """modules, venv, setup_script, in that order, in the batch script. srun --export=ALL gives the
+    result to the step on every node, so torchrun starts in it everywhere; with a container they
+    set up the host side (e.g. `module load apptainer`). Every word is quoted."""
+    lines: list[str] = []
+    if cfg.modules:
+        lines += [
+            "# `module` is a shell function that a non-login batch shell may lack: try the usual init files",
+            "if ! type module >/dev/null 2>&1; then",
+            '  for f in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh "${LMOD_PKG:-/nonexistent}/init/bash" '
+            '"${MODULESHOME:-/nonexistent}/init/bash"; do',
+            '    if [ -r "$f" ]; then . "$f"; break; fi',
+            "  done",
+            "fi",
+            "if ! type module >/dev/null 2>&1; then",
+            '  echo "poc: slurm.modules is set but module is neither a command nor a shell function on '
+            '$(hostname) (no Lmod or Environment Modules found)" >&2',
+            "  exit 1",
+            "fi",
+        ]
+        lines += [f"module load {shlex.quote(m)} {_fail('module load ' + m)}" for m in cfg.modules]
+    if cfg.venv:
+        act = _node_path(cfg.venv.rstrip("/") + "/bin/activate")
+        lines.append(f"source {act} {_fail('activating slurm.venv ' + cfg.venv)}")
+    if cfg.setup_script:
+        lines.append(f"source {_node_path(cfg.setup_script)} {_fail('slurm.setup_script ' + cfg.setup_script)}")
+    if not lines:
+        return "# (no slurm.modules, venv or setup_script)"
+    return "\n".join(lines)
+
+
 def render_sbatch(spec: JobSpec, cfg: Slurm) -> SbatchJob:
     check(spec, cfg)
     rdir = run_dir(spec, cfg)
     clock = f"{rdir}/{CLOCK_FILE}"
     lines = "\n".join(f"#SBATCH {o}" for o in sbatch_options(spec, cfg, rdir))
     text = _template().substitute(
-        run_id=spec.run_id, q_run_id=shlex.quote(spec.run_id), q_run_dir=shlex.quote(rdir),
+        run_id=spec.run_id, q_run_dir=shlex.quote(rdir),
         q_clock_file=shlex.quote(clock),
-        launch_env=" ".join(f"{k}={shlex.quote(v)}" for k, v in spec.launch_env().items()),
+        launch_env=launch_exports(spec, cfg), setup=setup_lines(cfg),
         sbatch_lines=lines, max_restarts=int(spec.max_restarts), rdzv_port=int(spec.rdzv_port),
         launch=launch_line(spec, cfg, rdir))
     return SbatchJob(script=text, run_dir=rdir, workload_path=f"{rdir}/{WORKLOAD_SCRIPT}",

@@ -28,6 +28,28 @@ CASES = {
                              "extra_sbatch": ["--exclusive", "--constraint=a100"]}}, 0),
     "apptainer": ({"platforms": ["slurm"], "faults": [],
                    "slurm": {"container": "apptainer", "container_image": "/shared/images/worker.sif"}}, 0),
+    "gpu-pyxis-fabric": ({"platforms": ["slurm"], "faults": [],
+                          "resources": {"nodes": 2, "procs_per_node": 8, "gpus_per_node": 8, "cpus_per_node": 96,
+                                        "memory_mb": 1024000},
+                          "workload": {"backend": "nccl", "model": "transformer"},
+                          "fabric": {"env": {"NCCL_IB_HCA": "^mlx5_2", "NCCL_SOCKET_IFNAME": "ib0",
+                                             "UCX_TLS": "rc,cuda_copy"}},
+                          "slurm": {"partition": "gpu", "container": "pyxis",
+                                    "container_image": "nvcr.io#nvidia/pytorch:24.05-py3", "workdir": "/lustre/poc"}},
+                         0),
+    "gpu-apptainer": ({"platforms": ["slurm"], "faults": [],
+                       "resources": {"nodes": 2, "procs_per_node": 4, "gpus_per_node": 4, "cpus_per_node": 32},
+                       "workload": {"backend": "nccl"},
+                       "fabric": {"env": {"NCCL_IB_HCA": "^mlx5_2"}},
+                       "slurm": {"container": "apptainer", "container_image": "/shared/images/worker.sif"}}, 0),
+    "gpu-bare-venv": ({"platforms": ["slurm"], "faults": [],
+                       "resources": {"nodes": 2, "procs_per_node": 4, "gpus_per_node": 4, "cpus_per_node": 32},
+                       "workload": {"backend": "nccl"},
+                       "fabric": {"env": {"NCCL_IB_HCA": "^mlx5_2", "NCCL_NET_GDR_LEVEL": "PHB"}},
+                       "slurm": {"partition": "gpu", "reservation": "poc-week", "constraint": "a100&ib",
+                                 "gpu_type": "a100", "gres": ["nvme:1", "lscratch:100"],
+                                 "switches": "1@00:10:00", "modules": ["cuda/12.4", "nccl/2.21.5"],
+                                 "venv": "~/venvs/torch", "setup_script": "/shared/poc/site-env.sh"}}, 0),
 }
 
 
@@ -112,3 +134,114 @@ def test_config_and_renderer_refuse_the_same_images(container, image):
     unchecked = cfg.slurm.model_copy(update={"container": container, "container_image": image})
     with pytest.raises(ConfigError, match=r"slurm\.container_image"):
         render_sbatch(spec.build(cfg, "slurm", "slurm-clean-01", None), unchecked)
+
+
+def test_gpu_placement_options():
+    text = rendered("gpu-bare-venv")
+    for opt in ("--gpus-per-node=a100:4", "--gres=nvme:1,lscratch:100", "--reservation=poc-week",
+                "--constraint=a100&ib", "--switches=1@00:10:00", "--partition=gpu"):
+        assert f"#SBATCH {opt}\n" in text
+
+
+def test_setup_runs_in_order_before_the_launch():
+    text = rendered("gpu-bare-venv")
+    at = [text.index(w) for w in ("module load cuda/12.4 ", "module load nccl/2.21.5 ",
+                                  'source "$HOME"/venvs/torch/bin/activate ', "source /shared/poc/site-env.sh ",
+                                  "set -uo pipefail", "export POC_RUN_ID=", "srun \\\n  --kill-on-bad-exit=1")]
+    assert at == sorted(at)
+    assert "  --export=ALL \\\n" in text   # the step inherits the set-up environment
+
+
+def test_apptainer_gets_nv_only_for_real_gpus():
+    assert " --nv " in rendered("gpu-apptainer")
+    assert "--nv" not in rendered("apptainer")
+    data, _ = CASES["gpu-apptainer"]
+    cfg = config.from_mapping({**data, "workload": {"backend": "gloo", "simulated_gpus": True}})
+    s = spec.build(cfg, "slurm", "slurm-clean-01", None)
+    assert "--nv" not in render_sbatch(s, cfg.slurm).script
+
+
+def test_containers_get_the_fabric_env():
+    pyxis = rendered("gpu-pyxis-fabric")
+    assert ("--container-env=POC_RUN_ID,OMP_NUM_THREADS,TORCH_DISABLE_SHARE_RDZV_TCP_STORE,PYTHONUNBUFFERED,"
+            "NCCL_IB_HCA,NCCL_SOCKET_IFNAME,UCX_TLS") in pyxis
+    assert "NCCL_IB_HCA='^mlx5_2'" in pyxis and "UCX_TLS=rc,cuda_copy" in pyxis
+    app = rendered("gpu-apptainer")
+    assert "APPTAINERENV_NCCL_IB_HCA='^mlx5_2'" in app and "--cleanenv" not in app
+
+
+def _setup_and_exports(text: str) -> str:
+    """The rendered script from its setup block up to (not including) the rendezvous lookup."""
+    start = text.index("# The environment torchrun starts in")
+    return text[start:text.index("RUN_DIR=", start)]
+
+
+def test_setup_part_is_valid_bash():
+    for name in CASES:
+        res = subprocess.run(["bash", "-n"], input=_setup_and_exports(rendered(name)), capture_output=True,
+                             text=True, check=False)
+        assert res.returncode == 0, (name, res.stderr)
+
+
+HOSTILE = ["^mlx5_2", "$(touch PWNED)", "`touch PWNED`", "a'b\"c", "x; touch PWNED #", "* ?", "$HOME", "\\"]
+
+
+def test_fabric_values_reach_the_ranks_exactly(tmp_path):
+    """Values the config accepts (anything on one line) are exported byte for byte and run nothing."""
+    env = {f"NCCL_T{i}": v for i, v in enumerate(HOSTILE)}
+    cfg = config.from_mapping({"platforms": ["slurm"], "faults": [], "fabric": {"env": env}})
+    text = render_sbatch(spec.build(cfg, "slurm", "slurm-clean-01", None), cfg.slurm).script
+    script = _setup_and_exports(text) + "env -0\n"
+    res = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, check=False)
+    assert res.returncode == 0, res.stderr
+    got = dict(item.split("=", 1) for item in res.stdout.decode().split("\0") if "=" in item)
+    assert {k: got.get(k) for k in env} == env
+    assert not list(tmp_path.iterdir())   # nothing ran
+
+
+@pytest.mark.parametrize("bad", [
+    {"modules": ["cuda; touch PWNED"]}, {"modules": ["$(reboot)"]}, {"venv": "/x/$(reboot)"},
+    {"setup_script": "/x y.sh"}, {"setup_script": "a;b"}, {"gres": ["gpu:1,--wrap=x"]},
+    {"reservation": "r --wrap"}, {"constraint": "a100 && $(x)"}, {"switches": "1;reboot"},
+    {"gpu_type": "a100:8"},
+])
+def test_hostile_setup_values_are_refused(bad):
+    with pytest.raises(ConfigError):
+        config.from_mapping({"platforms": ["slurm"], "slurm": bad})
+
+
+def test_setup_paths_are_quoted_and_tilde_is_home():
+    cfg = config.from_mapping({"platforms": ["slurm"], "slurm": {"venv": "~/my+env", "setup_script": "/a/b-c.sh",
+                                                                 "modules": ["gcc@12.2"]}})
+    text = rendered_with(cfg)
+    assert "source \"$HOME\"/my+env/bin/activate ||" in text
+    assert "module load gcc@12.2 ||" in text
+    bad = cfg.slurm.model_copy(update={"venv": "~root/venv"})
+    with pytest.raises(ConfigError, match=r"slurm\.venv"):
+        render_sbatch(spec.build(cfg, "slurm", "slurm-clean-01", None), bad)
+
+
+def rendered_with(cfg) -> str:
+    return render_sbatch(spec.build(cfg, "slurm", "slurm-clean-01", None), cfg.slurm).script
+
+
+def test_module_missing_fails_with_a_message(tmp_path):
+    """Without Lmod or Environment Modules the job ends at once, saying why (not at torchrun)."""
+    cfg = config.from_mapping({"platforms": ["slurm"], "slurm": {"modules": ["cuda/12.4"]}})
+    script = _setup_and_exports(rendered_with(cfg)) + "echo reached\n"
+    res = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], capture_output=True, text=True,
+                         check=False, env={"PATH": "/usr/bin:/bin", "LMOD_PKG": str(tmp_path),
+                                           "MODULESHOME": str(tmp_path)})
+    if res.returncode == 0 and "reached" in res.stdout:
+        pytest.skip("this machine has a module command")   # e.g. /etc/profile.d/modules.sh exists
+    assert res.returncode == 1 and "module is neither a command nor a shell function" in res.stderr
+
+
+def test_failed_setup_script_ends_the_job(tmp_path):
+    site = tmp_path / "site.sh"
+    site.write_text("false\n")
+    cfg = config.from_mapping({"platforms": ["slurm"], "slurm": {"setup_script": str(site)}})
+    script = _setup_and_exports(rendered_with(cfg)) + "echo reached\n"
+    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
+    assert res.returncode == 1 and "reached" not in res.stdout
+    assert f"poc: slurm.setup_script {site} failed on" in res.stderr
