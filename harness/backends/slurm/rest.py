@@ -34,8 +34,8 @@ from .files import files_transport
 from .jobdesc import job_description
 
 SUPPORTED = ("v0.0.42", "v0.0.41", "v0.0.40")    # newest first
-TOKEN_TIP = ("mint one on the cluster with `scontrol token username=USER lifespan=SECONDS` and export the "
-             "part after SLURM_JWT= in ${env} (or put it in slurm.rest.token_file)")
+TOKEN_TIP = ("mint one on the cluster with `scontrol token username=USER lifespan=SECONDS` and put the part "
+             "after SLURM_JWT= in {where} (or in the file slurm.rest.token_file names)")
 
 
 class RestError(TransportError):
@@ -55,14 +55,14 @@ def read_token(env_name: str, token_file: str | None, environ=os.environ) -> tup
             tok, source = p.read_text(), f"file {p}"
         except OSError as exc:
             raise ConfigError(f"cannot read slurm.rest.token_file {p}: {exc.strerror or exc}",
-                              tip=TOKEN_TIP.format(env=env_name)) from None
+                              tip=TOKEN_TIP.format(where=f"${env_name}")) from None
     tok = tok.strip()
     if tok.startswith("SLURM_JWT="):
         tok = tok.split("=", 1)[1].strip()
     if not tok:
         where = f"${env_name} is empty" + (f" and {token_file} holds nothing" if token_file else
                                            " and slurm.rest.token_file is not set")
-        raise ConfigError(f"no JWT for slurmrestd: {where}", tip=TOKEN_TIP.format(env=env_name))
+        raise ConfigError(f"no JWT for slurmrestd: {where}", tip=TOKEN_TIP.format(where=f"${env_name}"))
     return tok, source
 
 
@@ -117,11 +117,11 @@ class RestClient:
         # error text (tests/fixtures/slurm/rest/partitions_bad_token.json)
         if r.status_code in (401, 403, 511):
             raise RestError(f"slurmrestd refused the token for user {self.user!r} on {what}: HTTP "
-                            f"{r.status_code} {_errors(doc) or text.strip()[:200]}", r.status_code,
+                            f"{r.status_code} {_errors(doc) or _text(doc, text)}", r.status_code,
                             tip="the JWT is missing, expired or for another user: "
-                                + TOKEN_TIP.format(env=self.token_source or "$SLURM_JWT"))
+                                + TOKEN_TIP.format(where=self.token_source or "$SLURM_JWT"))
         if r.status_code not in ok:
-            raise RestError(f"{what}: HTTP {r.status_code} {_errors(doc) or text.strip()[:300]}", r.status_code)
+            raise RestError(f"{what}: HTTP {r.status_code} {_errors(doc) or _text(doc, text)}", r.status_code)
         return r.status_code, text, doc
 
     def path(self, api: str, rest: str) -> str:
@@ -173,6 +173,11 @@ def _errors(doc: dict | None) -> str:
         if isinstance(e, dict):
             parts.append(" ".join(str(e.get(k)) for k in ("description", "error", "source") if e.get(k)))
     return "; ".join(p for p in parts if p)
+
+
+def _text(doc: dict | None, text: str) -> str:
+    """A body without an ``errors`` entry: plain text as sent (short), a JSON document as no words."""
+    return "(no error text)" if doc is not None else text.strip()[:300]
 
 
 def _record(what: str, status: int | None, text: str, at: float, **extra) -> dict:

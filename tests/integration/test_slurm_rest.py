@@ -1,0 +1,121 @@
+"""`poc run --platform slurm` with ``slurm.transport: rest``: the scheduler through slurmrestd (auth/jwt).
+
+The local Slurm-in-Docker cluster runs slurmrestd with ``rest_auth/jwt`` (harness/clusters/slurm/restd.py).
+A token for user poc is minted at test start (``scontrol token`` in the controller) and handed to the
+harness in an environment variable only; the run's files go over ssh to the login node. Run it as
+the other Slurm integration tests are run: ``flock /tmp/poc-slurm.lock pytest tests/integration/...``.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+
+import pytest
+
+from harness import config
+from harness import slurm_parse as sp
+from harness.backends.factory import make_backend
+from harness.clusters import slurm_docker
+from harness.pipeline import campaign
+from harness.store import Store, load_raw
+
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slurm,
+    pytest.mark.filterwarnings("ignore:unclosed file:ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+RELEASE = os.environ.get("POC_SLURM_RELEASE", "trixie")
+SMALL = {"steps": 24, "checkpoint_every": 5, "sweep": "1K:1M", "sweep_iters": 3, "sweep_warmup": 1}
+TOKEN_ENV = "POC_TEST_SLURM_JWT"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    info = slurm_docker.up(release=RELEASE, timeout=300)
+    yield info
+    if os.environ.get("POC_KEEP_CLUSTER") != "1":
+        slurm_docker.down()
+
+
+@pytest.fixture
+def token(cluster, monkeypatch):
+    tok = slurm_docker.rest_token(user="poc", lifespan_s=900)
+    monkeypatch.setenv(TOKEN_ENV, tok)
+    return tok
+
+
+def run(tmp_path, data: dict) -> dict:
+    base = {"platforms": ["slurm"], "repetitions": 1, "faults": [], "workload": SMALL,
+            "timeouts": {"queue_s": 120, "run_s": 400},
+            "slurm": {"transport": "rest", "rest": {"token_env": TOKEN_ENV}}}
+    base.update(data)
+    cfg = config.from_mapping(base)
+    store = Store(str(tmp_path / "results"), cfg.campaign)
+    t0 = time.monotonic()
+    (rec,) = campaign(cfg, ["slurm"], store, lambda p: make_backend(p, cfg), resume=False)
+    print(f"\n{cfg.campaign}: {time.monotonic() - t0:.1f}s {rec['status']} {rec.get('error', '')}")
+    return rec
+
+
+def every_file_text(root) -> dict[str, str]:
+    out = {}
+    for p in root.rglob("*"):
+        if p.is_file():
+            data = p.read_bytes()
+            if p.suffix == ".gz":
+                data = gzip.decompress(data)
+            out[str(p)] = data.decode(errors="replace")
+    return out
+
+
+def test_clean_run_through_slurmrestd_keeps_metrics_evidence_and_no_token(token, tmp_path):
+    from harness import evidence
+
+    rec = run(tmp_path, {"campaign": "itest-rest"})
+    assert rec["status"] == "ok", rec.get("error")
+    m = rec["metrics"]
+    for k in ("queue_s", "startup_s", "allreduce_busbw_gbps", "step_time_s", "cost_per_step_usd"):
+        assert m[k]["value"] is not None, k
+    t = json.dumps(rec)   # preflight's transport description is stored with the run (no token in it)
+    assert '"transport": "rest"' in t and '"api_version": "v0.0.42"' in t
+    assert rec["scheduler"]["attempts"][0]["state"] == "COMPLETED"
+    # raw evidence: slurmrestd's slurmdbd record in the sacct --json shape, read by evidence.slurm
+    raw = load_raw(tmp_path / "results" / rec["campaign"] / "runs" / rec["run_id"])
+    assert raw["sacct_json"]["source"] == "slurmrestd" and raw["sacct_json"]["rc"] == 200
+    assert "sacct_parsable" not in raw
+    rows = sp.sacct_json(raw["sacct_json"]["text"])
+    assert len(rows) == len(rec["scheduler"]["attempts"]) == 1
+    st = evidence.stamps("slurm", raw)
+    assert evidence.to_json(st) == rec["scheduler"]["stamps"]
+    assert st["allocated"] is not None and st["allocated"].width < 1.5
+    assert all(c["ok"] for c in st["checks"]), st["checks"]
+    q = m["queue_s"]
+    assert q["lo"] <= q["value"] <= q["hi"]
+    # the JWT (or its signature) is nowhere under the results directory
+    sig = token.rsplit(".", 1)[-1]
+    for path, text in every_file_text(tmp_path / "results").items():
+        assert token not in text and sig not in text, path
+    p = rec["scheduler"]["info"]["polls"]
+    print(f"polls {p}; queue_s {q['value']:.3f} [{q['lo']:.3f}, {q['hi']:.3f}] "
+          f"startup_s {m['startup_s']['value']:.2f} step_time_s {m['step_time_s']['value']:.4f}")
+
+
+def test_a_bad_token_fails_at_preflight_with_a_tip(cluster, tmp_path, monkeypatch):
+    bad = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJleHAiOjEsInN1biI6InBvYyJ9.c2lnbmF0dXJlLW5vdC12YWxpZA"
+    monkeypatch.setenv(TOKEN_ENV, bad)
+    rec = run(tmp_path, {"campaign": "itest-rest-bad-token"})
+    assert rec["status"] == "failed" and rec["error"]["stage"] == "preflight"
+    assert "refused the token" in rec["error"]["message"]
+    assert "scontrol token" in (rec["error"].get("tip") or "")
+    for path, text in every_file_text(tmp_path / "results").items():
+        assert bad not in text and bad.rsplit(".", 1)[-1] not in text, path
+
+
+def test_a_missing_token_fails_at_preflight_with_a_tip(cluster, tmp_path, monkeypatch):
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    rec = run(tmp_path, {"campaign": "itest-rest-no-token"})
+    assert rec["status"] == "failed" and rec["error"]["stage"] == "preflight"
+    assert f"${TOKEN_ENV} is empty" in rec["error"]["message"]
+    assert "scontrol token" in (rec["error"].get("tip") or "")
