@@ -243,7 +243,7 @@ class Slurm(_Model):
     setup_script: str | None = None      # a bash file on the cluster, sourced before torchrun
     # read when it exists: Host alias, HostName, User, Port, IdentityFile, ProxyJump
     ssh_config: str | None = "~/.ssh/config"
-    proxy_jump: str | None = None        # [user@]host[:port], as ssh -J
+    proxy_jump: str | None = None        # [user@]host[:port][,...], as ssh -J
     rest: SlurmRest = Field(default_factory=SlurmRest)
 
     @field_validator("reservation", "gpu_type")
@@ -294,8 +294,9 @@ class Slurm(_Model):
     @field_validator("proxy_jump")
     @classmethod
     def _jump(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+(:\d{1,5})?", v):
-            raise ValueError("must be [user@]host[:port], as ssh -J takes it")
+        hop = r"([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9.-]*(:\d{1,5})?"
+        if v is not None and not re.fullmatch(rf"{hop}(,{hop})*", v):
+            raise ValueError("must be [user@]host[:port], or several joined by ',' (jumped in order), as ssh -J")
         return v
 
     @field_validator("partition", "account", "qos")

@@ -9,7 +9,11 @@ and output; ``check=True`` raises ``CommandError`` with all of them.
   (``docker exec -i -u poc poc-slurm-login``).
 * ``SshTransport``: paramiko to a login node. The host key is verified against known_hosts and an
   unknown host is rejected unless ``accept_unknown_host=True``; keepalive is on; a dropped or
-  refused connection is retried with exponential back-off before ``TransportError``.
+  refused connection is retried with exponential back-off before ``TransportError``. An ssh_config
+  file (``Host`` alias -> HostName, User, Port, IdentityFile, ProxyJump) is read as ssh reads it,
+  with explicit arguments winning; ``proxy_jump`` ("[user@]host[:port]", a comma-separated chain as
+  ``ssh -J``) reaches the login node through ``direct-tcpip`` channels, each hop's host key checked
+  by the same rules.
 * ``pyslurm``: not provided. PyPI's pyslurm (25.11.x) must match the cluster's Slurm release and no
   Debian release ships Slurm 25.11, so it cannot be exercised here; ``make_transport`` says so.
 """
@@ -90,25 +94,118 @@ class LocalTransport:
         pass
 
 
+@dataclass(frozen=True)
+class Hop:
+    """One ssh connection: where, as whom, with which key (None: the agent and ~/.ssh keys)."""
+    host: str
+    port: int
+    user: str | None
+    key_file: str | None
+
+    def label(self) -> str:
+        return f"{self.user + '@' if self.user else ''}{self.host}:{self.port}"
+
+
+def _ssh_config(path: str | None):
+    """paramiko's SSHConfig of path, or None when no path or no file (ssh_config is optional)."""
+    import paramiko
+
+    if not path:
+        return None
+    p = Path(path).expanduser()
+    if not p.is_file():
+        return None
+    try:
+        return paramiko.SSHConfig.from_path(str(p))
+    except (OSError, ValueError) as exc:
+        raise TransportError(f"cannot read ssh config {p}: {exc}",
+                             tip="fix the file, or set slurm.ssh_config: null") from exc
+
+
+def _lookup(conf, name: str) -> dict:
+    return conf.lookup(name) if conf is not None else {"hostname": name}
+
+
+def _first_key(found: dict) -> str | None:
+    keys = found.get("identityfile") or []
+    return str(Path(keys[0]).expanduser()) if keys else None
+
+
+def _jump_words(spec: str | None) -> list[str]:
+    if not spec or spec.strip().lower() == "none":
+        return []
+    return [w.strip() for w in spec.split(",") if w.strip()]
+
+
+def _parse_jump(word: str) -> tuple[str | None, str, int | None]:
+    user, _, rest = word.rpartition("@")
+    host, port = rest, None
+    if rest.count(":") == 1:          # host:port (an IPv6 literal would need [..], which ssh -J also wants)
+        host, p = rest.split(":")
+        port = int(p)
+    elif rest.startswith("[") and "]:" in rest:
+        host, p = rest[1:].split("]:")
+        port = int(p)
+    return user or None, host.strip("[]"), port
+
+
+def resolve_route(host: str, port: int | None = None, user: str | None = None, key_file: str | None = None,
+                  ssh_config: str | None = None, proxy_jump: str | None = None) -> list[Hop]:
+    """The hops to the login node, jump hosts first, as ``ssh -J`` with the ssh_config file would go.
+
+    The given values win over ssh_config (port None: not given). Jump hosts are looked up in
+    ssh_config too (HostName, User, Port, IdentityFile); a jump host without a user or key of its
+    own uses the login node's (one account on both is the common case), not the local user name.
+    """
+    conf = _ssh_config(ssh_config)
+    found = _lookup(conf, host)
+    target = Hop(host=found.get("hostname", host), port=int(port or found.get("port") or 22),
+                 user=user or found.get("user"), key_file=key_file or _first_key(found))
+    jumps = []
+    for word in _jump_words(proxy_jump if proxy_jump is not None else found.get("proxyjump")):
+        j_user, j_host, j_port = _parse_jump(word)
+        jf = _lookup(conf, j_host)
+        jumps.append(Hop(host=jf.get("hostname", j_host), port=int(j_port or jf.get("port") or 22),
+                         user=j_user or jf.get("user") or target.user,
+                         key_file=_first_key(jf) or target.key_file))
+    return [*jumps, target]
+
+
 class SshTransport:
     name = "ssh"
 
-    def __init__(self, host: str, port: int = 22, user: str | None = None, key_file: str | None = None,
+    def __init__(self, host: str, port: int | None = 22, user: str | None = None, key_file: str | None = None,
                  known_hosts: str | None = None, accept_unknown_host: bool = False,
                  connect_timeout: float = 10, retries: int = 4, backoff_s: float = 1.0,
-                 keepalive_s: int = 15):
-        self.host, self.port, self.user = host, int(port), user
-        self.key_file, self.known_hosts = key_file, known_hosts
+                 keepalive_s: int = 15, ssh_config: str | None = None, proxy_jump: str | None = None):
+        self.route = resolve_route(host, port, user, key_file, ssh_config, proxy_jump)
+        last = self.route[-1]
+        self.alias, self.host, self.port, self.user, self.key_file = host, last.host, last.port, last.user, \
+            last.key_file
+        self.known_hosts = known_hosts
         self.accept_unknown_host = accept_unknown_host
         self.connect_timeout, self.retries, self.backoff_s = connect_timeout, retries, backoff_s
         self.keepalive_s = keepalive_s
         self._client = None
+        self._hops: list = []        # the jump hosts' clients, closed after the login node's
+
+    @classmethod
+    def from_slurm(cls, s, **kw) -> SshTransport:
+        """From the config's slurm section: host, port (only when set in the config, so ssh_config's
+        Port can apply), user, key_file, known_hosts, accept_unknown_host, ssh_config, proxy_jump."""
+        return cls(s.host, s.port if "port" in s.model_fields_set else None, s.user, s.key_file, s.known_hosts,
+                   s.accept_unknown_host, ssh_config=s.ssh_config, proxy_jump=s.proxy_jump, **kw)
 
     def describe(self) -> dict:
-        return {"transport": "ssh", "host": self.host, "port": self.port, "user": self.user,
-                "known_hosts": self.known_hosts, "accept_unknown_host": self.accept_unknown_host}
+        d = {"transport": "ssh", "host": self.host, "port": self.port, "user": self.user,
+             "known_hosts": self.known_hosts, "accept_unknown_host": self.accept_unknown_host}
+        if self.alias != self.host:
+            d["alias"] = self.alias
+        if len(self.route) > 1:
+            d["proxy_jump"] = [h.label() for h in self.route[:-1]]
+        return d
 
-    def _connect(self):
+    def _connect_hop(self, hop: Hop, sock=None):
         import paramiko
 
         client = paramiko.SSHClient()
@@ -122,30 +219,58 @@ class SshTransport:
         client.set_missing_host_key_policy(paramiko.AutoAddPolicy() if self.accept_unknown_host
                                            else paramiko.RejectPolicy())
         try:
-            client.connect(self.host, port=self.port, username=self.user, key_filename=self.key_file,
-                           look_for_keys=self.key_file is None, allow_agent=self.key_file is None,
+            client.connect(hop.host, port=hop.port, username=hop.user, key_filename=hop.key_file,
+                           look_for_keys=hop.key_file is None, allow_agent=hop.key_file is None,
                            timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
-                           auth_timeout=self.connect_timeout)
+                           auth_timeout=self.connect_timeout, sock=sock)
         except paramiko.BadHostKeyException as exc:
             client.close()
-            raise TransportError(f"host key of {self.host}:{self.port} does not match known_hosts: {exc}",
-                                 tip="the login node's key changed; check it, then update known_hosts") from exc
+            raise TransportError(f"host key of {hop.host}:{hop.port} does not match known_hosts: {exc}",
+                                 tip="the host's key changed; check it, then update known_hosts") from exc
         except paramiko.AuthenticationException as exc:
             client.close()
-            raise TransportError(f"ssh authentication to {self.user}@{self.host}:{self.port} failed: {exc}",
-                                 tip="check slurm.user and slurm.key_file") from exc
+            raise TransportError(f"ssh authentication to {hop.label()} failed: {exc}",
+                                 tip="check slurm.user and slurm.key_file (User, IdentityFile in ssh_config)") from exc
         except paramiko.SSHException as exc:
             client.close()
             if "not found in known_hosts" in str(exc):
                 known = self.known_hosts or "~/.ssh/known_hosts"
-                raise TransportError(f"{self.host}:{self.port} is not in known_hosts ({known})",
+                name = hop.host if hop.port == 22 else f"[{hop.host}]:{hop.port}"
+                raise TransportError(f"{hop.host}:{hop.port} is not in known_hosts ({known}; looked up as {name})",
                                      tip="add its key to known_hosts, or set slurm.accept_unknown_host: true "
                                          "if you trust the network") from exc
+            if "No authentication methods" in str(exc):
+                raise TransportError(f"no key to log in to {hop.label()} with (no key file, none in ~/.ssh, "
+                                     "no agent)", tip="set slurm.key_file, or IdentityFile in ssh_config") from exc
             raise
         t = client.get_transport()
         if t is not None:
             t.set_keepalive(self.keepalive_s)
         return client
+
+    def _connect(self):
+        import paramiko
+
+        hops, sock = [], None
+        try:
+            for i, hop in enumerate(self.route):
+                client = self._connect_hop(hop, sock)
+                hops.append(client)
+                if i + 1 < len(self.route):
+                    nxt = self.route[i + 1]
+                    try:
+                        sock = client.get_transport().open_channel(
+                            "direct-tcpip", (nxt.host, nxt.port), ("127.0.0.1", 0), timeout=self.connect_timeout)
+                    except paramiko.ChannelException as exc:
+                        raise TransportError(f"jump host {hop.label()} refused to forward to {nxt.host}:{nxt.port}: "
+                                             f"{exc}", tip="the jump host must allow TCP forwarding "
+                                                           "(AllowTcpForwarding) to the login node") from exc
+        except BaseException:
+            for c in reversed(hops):
+                c.close()
+            raise
+        self._hops = hops[:-1]
+        return hops[-1]
 
     def _ensure(self):
         import paramiko
@@ -194,11 +319,14 @@ class SshTransport:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        if self._client is not None:
-            try:
+        try:
+            if self._client is not None:
                 self._client.close()
-            finally:
-                self._client = None
+        finally:
+            self._client = None
+            for c in reversed(self._hops):
+                c.close()
+            self._hops = []
 
 
 def make_transport(kind: str, **kw) -> Transport:
