@@ -12,6 +12,8 @@ entry saying why). Sources, most precise first:
   for the local Docker cluster, NTP on a real one); a check fails when the clocks visibly disagree.
 * **slurmctld's accounting** (``sacct -D --json``, one record per attempt; ``sacct -D -X -P`` as a
   fallback and cross-check): Submit, Start and End in whole seconds, so an instant T means [T, T+1).
+  With ``slurm.transport: rest`` the same records come from slurmrestd (``GET /slurmdb/<v>/job/<id>``,
+  the shape ``sacct --json`` prints) and there is no ``-P`` text to cross-check; a check names the source.
 * **The harness clock** around ``sbatch``: slurmctld took the job between ``before`` and ``after``.
 
 Allocation of an attempt therefore lies in [Start, batch_start] (and, for the first attempt, not
@@ -109,6 +111,10 @@ def _rows(raw: dict, checks: list) -> list[sp.SlurmJob]:
     elif not js:
         checks.append({"what": "sacct -D --json readable", "ok": False,
                        "detail": f"no JSON records; {len(ps)} rows from sacct -D -X -P used"})
+    acct = raw.get("sacct_json")
+    if isinstance(acct, dict) and acct.get("source") == "slurmrestd":   # slurm.transport rest (records.py)
+        checks.append({"what": "accounting records from slurmrestd (sacct --json's shape, slurmdbd's clocks)",
+                       "ok": bool(js), "detail": f"{acct.get('request')}: HTTP {acct.get('rc')}, {len(js)} attempts"})
     return js or ps
 
 

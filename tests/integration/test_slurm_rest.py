@@ -119,3 +119,33 @@ def test_a_missing_token_fails_at_preflight_with_a_tip(cluster, tmp_path, monkey
     assert rec["status"] == "failed" and rec["error"]["stage"] == "preflight"
     assert f"${TOKEN_ENV} is empty" in rec["error"]["message"]
     assert "scontrol token" in (rec["error"].get("tip") or "")
+
+
+@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+def test_every_api_version_the_harness_speaks_submits_reads_and_cancels(token, version):
+    """One job description serves all three data_parser versions 24.11 offers: exclusive, GPUs per
+    node and the node count arrive; an impossible GPU request is refused at submit in Slurm's words."""
+    from harness.backends.slurm.files import MountTransport
+    from harness.backends.slurm.rest import RestClient, RestScheduler
+    from harness.errors import SubmitError
+
+    url = slurm_docker.read_ssh_settings()["rest_url"]
+    sched = RestScheduler(RestClient(url, "poc", token, f"${TOKEN_ENV}", version),
+                          MountTransport("/shared/poc", "/nonexistent"))
+    slurm_docker.run(slurm_docker.login_exec_argv(["mkdir", "-p", "/shared/poc/itest-rest-versions"]))
+    script = (f"#!/bin/bash\n#SBATCH --job-name=poc-itest-{version} --nodes=2 --exclusive --gpus-per-node=2\n"
+              "#SBATCH --time=00:02:00 --begin=now+600\nsleep 1\n")
+    with pytest.raises(Exception, match="--begin"):    # not mapped: refused before anything is sent
+        sched.submit(script, "/shared/poc/itest-rest-versions")
+    job_id = sched.submit(script.replace(" --begin=now+600", ""), "/shared/poc/itest-rest-versions")
+    try:
+        rc, text, _ = sched.squeue([job_id])
+        (j,) = sp.squeue_json(text)
+        doc = json.loads(text)["jobs"][0]
+        assert rc == 0 and j.name == f"poc-itest-{version}" and j.state.value in ("pending", "starting", "running")
+        assert doc["tres_per_node"] == "gres/gpu:2" and doc["node_count"]["number"] == 2
+        assert doc["shared"] == ["none"]
+    finally:
+        sched.cancel([job_id])
+    with pytest.raises(SubmitError, match="Requested node configuration is not available"):
+        sched.submit("#!/bin/bash\n#SBATCH --nodes=2 --gpus-per-node=8\nsleep 1\n", "/shared/poc/itest-rest-versions")

@@ -259,6 +259,8 @@ def test_evidence_reads_the_rest_raw_record():
     a = st["allocated"]
     assert len(st["attempts"]) == 2 and rows[0].start <= a.lo <= a.hi <= rows[0].start + 1
     assert st["ended"].lo == rows[1].end and st["submitted"] is not None
+    (src,) = [c for c in st["checks"] if "slurmrestd" in c["what"]]
+    assert src["ok"] and src["detail"] == "GET /slurmdb/v0.0.42/job/8: HTTP 200, 2 attempts"
 
 
 def test_a_jwt_in_raw_evidence_would_be_redacted():
