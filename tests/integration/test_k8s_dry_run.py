@@ -1,0 +1,147 @@
+"""The Kubernetes examples (examples/*.yaml) pass a server-side dry-run on the real native cluster.
+
+Each example's rendered ConfigMap and JobSet go to the API server with dryRun=All: the CRD schema,
+JobSet's defaulting and validating webhooks and Kueue's JobSet webhook all see them, nothing is
+created. The examples name a namespace, LocalQueue and kubeconfig of a team's cluster; the test keeps
+everything else and points them at the native cluster: its admin kubeconfig and a scratch namespace
+made for the test (deleted after), with the PriorityClasses the examples name (created if missing,
+deleted after if the test made them). A negative case proves the webhooks are in the path: Kueue's
+refuses a pod template with two topology annotations, which only it checks.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.integration, pytest.mark.k8s]
+
+if os.geteuid() != 0:  # pragma: no cover - depends on the machine
+    pytest.skip("the native cluster needs root", allow_module_level=True)
+
+from harness import config, spec  # noqa: E402
+from harness.backends.k8s import KubernetesBackend  # noqa: E402
+from harness.backends.k8s.api import JOBSETS  # noqa: E402
+from harness.errors import BackendError, ClusterError  # noqa: E402
+from harness.render import jobset as rj  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S_EXAMPLES = [p for p in sorted((ROOT / "examples").glob("*.yaml"))
+                if "k8s" in (yaml.safe_load(p.read_text()).get("platforms") or [])]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from harness.clusters import native_k8s as nk
+    last = None
+    for _attempt in range(3):   # the cluster's owner may be restarting it: be patient
+        try:
+            return nk.up(nodes=3) if not nk.is_up() else nk.info()
+        except ClusterError as exc:
+            last = exc
+            time.sleep(10)
+    pytest.fail(f"the native cluster did not come up: {last}")
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    from kubernetes import client
+    from kubernetes import config as kconfig
+    api = kconfig.new_client_from_config(config_file=str(cluster.kubeconfig))
+    yield client.CoreV1Api(api), client.SchedulingV1Api(api)
+    api.close()
+
+
+@pytest.fixture(scope="module")
+def scratch(admin):
+    """A namespace of the test's own, and the PriorityClasses the examples name."""
+    from kubernetes.client.exceptions import ApiException
+    core, sched = admin
+    ns = f"poc-dryrun-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": ns, "labels": {"poc/test": "dry-run"}}})
+    made = []
+    wanted = {config.load(p).kubernetes.pod.priority_class for p in K8S_EXAMPLES} - {None}
+    for name in sorted(wanted):
+        try:
+            sched.read_priority_class(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            sched.create_priority_class({"metadata": {"name": name, "labels": {"poc/test": "dry-run"}},
+                                         "value": 1000, "description": "test_k8s_dry_run"})
+            made.append(name)
+    yield ns
+    for name in made:
+        sched.delete_priority_class(name)
+    core.delete_namespace(ns)
+
+
+def on_native(path: Path, namespace: str, kubeconfig: Path) -> config.Config:
+    """The example as it is, but for its namespace and kubeconfig (a team's, not this machine's)."""
+    data = yaml.safe_load(path.read_text())
+    data["kubernetes"].update(namespace=namespace, kubeconfig=str(kubeconfig), context=None)
+    return config.from_mapping(data, f"{path.name} on the native cluster")
+
+
+def rendered(cfg: config.Config) -> tuple[KubernetesBackend, rj.K8sJob]:
+    backend = KubernetesBackend.from_config(cfg)
+    first = spec.run_plan(cfg, "k8s")[0]
+    job = backend.render(spec.build(cfg, "k8s", first.run_id, first.fault, first.scenario)).payload
+    return backend, job
+
+
+def dry_run(backend: KubernetesBackend, job: rj.K8sJob) -> tuple[dict, dict]:
+    """(ConfigMap, JobSet) as the API server would store them, after every admission webhook."""
+    c, ns = backend.client, job.namespace
+    cm = c.call("CREATE ConfigMap (dry run)", c.core().create_namespaced_config_map, ns, job.configmap,
+                dry_run="All")
+    js = c.call("CREATE JobSet (dry run)", c.custom().create_namespaced_custom_object, *JOBSETS[:2], ns,
+                JOBSETS.plural, job.jobset, dry_run="All")
+    return c.to_dict(cm), js
+
+
+@pytest.mark.parametrize("path", K8S_EXAMPLES, ids=[p.stem for p in K8S_EXAMPLES])
+def test_example_passes_a_server_side_dry_run(cluster, scratch, path):
+    cfg = on_native(path, scratch, cluster.kubeconfig)
+    backend, job = rendered(cfg)
+    try:
+        cm, js = dry_run(backend, job)
+    finally:
+        backend.client.close()
+    assert cm["metadata"]["name"] == job.configmap["metadata"]["name"]
+    assert js["metadata"]["name"] == job.name and js["metadata"]["namespace"] == scratch
+    # JobSet's defaulting webhook ran: it adds a startup policy the renderer does not write
+    assert js["spec"]["startupPolicy"] == {"startupPolicyOrder": "AnyOrder"}
+    assert js["spec"]["suspend"] is True
+    assert js["metadata"]["labels"][rj.QUEUE_LABEL] == cfg.kubernetes.local_queue
+    # what the example is about survived admission unchanged
+    sent = job.jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    got = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod = cfg.kubernetes.pod
+    assert got["metadata"].get("annotations") == sent["metadata"].get("annotations")
+    for key in ("nodeSelector", "tolerations", "priorityClassName", "hostNetwork", "dnsPolicy"):
+        assert got["spec"].get(key) == sent["spec"].get(key), key
+    c = got["spec"]["containers"][0]
+    assert c["resources"] == sent["spec"]["containers"][0]["resources"]
+    for name, qty in {"nvidia.com/gpu": str(cfg.resources.gpus_per_node), **pod.extra_resources}.items():
+        assert c["resources"]["limits"][name] == qty, name
+    assert c["securityContext"]["capabilities"]["add"] == pod.capabilities
+    assert {e["name"]: e.get("value") for e in c["env"]}.items() >= cfg.fabric.env.items()
+
+
+def test_the_dry_run_reaches_kueues_webhook(cluster, scratch):
+    """Two topology annotations on one pod set are refused by Kueue's JobSet webhook alone (the config
+    refuses them too, so the rendered JobSet is edited here): the dry-run is not a schema check only."""
+    path = next(p for p in K8S_EXAMPLES if config.load(p).kubernetes.topology_required)
+    backend, job = rendered(on_native(path, scratch, cluster.kubeconfig))
+    pod = job.jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-preferred-topology"] = "kubernetes.io/hostname"
+    try:
+        with pytest.raises(BackendError, match="topology annotation"):
+            dry_run(backend, job)
+    finally:
+        backend.client.close()
