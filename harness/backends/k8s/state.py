@@ -15,6 +15,7 @@ Where the numbers come from (the API's timestamps have 1 s resolution, events mi
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from ...render import jobset as rj
@@ -37,6 +38,13 @@ STATE_TABLE: dict[str, JobState] = {
 IMAGE_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
                 "CreateContainerConfigError", "CreateContainerError"}
 RESTART_LABEL = rj.RESTART_ANNOTATION     # JobSet puts the attempt on each pod as a label too
+# The scheduler's verdict on a pod no node can take, as kube-scheduler 1.34 words it (recorded:
+# tests/fixtures/k8s/impossible): "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. ...,
+# preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling." Preemption is
+# "not helpful" on a node whose filter failure is UnschedulableAndUnresolvable: a request above the
+# node's allocatable, an untolerated taint, a selector that does not match. A node that is merely
+# busy says "No preemption victims found" instead, and the pod waits.
+_NOT_HELPFUL = re.compile(r"preemption: 0/(\d+) nodes are available: (\d+) Preemption is not helpful for scheduling")
 
 
 def get(obj, *path, default=None):
@@ -127,6 +135,10 @@ def native_state(nodes: int, j: dict | None, w: dict | None, pods: list[dict]) -
     if len(current) < nodes or unsched:
         msg = next((str(c.get("message")) for p in unsched for c in items(p, "status", "conditions")
                     if c.get("type") == "PodScheduled" and c.get("message")), "")
+        # the first attempt only: after a lost node, a recreated set may see every node unresolvable
+        # for a moment (the lost one tainted, the others still holding terminating pods)
+        if not restarts and no_node_can_ever(msg):
+            return Verdict("Unrunnable", f"no node can ever hold pod {get(unsched[0], 'metadata', 'name')}: {msg}")
         return Verdict("Restarting" if restarts else "PodsUnscheduled", msg, unsched[0] if unsched else None)
     if all(phase(p) == "Running" for p in current):
         return Verdict("Running")
@@ -137,6 +149,12 @@ def native_state(nodes: int, j: dict | None, w: dict | None, pods: list[dict]) -
     if restarts and any(phase(p) != "Pending" for p in current):
         return Verdict("Restarting")
     return Verdict("PodsStarting")
+
+
+def no_node_can_ever(message: str) -> bool:
+    """The scheduler says that preemption could help on no node (every node is unresolvable)."""
+    m = _NOT_HELPFUL.search(message or "")
+    return bool(m) and int(m.group(1)) > 0 and m.group(1) == m.group(2)
 
 
 def requests_of(pod: dict) -> dict[str, float]:
