@@ -57,7 +57,8 @@ def k8s():
 
 @pytest.fixture(scope="module")
 def slurm():
-    return slurm_docker.up()
+    # the release the other Slurm tests run (test_slurm_runs.py), so this one never rebuilds the cluster
+    return slurm_docker.up(release=os.environ.get("POC_SLURM_RELEASE", "trixie"))
 
 
 def _admin(info):
