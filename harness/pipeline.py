@@ -237,6 +237,13 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
             times.update(collected.times)
         except Exception as exc:  # noqa: BLE001 - the record is written whatever collect raised
             record["collect_error"] = str(exc)[:500]
+    if handle is not None:
+        try:   # after collect and cancel: the run's files on the cluster are removed or kept (keep_run_files)
+            record["cleanup"] = cleanup_run(backend, handle, record, ctx.cfg.keep_run_files)
+            if blocker is not None:
+                record["cleanup"]["blocker"] = cleanup_run(backend, blocker.handle, record, ctx.cfg.keep_run_files)
+        except KeyboardInterrupt:
+            record["cleanup"], interrupted = {"warning": "interrupted during cleanup: files kept"}, True
     record["finished_at"] = ctx.clock()
     usage1 = provenance.own_usage()
     # The harness's own footprint while it watched this run (benchmarks/observation_latency.py prints it).
@@ -263,6 +270,16 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     if interrupted:
         raise KeyboardInterrupt
     return record
+
+
+def cleanup_run(backend: Backend, h: Handle, record: dict, keep: str) -> dict:
+    """backend.cleanup for a finished run; a failure is a warning in the record, not a failed run."""
+    if "cancel_error" in record:   # the job may still be running in its directory
+        return {"removed": [], "kept": ["all"], "reason": "cancel failed: the job may still be running"}
+    try:
+        return backend.cleanup(h, record.get("status") == "ok", keep)
+    except Exception as exc:  # noqa: BLE001 - the files stay; the record says why
+        return {"removed": [], "warning": f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"[:500]}
 
 
 BackendFactory = Callable[[str], Backend]

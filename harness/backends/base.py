@@ -94,6 +94,31 @@ def no_journal(_handle: Handle) -> None:
     pass
 
 
+DESTRUCTIVE_FAULTS = frozenset({"lose_node"})
+
+
+def require_destructive_allowed(kind: str, allowed: bool, platform: str) -> None:
+    """The backend's own check of the config's opt-in (config validation is the first): a fault that
+    takes a node away from a shared cluster is refused unless allow_destructive_faults is true."""
+    if kind in DESTRUCTIVE_FAULTS and not allowed:
+        from ..errors import BackendError
+        raise BackendError(f"{kind} on {platform} takes a node away from the cluster and "
+                           "allow_destructive_faults is false",
+                           tip="set allow_destructive_faults: true in the config (the fault touches only nodes "
+                               "the run holds)")
+
+
+def keep_reason(ok: bool, keep: str) -> str | None:
+    """Why a run's files stay on the cluster under keep_run_files, or None when they are removed."""
+    if keep == "always":
+        return "keep_run_files: always"
+    if keep == "on_failure" and not ok:
+        return "the run did not succeed (keep_run_files: on_failure)"
+    if keep not in ("always", "on_failure", "never"):
+        return f"unknown keep_run_files {keep!r}"
+    return None
+
+
 class Backend(abc.ABC):
     platform: str = ""
 
@@ -125,6 +150,13 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def cancel(self, handle: Handle) -> None:
         """Stop and remove what the run created. Idempotent; must not raise for an already-gone job."""
+
+    def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:
+        """After collect and cancel: remove the run's files on the cluster (Slurm run directory,
+        Kubernetes checkpoint sub-path) unless keep_run_files keeps them (``keep_reason``). Returns
+        what was done for the run record: {"removed": [...], "kept": [...], "reason": ...}; a
+        failure is raised and recorded as a warning, never fails the run. Default: nothing to do."""
+        return {}
 
     def supported_faults(self) -> set[str]:
         return set()

@@ -337,12 +337,21 @@ class Docker:
         return Result(tuple(argv), 0, "", "")
 
 
+def held_squeue(argv):
+    """squeue as recorded while job 10 ran on c[1-2], with job 11 beside it on c1 (guard.py's checks)."""
+    guard_fix = FIX / "trixie" / "guard"
+    if "--json" in argv:
+        return 0, (guard_fix / "squeue_job.json").read_text(), ""
+    node = next(a.split("=", 1)[1] for a in argv if a.startswith("--nodelist="))
+    return 0, (guard_fix / f"squeue_{node}.txt").read_text(), ""
+
+
 def docker_backend(sinfo=(0, "idle\n", ""), **kw):
     cfg = config.from_mapping({"platforms": ["slurm"]})
     docker = Docker()
-    be = SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo}), docker={"login": "l", "controller": "ctl",
-                                                                     "nodes": {"c2": "poc-slurm-c2"}},
-                      docker_runner=docker, sleep=lambda _s: None, **kw)
+    be = SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue}),
+                      docker={"login": "l", "controller": "ctl", "nodes": {"c2": "poc-slurm-c2"}},
+                      docker_runner=docker, sleep=lambda _s: None, allow_destructive_faults=True, **kw)
     return be, docker
 
 
@@ -356,7 +365,7 @@ def test_kill_rank_goes_through_srun_overlap_on_the_ranks_node():
 
 def test_lose_node_is_journalled_before_the_container_is_killed():
     be, docker = docker_backend()
-    h = handle()
+    h = handle("10")
     journalled = []
 
     def journal(hh):   # what a crash right now would leave on disk
@@ -370,14 +379,16 @@ def test_lose_node_is_journalled_before_the_container_is_killed():
 
 
 def test_lose_node_without_docker_is_journalled_before_scontrol():
-    be, _ = make({})
-    h = handle()
+    be, _ = make({"squeue": held_squeue}, allow_destructive_faults=True)
+    h = handle("10")
     seen = []
-    be.inject(h, "lose_node", {"rank": 1, "host": "c3", "pid": 1},
+    be.inject(h, "lose_node", {"rank": 1, "host": "c2", "pid": 1},
               journal=lambda hh: seen.append((list(hh.data["lost_nodes"]), len(be.t.calls))))
-    # before the journal only a read: the node's record as slurmctld has it (raw evidence)
-    assert seen == [(["c3"], 1)] and be.t.calls[0][0] == ["scontrol", "show", "node", "-o", "c3"]
-    assert be.t.calls[-1][0][:3] == ["scontrol", "update", "nodename=c3"]
+    # before the journal only reads: which nodes the job holds and who else runs there (guard.py), and
+    # the node's record as slurmctld has it (raw evidence)
+    assert seen == [(["c2"], 3)] and [c[0][0] for c in be.t.calls[:2]] == ["squeue", "squeue"]
+    assert be.t.calls[2][0] == ["scontrol", "show", "node", "-o", "c2"]
+    assert be.t.calls[-1][0][:3] == ["scontrol", "update", "nodename=c2"]
     assert [r["when"] for r in h.data["node_records"]] == ["inject"]
 
 
@@ -385,7 +396,7 @@ def test_lose_node_without_docker_is_journalled_before_scontrol():
 def test_cancel_after_a_crash_brings_the_node_back_whether_or_not_it_went(fault_took_effect):
     """--resume: a fresh backend cancels the handle as the in-flight record kept it."""
     be, _ = docker_backend()
-    h = handle()
+    h = handle("10")
     saved = []
     if fault_took_effect:
         be.inject(h, "lose_node", {"rank": 1, "host": "c2", "pid": 1}, journal=lambda hh: saved.append(hh.to_json()))
@@ -395,7 +406,7 @@ def test_cancel_after_a_crash_brings_the_node_back_whether_or_not_it_went(fault_
     fresh, docker2 = docker_backend()
     again = Handle.from_json(json.loads(json.dumps(saved[-1])))
     fresh.cancel(again)
-    assert [c[0] for c in fresh.t.calls] == [["scancel", "2"], ["sinfo", "-h", "-n", "c2", "-o", "%T"],
+    assert [c[0] for c in fresh.t.calls] == [["scancel", "10"], ["sinfo", "-h", "-n", "c2", "-o", "%T"],
                                              ["scontrol", "show", "node", "-o", "c2"]]   # once back: evidence
     assert again.data["node_records"][-1]["when"] == "restore"
     assert docker2.ran == [["docker", "start", "poc-slurm-c2"]]

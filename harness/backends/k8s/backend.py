@@ -23,8 +23,19 @@ from ...paths import NATIVE_K8S_CLUSTER, cluster_state_dir
 from ...render import jobset as rj
 from ...spec import JobSpec, build
 from ...states import JobState
-from ..base import Backend, Collected, FaultRecord, Handle, Journal, Observation, Rendered, no_journal
-from . import evidence_raw, faults, preflight
+from ..base import (
+    Backend,
+    Collected,
+    FaultRecord,
+    Handle,
+    Journal,
+    Observation,
+    Rendered,
+    keep_reason,
+    no_journal,
+    require_destructive_allowed,
+)
+from . import cleanup, evidence_raw, faults, preflight
 from . import state as st
 from .api import JOBSETS, K8sClient, api_message, is_connection_error, retry_webhook
 from .logfollow import Followers
@@ -70,8 +81,9 @@ class KubernetesBackend(Backend):
     def __init__(self, cfg: Kubernetes, client: K8sClient, *, image: str, checkpoint_root: str,
                  checkpoint_pvc: str | None = None, local_cluster: bool = False, setup_spec: JobSpec | None = None,
                  queue_jobs: int = 1, query_budget: int = 5, use_watches: bool = True, follow_logs: bool = True,
-                 power=None, trace=None, node_faults: bool = False):
+                 power=None, trace=None, node_faults: bool = False, allow_destructive_faults: bool = False):
         self.cfg = cfg
+        self.allow_destructive_faults = allow_destructive_faults   # the config's opt-in, checked again at inject
         self.node_faults = node_faults      # a lose_node fault is configured (and allowed): RBAC for nodes
         self.client = client
         self.image = image
@@ -116,7 +128,8 @@ class KubernetesBackend(Backend):
         return cls(k, K8sClient(kubeconfig, k.context), image=image, checkpoint_root=ckpt,
                    checkpoint_pvc=k.checkpoint_pvc, local_cluster=local, power=power,
                    setup_spec=build(cfg, "k8s", "k8s-setup", None),
-                   node_faults=cfg.allow_destructive_faults and any(f.kind == "lose_node" for f in cfg.faults))
+                   node_faults=cfg.allow_destructive_faults and any(f.kind == "lose_node" for f in cfg.faults),
+                   allow_destructive_faults=cfg.allow_destructive_faults)
 
     def render(self, spec: JobSpec) -> Rendered:
         job = rj.render_jobset(spec, self.cfg, self.image, self.checkpoint_root, self.checkpoint_pvc)
@@ -135,7 +148,7 @@ class KubernetesBackend(Backend):
         return preflight.check(self.client, self.cfg, image=self.image, local=self.local,
                                checkpoint=({"pvc": self.checkpoint_pvc} if self.checkpoint_pvc
                                            else {"host_path": self.checkpoint_root}),
-                               setup=self.setup_report)
+                               setup=self.setup_report, spec=self.setup_spec)
 
     def setup_local(self) -> dict:
         """The local cluster only: nodes a crashed campaign left powered off come back; then the
@@ -185,6 +198,7 @@ class KubernetesBackend(Backend):
                               tip="is the cluster up? `poc cluster status --k8s`") from None
         self._runs[spec.run_id] = _RunState()
         data = {"namespace": ns, "name": job.name, "uid": created["metadata"]["uid"], "configmap": cm,
+                "campaign": spec.campaign,
                 "nodes": spec.nodes, "checkpoint_path": job.checkpoint_path, "checkpoint_pvc": job.checkpoint_pvc,
                 "submit_returned": stamp["after"], "lost_nodes": [], "cordoned": []}
         if self.power is not None:
@@ -315,6 +329,7 @@ class KubernetesBackend(Backend):
         return {"kill_rank", "delete_pod", "lose_node"}
 
     def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
+        require_destructive_allowed(kind, self.allow_destructive_faults, "k8s")
         return faults.inject(self.client, handle, kind, target_event, journal, power=self.power)
 
     def restore_lost_nodes(self) -> list[str]:
@@ -374,6 +389,20 @@ class KubernetesBackend(Backend):
             if js is None and not pods:
                 return
             time.sleep(1)
+
+    def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:
+        """The run's checkpoint sub-path, once collected, unless keep_run_files keeps it (cleanup.py)."""
+        d = handle.data
+        pvc, path, campaign = d.get("checkpoint_pvc"), d.get("checkpoint_path") or "", d.get("campaign") or ""
+        where = f"pvc {pvc}:{path}" if pvc else path
+        if (why := keep_reason(ok, keep)) is not None:
+            return {"removed": [], "kept": [where], "reason": why}
+        if pvc:
+            return cleanup.run_cleanup_pod(self.client, self.cfg, self.image, pvc, campaign, handle.run_id)
+        if self._on_volume(handle):
+            return cleanup.remove_host_path(self.checkpoint_root, path, campaign, handle.run_id)
+        return {"removed": [], "kept": [where],
+                "reason": "a hostPath on the cluster's nodes is not reachable from here; remove it on each node"}
 
     def cancel(self, handle: Handle) -> None:
         ns, name = handle.data["namespace"], handle.data["name"]

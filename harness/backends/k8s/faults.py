@@ -1,8 +1,14 @@
 """Faults on Kubernetes, aimed at the pod that ran a given rank: kill_rank, delete_pod, lose_node.
 
 lose_node on the native cluster is a power loss (harness/clusters/k8s/power.py); elsewhere it is a
-cordon plus eviction of the node's pods. Either way, what the fault changes outside the job is
-written into the handle and persisted (journal) before it happens, and ``restore`` undoes it.
+cordon plus eviction of this run's pods on the node. Either way, what the fault changes outside the
+job is written into the handle and persisted (journal) before it happens, and ``restore`` undoes it.
+
+Shared clusters (``held_node``): the node must be where a Running pod of this very JobSet (its uid)
+runs, and not already cordoned by someone else (the harness's uncordon would undo theirs). Other
+users' pods on the node are no reason to refuse: a cordon only stops new placements, and only this
+JobSet's pods are evicted; the node is marked with CORDONED_BY so that ``restore`` uncordons only a
+cordon of this run, and does nothing to a node that is already back.
 """
 from __future__ import annotations
 
@@ -13,9 +19,10 @@ from ...errors import BackendError, PocError
 from ...render import jobset as rj
 from ..base import FaultRecord, Handle, Journal
 from .api import K8sClient, parse_time
-from .evidence_raw import note_node
+from .evidence_raw import JOBSET_UID_LABEL, note_node
 from .state import RESTART_LABEL, get, items
 
+CORDONED_BY = "poc/cordoned-by-run"   # node annotation: which run's lose_node cordoned it
 OUT_OF_SERVICE = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
 RECOVERY_CHAIN = ("node-monitor grace period -> NotReady + unreachable taint -> toleration_seconds -> "
                   "eviction (a failed Job) -> JobSet restart; the lost node's pods stay Terminating "
@@ -57,6 +64,7 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
         return FaultRecord(kind, t, target, {"how": "DELETE pod (default grace period)",
                                              "grace_s": get(pod, "spec", "terminationGracePeriodSeconds")})
     if kind == "lose_node":
+        held_node(client, h, pod, node)
         if power is not None and node in power.native_nodes():
             link = power.bridge_of(node)
             h.data.setdefault("lost_nodes", []).append(node)
@@ -70,19 +78,45 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
             except PocError as exc:
                 raise BackendError(exc.message, tip=exc.tip) from None
             return FaultRecord(kind, t, target, {**detail, "recovery_chain": RECOVERY_CHAIN})
-        h.data.setdefault("cordoned", []).append(node)
+        if node not in h.data.setdefault("cordoned", []):
+            h.data["cordoned"].append(node)
         journal(h)
         note_node(client, h, node, "before the fault")
         t = time.time()
-        client.call("PATCH node (cordon)", core.patch_node, node, {"spec": {"unschedulable": True}})
+        client.call("PATCH node (cordon)", core.patch_node, node,
+                    {"metadata": {"annotations": {CORDONED_BY: h.run_id}}, "spec": {"unschedulable": True}})
         evicted = []
-        for p in client.call("LIST pods on node", core.list_namespaced_pod, ns,
-                             field_selector=f"spec.nodeName={node}").items:
-            body = k.V1Eviction(metadata=k.V1ObjectMeta(name=p.metadata.name, namespace=ns))
-            client.call("CREATE eviction", core.create_namespaced_pod_eviction, p.metadata.name, ns, body)
-            evicted.append(p.metadata.name)
-        return FaultRecord(kind, t, target, {"how": "cordon + evict the node's pods", "evicted": evicted})
+        for p in map(client.to_dict, client.call(
+                "LIST pods on node", core.list_namespaced_pod, ns, field_selector=f"spec.nodeName={node}",
+                label_selector=f"{rj.JOBSET_NAME_LABEL}={h.data['name']}").items):
+            pname = get(p, "metadata", "name")
+            body = k.V1Eviction(metadata=k.V1ObjectMeta(name=pname, namespace=ns))
+            client.call("CREATE eviction", core.create_namespaced_pod_eviction, pname, ns, body)
+            evicted.append(pname)
+        return FaultRecord(kind, t, target, {"how": "cordon + evict this run's pods on the node", "evicted": evicted})
     raise BackendError(f"fault {kind!r} is not available on Kubernetes", tip="use kill_rank, delete_pod or lose_node")
+
+
+def held_node(client: K8sClient, h: Handle, pod: dict, node: str | None) -> None:
+    """Refuse (BackendError) unless node runs a Running pod of this JobSet and nobody else cordoned it."""
+    def refuse(why: str, tip: str) -> BackendError:
+        return BackendError(f"lose_node refused: {why}", tip=tip)
+    name = get(pod, "metadata", "name")
+    labels = get(pod, "metadata", "labels", default={}) or {}
+    if labels.get(rj.JOBSET_NAME_LABEL) != h.data.get("name") or (
+            h.data.get("uid") and labels.get(JOBSET_UID_LABEL, h.data["uid"]) != h.data["uid"]):
+        raise refuse(f"pod {name} is not a pod of this run's JobSet {h.data.get('name')}",
+                     tip="the fault touches only nodes the run holds")
+    if not node or get(pod, "status", "phase") != "Running":
+        raise refuse(f"pod {name} is {get(pod, 'status', 'phase') or 'unknown'}"
+                     + (f" on node {node}" if node else " and on no node"),
+                     tip="the fault is aimed at a node where the run's pod is running; choose another at_step")
+    n = client.to_dict(client.call("GET node", client.core().read_node, node))
+    mark = (get(n, "metadata", "annotations", default={}) or {}).get(CORDONED_BY)
+    if get(n, "spec", "unschedulable") and mark != h.run_id:
+        raise refuse(f"node {node} is already cordoned" + (f" (by run {mark})" if mark else " by someone else"),
+                     tip="the harness would undo that cordon when it restores the node; wait until it is "
+                         "uncordoned, or drop the lose_node fault")
 
 
 def ledger_path(h: Handle) -> Path:
@@ -144,11 +178,32 @@ def restore(client: K8sClient, h: Handle, *, power=None, ready_wait_s: float = 9
                 note_node(client, h, node, "restored", n)
                 break
             sleep(1)
-    for node in h.data.get("cordoned") or []:
-        client.call("PATCH node (uncordon)", core.patch_node, node, {"spec": {"unschedulable": False}})
-    h.data["lost_nodes"], h.data["cordoned"] = [], []
+    h.data["lost_nodes"] = []
+    for node in list(h.data.get("cordoned") or []):
+        uncordon(client, h, node)
+        h.data["cordoned"].remove(node)
+    h.data["cordoned"] = []
     if power is not None and h.data.get("ledger"):
         power.Ledger(ledger_path(h)).drop(h.run_id)
+
+
+def uncordon(client: K8sClient, h: Handle, node: str) -> str:
+    """Undo this run's cordon of node; what was done. Idempotent: a node that is gone, already
+    schedulable, or cordoned by someone else (no CORDONED_BY mark of this run) is left as it is."""
+    core = client.core()
+    n = client.call("GET node", core.read_node, node, missing_ok=True)
+    if n is None:
+        return "node gone"
+    n = client.to_dict(n)
+    mark = (get(n, "metadata", "annotations", default={}) or {}).get(CORDONED_BY)
+    if mark is not None and mark != h.run_id:
+        return f"cordoned by run {mark}: left"
+    if mark is None:
+        # the journal is written before the cordon: a crash in between leaves no cordon of ours
+        return "not cordoned by this run: left" if get(n, "spec", "unschedulable") else "already schedulable"
+    client.call("PATCH node (uncordon)", core.patch_node, node,
+                {"metadata": {"annotations": {CORDONED_BY: None}}, "spec": {"unschedulable": False}})
+    return "uncordoned"
 
 
 def restore_ledger(client: K8sClient, power, ledger) -> list[str]:

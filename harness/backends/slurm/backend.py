@@ -36,9 +36,20 @@ from ...render.sbatch import render_sbatch
 from ...spec import JobSpec
 from ...states import JobState
 from ...transports import LocalTransport, Transport, make_transport
-from ..base import Backend, Collected, FaultRecord, Handle, Journal, Observation, Rendered, no_journal
+from ..base import (
+    Backend,
+    Collected,
+    FaultRecord,
+    Handle,
+    Journal,
+    Observation,
+    Rendered,
+    keep_reason,
+    no_journal,
+    require_destructive_allowed,
+)
 from . import eventfiles as ef
-from . import records
+from . import guard, records
 from .scheduler import CliScheduler, Scheduler
 
 _TAIL_OUTPUTS = 'for f in "$1"/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; tail -c 200000 "$f"; }; done; true'
@@ -90,8 +101,9 @@ class SlurmBackend(Backend):
 
     def __init__(self, cfg: Slurm, transport: Transport, docker: dict | None = None,
                  query_budget: int = 5, docker_runner=subprocess.run, clock=time.monotonic, sleep=time.sleep,
-                 scheduler: Scheduler | None = None):
+                 scheduler: Scheduler | None = None, allow_destructive_faults: bool = False):
         self.cfg = cfg
+        self.allow_destructive_faults = allow_destructive_faults   # the config's opt-in, checked again at inject
         self.t = transport            # files: the run directory, event files, outputs (and srun for kill_rank)
         self.sched = scheduler or CliScheduler(transport)   # slurmctld/slurmdbd: the CLI, or slurmrestd
         self.docker = docker or None   # the local Docker cluster's container names, for node faults
@@ -120,7 +132,7 @@ class SlurmBackend(Backend):
                 files, sched, docker = rest_parts(s, docker_cluster_settings(s.connection_file))
             except PocError as exc:   # no url, token or login node: rendering still works, preflight says why
                 return cls(s, _Unconfigured(exc.message, exc.tip))
-            return cls(s, files, docker=docker, scheduler=sched)
+            return cls(s, files, docker=docker, scheduler=sched, allow_destructive_faults=cfg.allow_destructive_faults)
         if s.transport == "ssh" and not s.host:
             settings = docker_cluster_settings(s.connection_file)
             if settings is None:
@@ -151,7 +163,7 @@ class SlurmBackend(Backend):
             t = LocalTransport(prefix)
         else:
             t = make_transport(s.transport)
-        return cls(s, t, docker=docker)
+        return cls(s, t, docker=docker, allow_destructive_faults=cfg.allow_destructive_faults)
 
     # ------------------------------------------------------------------ helpers
     def _q(self, argv, *, env=None, timeout=60, input=None):
@@ -215,6 +227,7 @@ class SlurmBackend(Backend):
         self._first.pop(spec.run_id, None)
         return Handle("slurm", spec.run_id, [job_id], submitted,
                       data={"job_id": job_id, "run_dir": job.run_dir, "events_dir": job.events_dir,
+                            "campaign": spec.campaign,
                             "lost_nodes": [], "submit_returned_at": returned})
 
     def _look(self, job_ids: list[str], runs: list[ef.RunFiles]) -> ef.Look | None:
@@ -315,8 +328,12 @@ class SlurmBackend(Backend):
             self.t.run(argv, timeout=60)
             return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "srun --overlap"})
         if kind == "lose_node":
+            require_destructive_allowed(kind, self.allow_destructive_faults, "slurm")
             if not host:
                 raise BackendError("lose_node: the triggering event names no host")
+            # only a node this job holds, and holds alone (guard.py); Slurm's own name for it from here on
+            shell = self.t if self.sched.name == "cli" else getattr(self.sched, "shell", None)
+            host = guard.held_node(self.sched, shell, str(job_id), host)
             container = (self.docker or {}).get("nodes", {}).get(host)
             # On disk before the node goes: after a crash from here on, cancel() at --resume brings it back.
             lost = handle.data.setdefault("lost_nodes", [])
@@ -432,3 +449,13 @@ class SlurmBackend(Backend):
     def cancel(self, handle: Handle) -> None:
         self.sched.cancel(list(handle.ids))
         self._restore_nodes(handle)
+
+    def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:
+        """The run directory (script, workload, event files, outputs, checkpoints): removed once the
+        run is collected, unless keep_run_files keeps it. Only <workdir>/<campaign>/<run_id> (guard.py)."""
+        rdir = handle.data.get("run_dir", "")
+        if (why := keep_reason(ok, keep)) is not None:
+            return {"removed": [], "kept": [rdir], "reason": why}
+        path = guard.run_dir_to_remove(rdir, self.cfg.workdir, handle.data.get("campaign", ""), handle.run_id)
+        self.t.run(["rm", "-rf", "--", path], timeout=120)
+        return {"removed": [path], "kept": []}

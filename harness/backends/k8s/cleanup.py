@@ -1,0 +1,97 @@
+"""Removing a finished run's checkpoint sub-path (its checkpoints and event files) on Kubernetes.
+
+* The native cluster: the hostPath directory is on this machine (<checkpoint_root>/<campaign>/<run_id>).
+* A PersistentVolumeClaim: only a pod can reach it, so a short cleanup pod (render/cleanup.py) runs
+  ``rm -rf -- /poc-run/<campaign>/<run_id>``, is waited for with a time-out, and is deleted after.
+* A hostPath on a real cluster's nodes: not reachable from here; kept, and the record says so.
+
+The caller (KubernetesBackend.cleanup, after collect and cancel) decides whether to remove at all
+(keep_run_files); a failure here is a warning in the run record, never a failed run.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from ...config import Kubernetes
+from ...errors import BackendError
+from ...render import cleanup as rc
+from .api import K8sClient
+from .state import get
+
+
+def host_path_dir(root: str, path: str, campaign: str, run_id: str) -> Path:
+    """path, checked to be exactly <root>/<campaign>/<run_id>: an rmtree never reaches elsewhere."""
+    try:
+        rc.cleanup_target(campaign, run_id)   # plain names only
+    except ValueError as exc:
+        raise BackendError(f"refusing to remove {path!r}: {exc}", tip="nothing was removed") from None
+    want = Path(os.path.normpath(root)) / campaign / run_id
+    got = Path(os.path.normpath(path))
+    if got != want or not want.is_absolute():
+        raise BackendError(f"refusing to remove {path!r}: not the run's directory {str(want)!r} under the "
+                           "checkpoint root", tip="report this as a harness bug; nothing was removed")
+    return got
+
+
+def remove_host_path(root: str, path: str, campaign: str, run_id: str) -> dict:
+    d = host_path_dir(root, path, campaign, run_id)
+    if d.exists():
+        shutil.rmtree(d)
+    try:
+        d.parent.rmdir()     # the campaign's directory, once its last run is gone
+    except OSError:
+        pass
+    return {"removed": [str(d)], "kept": []}
+
+
+def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str, *,
+                    timeout_s: float = 180, clock=time.monotonic, sleep=time.sleep) -> dict:
+    """Run the cleanup pod to completion (or timeout_s); it is deleted whatever happened."""
+    pod = rc.cleanup_pod(k, image, pvc, campaign, run_id)
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    core = client.core()
+    target = f"pvc {pvc}:{rc.cleanup_target(campaign, run_id)}"
+    client.call("DELETE pod (old cleanup)", core.delete_namespaced_pod, name, ns, grace_period_seconds=0,
+                missing_ok=True)
+    _wait_gone(client, ns, name, clock, sleep, 60)
+    start = clock()
+    client.call("CREATE pod (cleanup)", core.create_namespaced_pod, ns, pod)
+    phase, reason = "Pending", ""
+    try:
+        while clock() - start < timeout_s:
+            p = client.call("GET pod (cleanup)", core.read_namespaced_pod, name, ns, missing_ok=True)
+            p = client.to_dict(p) if p is not None else {}
+            phase = get(p, "status", "phase", default="Pending")
+            if phase in ("Succeeded", "Failed"):
+                break
+            waiting = [get(c, "state", "waiting", "reason") for c in get(p, "status", "containerStatuses",
+                                                                           default=[]) or []]
+            reason = next((w for w in waiting if w), "") or get(p, "status", "reason", default="")
+            sleep(1)
+        took = round(clock() - start, 3)
+        if phase == "Succeeded":
+            return {"removed": [target], "kept": [], "pod": name, "seconds": took}
+        log = ""
+        if phase == "Failed":
+            try:
+                log = str(core.read_namespaced_pod_log(name, ns, _request_timeout=10))[-500:]
+            except Exception:  # noqa: BLE001 - the log is a nicety; the phase already says it failed
+                log = ""
+        raise BackendError(f"cleanup pod {ns}/{name} {phase.lower()} after {took:g} s"
+                           + (f" ({reason})" if reason and phase != "Failed" else "")
+                           + (f": {log.strip()}" if log.strip() else ""),
+                           tip=f"{target} may remain; remove it by hand, or set keep_run_files: always")
+    finally:
+        client.call("DELETE pod (cleanup)", core.delete_namespaced_pod, name, ns, grace_period_seconds=0,
+                    missing_ok=True)
+
+
+def _wait_gone(client: K8sClient, ns: str, name: str, clock, sleep, wait_s: float) -> None:
+    deadline = clock() + wait_s
+    while clock() < deadline:
+        if client.call("GET pod", client.core().read_namespaced_pod, name, ns, missing_ok=True) is None:
+            return
+        sleep(1)

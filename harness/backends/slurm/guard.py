@@ -1,0 +1,112 @@
+"""Shared-cluster safety on Slurm: a lose_node fault may take down only a node this run holds alone,
+and a run's directory is removed only under slurm.workdir/<campaign>/<run_id>.
+
+A node set DOWN (or its container killed) kills every job on it. Slurm's select/cons_tres packs
+jobs that do not ask for whole nodes onto the same node (recorded here: a 1-node job placed on c1
+beside a 2-node job, tests/fixtures/slurm/trixie/guard/), so "the node is in our allocation" is not
+enough on a shared cluster: no other job may be running there either.
+"""
+from __future__ import annotations
+
+import re
+from itertools import product
+from posixpath import normpath
+
+from ... import slurm_parse as sp
+from ...errors import BackendError, CommandError, TransportError
+from ...states import JobState
+
+OTHER_JOB_STATES = "RUNNING,COMPLETING,SUSPENDED,CONFIGURING"
+_GROUP = re.compile(r"\[([^\]]*)\]")
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Slurm's hostlist syntax (``c[1-3,7],gpu-a[01-02]b``, several bracket groups) -> host names,
+    zero padding kept, as ``scontrol show hostnames`` prints them."""
+    items, depth, cur = [], 0, ""
+    for ch in (expr or "").strip():
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    items.append(cur)
+    out: list[str] = []
+    for item in filter(None, (i.strip() for i in items)):
+        parts = _GROUP.split(item)   # text, group, text, group, ..., text
+        choices = [[p] if i % 2 == 0 else _range(p) for i, p in enumerate(parts)]
+        out += ["".join(c) for c in product(*choices)]
+    return out
+
+
+def _range(group: str) -> list[str]:
+    out = []
+    for piece in group.split(","):
+        lo, _, hi = piece.strip().partition("-")
+        if not hi:
+            out.append(lo)
+            continue
+        width = len(lo) if lo.startswith("0") else 0
+        out += [str(n).zfill(width) for n in range(int(lo), int(hi) + 1)]
+    return out
+
+
+def _same_host(host: str, node: str) -> bool:
+    """A rank's hostname may be the node's FQDN while Slurm names it by its short name."""
+    return host == node or host.split(".")[0] == node.split(".")[0]
+
+
+def refuse(message: str, tip: str) -> BackendError:
+    return BackendError(f"lose_node refused: {message}", tip=tip)
+
+
+def held_node(sched, shell, job_id: str, host: str) -> str:
+    """The Slurm name of the node ``host`` if job_id is running on it and no other job is; else
+    BackendError. ``shell``: a transport that runs squeue (None: slurmrestd with files: mount)."""
+    try:
+        rc, out, err = sched.squeue([job_id])
+    except (TransportError, CommandError) as exc:
+        raise refuse(f"could not ask Slurm which nodes job {job_id} holds: {exc}",
+                     tip="the fault is skipped rather than aimed at a node the run may not hold") from None
+    job = next((j for j in sp.squeue_json(out) if j.job_id == str(job_id)), None)
+    if job is None:
+        raise refuse(f"squeue does not list job {job_id} (rc {rc}{': ' + err.strip()[:200] if err.strip() else ''})",
+                     tip="the job ended before the fault; choose an earlier faults[].at_step")
+    if job.native_state != "RUNNING" or job.state is not JobState.RUNNING or "COMPLETING" in job.flags:
+        state = "+".join([job.native_state, *job.flags]) or job.state.value
+        raise refuse(f"job {job_id} is {state}, not running",
+                     tip="the fault is aimed at a running job's node")
+    nodes = expand_hostlist(job.nodes)
+    node = next((n for n in nodes if _same_host(host, n)), None)
+    if node is None:
+        raise refuse(f"node {host!r} is not allocated to job {job_id} (its nodes: {job.nodes or 'none'})",
+                     tip="the target rank's host must be one of the run's nodes; check the workload's host names")
+    if shell is None:
+        raise refuse(f"cannot check that no other job runs on {node}: slurmrestd with slurm.rest.files: mount "
+                     "has no shell for squeue", tip="use slurm.rest.files: ssh, or drop the lose_node fault")
+    res = shell.run(["squeue", "-h", f"--nodelist={node}", f"--states={OTHER_JOB_STATES}", "-o", "%i|%u"],
+                    timeout=60, check=False)
+    if res.returncode != 0:
+        raise refuse(f"squeue --nodelist={node} failed: {res.stderr.strip()[:200]}",
+                     tip="the fault is skipped rather than aimed at a node another job may share")
+    others = [ln.strip() for ln in res.stdout.splitlines()
+              if ln.strip() and ln.split("|")[0].strip() != str(job_id)]
+    if others:
+        who = ", ".join(f"job {o.split('|')[0]}" + (f" of {o.split('|')[1]}" if "|" in o else "") for o in others[:5])
+        raise refuse(f"node {node} also runs {who}; setting it down would kill them",
+                     tip="ask for whole nodes (slurm.extra_sbatch: ['--exclusive']) so the fault's node is the run's "
+                         "alone, or drop the lose_node fault on a shared partition")
+    return node
+
+
+def run_dir_to_remove(run_dir: str, workdir: str, campaign: str, run_id: str) -> str:
+    """run_dir, checked to be exactly <workdir>/<campaign>/<run_id> (no '..', no other place), else
+    BackendError: an rm -rf must never reach outside the run's own directory."""
+    want = normpath(f"{workdir.rstrip('/')}/{campaign}/{run_id}")
+    got = normpath(run_dir)
+    if (got != want or ".." in got.split("/") or not workdir.strip("/") or not campaign or not run_id
+            or "/" in campaign or "/" in run_id or campaign in (".", "..") or run_id in (".", "..")):
+        raise BackendError(f"refusing to remove {run_dir!r}: not the run directory {want!r} under slurm.workdir",
+                           tip="report this as a harness bug; nothing was removed")
+    return got

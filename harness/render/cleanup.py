@@ -1,0 +1,62 @@
+"""The pod that removes a finished run's checkpoint sub-path from the PersistentVolumeClaim (pure).
+
+A real cluster's PVC is reachable only from a pod, so the harness runs one short pod per run, after
+the run is collected: the run's image, the whole claim mounted at CKPT_MOUNT, and ``rm -rf --
+<CKPT_MOUNT>/<campaign>/<run_id>`` as an argv (no shell reads it). It is placed and permitted like
+the run's pods (tolerations, nodeSelector, priority class, service account, pull secrets, pod
+labels), so it lands where the run could and passes the same admission policies. It carries no
+Kueue queue label: it is not a workload to admit, and it asks for little.
+"""
+from __future__ import annotations
+
+import re
+
+from ..config import Kubernetes
+from . import jobset as rj
+
+CLEANUP_SUFFIX = "-cleanup"
+_SEGMENT = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+REQUESTS = {"cpu": "100m", "memory": "64Mi"}
+
+
+def pod_name(run_id: str) -> str:
+    return f"{run_id[:63 - len(CLEANUP_SUFFIX)].rstrip('-')}{CLEANUP_SUFFIX}"
+
+
+def cleanup_target(campaign: str, run_id: str) -> str:
+    """<CKPT_MOUNT>/<campaign>/<run_id>; both must be plain names (no '/', no '..')."""
+    for what, v in (("campaign", campaign), ("run id", run_id)):
+        if not _SEGMENT.match(v or ""):
+            raise ValueError(f"{what} {v!r} is not a plain name: refusing to build a path to remove")
+    return f"{rj.CKPT_MOUNT}/{campaign}/{run_id}"
+
+
+def cleanup_pod(k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str) -> dict:
+    pod = k.pod
+    spec: dict = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 5,
+        "enableServiceLinks": False,
+        "tolerations": rj.tolerations(k),
+        "containers": [{
+            "name": "cleanup",
+            "image": image,
+            "imagePullPolicy": k.image_pull_policy,
+            "command": ["rm", "-rf", "--", cleanup_target(campaign, run_id)],
+            "resources": {"requests": dict(REQUESTS), "limits": dict(REQUESTS)},
+            "volumeMounts": [{"name": "run", "mountPath": rj.CKPT_MOUNT}],
+        }],
+        "volumes": [{"name": "run", "persistentVolumeClaim": {"claimName": pvc}}],
+    }
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.priority_class:
+        spec["priorityClassName"] = pod.priority_class
+    if pod.service_account:
+        spec["serviceAccountName"] = pod.service_account
+    if pod.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
+    labels = {**pod.labels, "poc/campaign": campaign, "poc/run-id": run_id, "poc/role": "cleanup"}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod_name(run_id), "namespace": k.namespace, "labels": labels},
+            "spec": spec}

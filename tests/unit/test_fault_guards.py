@@ -1,0 +1,310 @@
+"""Shared-cluster safety of lose_node: only a node the run holds, only with the opt-in, undone even
+after a crash, and an undo that is safe to repeat.
+
+Slurm: squeue's answers recorded on the Slurm-in-Docker cluster (tests/fixtures/slurm/trixie/guard:
+job 10 on c[1-2], job 11 packed beside it on c1). Kubernetes: pods recorded from the native cluster
+(tests/fixtures/k8s/recorded/k8s-clean-01.jsonl) served by a small fake API that records each call.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from harness import config
+from harness.backends.base import Handle, require_destructive_allowed
+from harness.backends.k8s import faults
+from harness.backends.k8s.backend import KubernetesBackend
+from harness.backends.slurm import SlurmBackend
+from harness.backends.slurm.guard import expand_hostlist, held_node
+from harness.errors import BackendError
+from harness.transports import Result
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+GUARD = FIX / "slurm" / "trixie" / "guard"
+
+
+# ---------------------------------------------------------------- Slurm
+
+class Squeue:
+    """A transport answering squeue from the recordings; every other command succeeds silently."""
+    name = "cli"
+
+    def __init__(self, job_json: str | None = None, per_node: dict | None = None):
+        self.job_json = (GUARD / "squeue_job.json").read_text() if job_json is None else job_json
+        self.per_node = per_node
+        self.calls: list[list[str]] = []
+
+    def run(self, argv, *, input=None, env=None, timeout=60, check=True):
+        argv = [str(a) for a in argv]
+        self.calls.append(argv)
+        out = ""
+        if argv[0] == "squeue" and "--json" in argv:
+            out = self.job_json
+        elif argv[0] == "squeue":
+            node = next(a.split("=", 1)[1] for a in argv if a.startswith("--nodelist="))
+            out = (self.per_node or {}).get(node) if self.per_node else (GUARD / f"squeue_{node}.txt").read_text()
+        return Result(tuple(argv), 0, out or "", "")
+
+    def describe(self):
+        return {"transport": "recording"}
+
+    def close(self):
+        pass
+
+
+def slurm(t=None, allow=True):
+    cfg = config.from_mapping({"platforms": ["slurm"]})
+    return SlurmBackend(cfg.slurm, t or Squeue(), allow_destructive_faults=allow)
+
+
+def slurm_handle(job_id="10"):
+    return Handle("slurm", "r1", [job_id], 0.0, data={"job_id": job_id, "run_dir": "/shared/poc/c/r1",
+                                                      "events_dir": "/shared/poc/c/r1/events", "lost_nodes": []})
+
+
+@pytest.mark.parametrize("expr, hosts", [
+    ("c[1-2]", ["c1", "c2"]), ("c3", ["c3"]), ("", []),
+    ("gpu[001-003,010],login", ["gpu001", "gpu002", "gpu003", "gpu010", "login"]),
+    ("r[1-2]n[07-08]", ["r1n07", "r1n08", "r2n07", "r2n08"]),
+])
+def test_hostlists_expand_as_scontrol_show_hostnames(expr, hosts):
+    assert expand_hostlist(expr) == hosts
+
+
+def test_a_node_the_job_holds_alone_is_allowed_and_named_as_slurm_names_it():
+    t = Squeue()
+    assert held_node(slurm(t).sched, t, "10", "c2.cluster.local") == "c2"   # a rank's FQDN, Slurm's short name
+    assert t.calls[1] == ["squeue", "-h", "--nodelist=c2", "--states=RUNNING,COMPLETING,SUSPENDED,CONFIGURING",
+                          "-o", "%i|%u"]
+
+
+def test_a_node_outside_the_allocation_is_refused_before_anything_is_touched():
+    be = slurm()
+    journal = []
+    with pytest.raises(BackendError, match=r"node 'c3' is not allocated to job 10 \(its nodes: c\[1-2\]\)"):
+        be.inject(slurm_handle(), "lose_node", {"rank": 1, "host": "c3", "pid": 1}, journal=journal.append)
+    assert journal == [] and [c[0] for c in be.t.calls] == ["squeue"]
+
+
+def test_a_node_shared_with_another_job_is_refused():
+    """Recorded: select/cons_tres put job 11 on c1 beside job 10; DOWN would kill it too."""
+    be = slurm()
+    with pytest.raises(BackendError, match="node c1 also runs job 11 of poc") as exc:
+        be.inject(slurm_handle(), "lose_node", {"rank": 0, "host": "c1", "pid": 1})
+    assert "--exclusive" in exc.value.tip
+    assert not any(c[:2] == ["scontrol", "update"] for c in be.t.calls)
+
+
+def test_a_job_squeue_does_not_list_or_that_is_not_running_is_refused():
+    with pytest.raises(BackendError, match="squeue does not list job 99"):
+        slurm().inject(slurm_handle("99"), "lose_node", {"rank": 0, "host": "c2", "pid": 1})
+    doc = json.loads((GUARD / "squeue_job.json").read_text())
+    doc["jobs"][0]["job_state"] = ["COMPLETING"]
+    with pytest.raises(BackendError, match="job 10 is COMPLETING, not running"):
+        slurm(Squeue(json.dumps(doc))).inject(slurm_handle(), "lose_node", {"rank": 0, "host": "c2", "pid": 1})
+
+
+def test_without_a_shell_the_other_jobs_cannot_be_checked_and_the_fault_is_refused():
+    t = Squeue()
+    sched = SimpleNamespace(name="rest", shell=None, squeue=lambda ids: (0, t.job_json, ""),
+                            node_record=lambda n, w: {}, set_node_state=lambda *a, **k: None)
+    cfg = config.from_mapping({"platforms": ["slurm"]})
+    be = SlurmBackend(cfg.slurm, t, scheduler=sched, allow_destructive_faults=True)
+    with pytest.raises(BackendError, match="files: mount"):
+        be.inject(slurm_handle(), "lose_node", {"rank": 1, "host": "c2", "pid": 1})
+
+
+def test_the_backend_refuses_lose_node_without_the_opt_in_even_when_called():
+    be = slurm(allow=False)
+    with pytest.raises(BackendError, match="allow_destructive_faults is false"):
+        be.inject(slurm_handle(), "lose_node", {"rank": 1, "host": "c2", "pid": 1})
+    assert be.t.calls == []
+    require_destructive_allowed("kill_rank", False, "slurm")   # not destructive: no opt-in needed
+
+
+def test_from_config_passes_the_opt_in(tmp_path):
+    conn = tmp_path / "ssh.json"
+    conn.write_text(json.dumps({"host": "h", "port": 22, "user": "u", "key_path": str(tmp_path / "k"),
+                                "known_hosts_path": str(tmp_path / "kh")}))
+    for allow in (False, True):
+        faults_ = [{"kind": "lose_node", "at_step": 1, "rank": 1}] if allow else []
+        cfg = config.from_mapping({"platforms": ["slurm", "k8s"], "allow_destructive_faults": allow,
+                                   "faults": faults_, "slurm": {"transport": "local", "connection_file": str(conn)}})
+        assert SlurmBackend.from_config(cfg).allow_destructive_faults is allow
+        assert KubernetesBackend.from_config(cfg).allow_destructive_faults is allow
+
+
+# ---------------------------------------------------------------- Kubernetes
+
+def recorded_pods() -> list[dict]:
+    """The Running pods of k8s-clean-01 as the native cluster served them (poc-n1 and poc-n2)."""
+    looks = [json.loads(x) for x in (FIX / "k8s" / "recorded" / "k8s-clean-01.jsonl").read_text().splitlines()]
+    return copy.deepcopy(looks[5]["pods"])
+
+
+def _matches(obj: dict, label_selector: str | None, field_selector: str | None) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    for term in filter(None, (label_selector or "").split(",")):
+        k, v = term.split("=", 1)
+        if labels.get(k) != v:
+            return False
+    if field_selector:
+        k, v = field_selector.split("=", 1)
+        assert k == "spec.nodeName"
+        return obj["spec"].get("nodeName") == v
+    return True
+
+
+class FakeCore:
+    def __init__(self, pods: list[dict], nodes: dict[str, dict], log: list):
+        self.pods, self.nodes, self.log = pods, nodes, log
+
+    def list_namespaced_pod(self, ns, label_selector=None, field_selector=None, _request_timeout=None):
+        self.log.append(("LIST pods", field_selector, label_selector))
+        return SimpleNamespace(items=[p for p in self.pods if p["metadata"]["namespace"] == ns
+                                      and _matches(p, label_selector, field_selector)])
+
+    def read_node(self, name, _request_timeout=None):
+        self.log.append(("GET node", name))
+        if name not in self.nodes:
+            raise ApiException(status=404, reason="Not Found")
+        return copy.deepcopy(self.nodes[name])
+
+    def patch_node(self, name, body, _request_timeout=None):
+        self.log.append(("PATCH node", name, copy.deepcopy(body)))
+        n = self.nodes[name]
+        for k, v in (body.get("metadata", {}).get("annotations") or {}).items():
+            ann = n["metadata"].setdefault("annotations", {})
+            ann.pop(k, None) if v is None else ann.__setitem__(k, v)
+        n["spec"].update(body.get("spec", {}))
+
+    def create_namespaced_pod_eviction(self, name, ns, body, _request_timeout=None):
+        self.log.append(("EVICT", name))
+
+
+class FakeClient:
+    def __init__(self, pods, nodes):
+        self.log: list = []
+        self._core = FakeCore(pods, nodes, self.log)
+
+    def core(self):
+        return self._core
+
+    own_core = core
+
+    def to_dict(self, o):
+        return o
+
+    def call(self, what, fn, *args, missing_ok=False, **kw):
+        try:
+            return fn(*args, _request_timeout=1, **kw)
+        except ApiException as exc:
+            if missing_ok and exc.status == 404:
+                return None
+            raise BackendError(f"{what}: HTTP {exc.status}") from None
+
+
+def node(name, unschedulable=False, annotations=None):
+    return {"metadata": {"name": name, "annotations": dict(annotations or {})},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def k8s_handle():
+    return Handle("k8s", "k8s-clean-01", ["poc/k8s-clean-01"], 0.0,
+                  data={"namespace": "poc", "name": "k8s-clean-01", "uid": "6503b7f8-00fd-46a0-b586-d1fc99d90778",
+                        "lost_nodes": [], "cordoned": []})
+
+
+RANK1 = {"rank": 1, "host": "k8s-clean-01-w-0-1", "pid": 7, "attempt": [0], "step": 10}
+
+
+def other_pod(pods):
+    """A pod of another JobSet in the same namespace, on the same node as rank 1."""
+    p = copy.deepcopy(pods[1])
+    p["metadata"]["name"] = "someone-else-w-0-0-abcde"
+    p["metadata"]["labels"] = {"jobset.sigs.k8s.io/jobset-name": "someone-else"}
+    return p
+
+
+def test_k8s_lose_node_is_journalled_before_the_cordon_and_evicts_only_this_runs_pods():
+    pods = recorded_pods()
+    pods.append(other_pod(pods))
+    c = FakeClient(pods, {"poc-n1": node("poc-n1"), "poc-n2": node("poc-n2")})
+    h = k8s_handle()
+    journalled = []
+    rec = faults.inject(c, h, "lose_node", RANK1,
+                        lambda hh: journalled.append((json.loads(json.dumps(hh.to_json())), len(c.log))))
+    (saved, calls_before), = journalled
+    assert saved["data"]["cordoned"] == ["poc-n2"]
+    assert not any(x[0] == "PATCH node" for x in c.log[:calls_before])      # nothing changed before the journal
+    patch = next(x for x in c.log if x[0] == "PATCH node")
+    assert patch[1:] == ("poc-n2", {"metadata": {"annotations": {faults.CORDONED_BY: "k8s-clean-01"}},
+                                    "spec": {"unschedulable": True}})
+    assert rec.detail["evicted"] == ["k8s-clean-01-w-0-1-zq284"]            # not someone-else's pod
+    assert [x[1] for x in c.log if x[0] == "EVICT"] == ["k8s-clean-01-w-0-1-zq284"]
+
+
+def test_k8s_lose_node_refuses_a_pod_that_is_not_running_or_not_of_this_jobset():
+    pods = recorded_pods()
+    pods[1]["status"]["phase"] = "Succeeded"
+    c = FakeClient(pods, {"poc-n2": node("poc-n2")})
+    with pytest.raises(BackendError, match="pod k8s-clean-01-w-0-1-zq284 is Succeeded on node poc-n2"):
+        faults.inject(c, k8s_handle(), "lose_node", RANK1, lambda hh: pytest.fail("journalled"))
+    pods = recorded_pods()
+    h = k8s_handle()
+    h.data["uid"] = "another-uid"   # an older JobSet of the same name
+    with pytest.raises(BackendError, match="not a pod of this run's JobSet"):
+        faults.inject(FakeClient(pods, {"poc-n2": node("poc-n2")}), h, "lose_node", RANK1, lambda hh: None)
+
+
+def test_k8s_lose_node_refuses_a_node_someone_else_cordoned():
+    c = FakeClient(recorded_pods(), {"poc-n2": node("poc-n2", unschedulable=True)})
+    with pytest.raises(BackendError, match="node poc-n2 is already cordoned by someone else"):
+        faults.inject(c, k8s_handle(), "lose_node", RANK1, lambda hh: pytest.fail("journalled"))
+    assert not any(x[0] == "PATCH node" for x in c.log)
+
+
+def test_k8s_backend_refuses_lose_node_without_the_opt_in():
+    be = KubernetesBackend(config.from_mapping({"platforms": ["k8s"]}).kubernetes, FakeClient([], {}),
+                           image="img", checkpoint_root="/tmp/x")
+    with pytest.raises(BackendError, match="allow_destructive_faults is false"):
+        be.inject(k8s_handle(), "lose_node", RANK1)
+
+
+@pytest.mark.parametrize("fault_took_effect", [True, False])
+def test_k8s_restore_after_a_crash_uncordons_only_its_own_cordon_and_is_idempotent(fault_took_effect):
+    nodes = {"poc-n2": node("poc-n2")}
+    c = FakeClient(recorded_pods(), nodes)
+    saved = []
+    if fault_took_effect:
+        faults.inject(c, k8s_handle(), "lose_node", RANK1, lambda hh: saved.append(hh.to_json()))
+    else:   # the journal was written, the harness died before the cordon
+        h = k8s_handle()
+        h.data["cordoned"] = ["poc-n2"]
+        saved.append(h.to_json())
+    again = Handle.from_json(json.loads(json.dumps(saved[-1])))   # what --resume reads back
+    fresh = FakeClient([], nodes)
+    faults.restore(fresh, again)
+    faults.restore(fresh, again)
+    assert nodes["poc-n2"]["spec"]["unschedulable"] is False
+    assert faults.CORDONED_BY not in nodes["poc-n2"]["metadata"]["annotations"]
+    assert again.data["cordoned"] == [] and sum(x[0] == "PATCH node" for x in fresh.log) == int(fault_took_effect)
+
+
+@pytest.mark.parametrize("state, expected", [
+    (node("n", unschedulable=True), "not cordoned by this run: left"),           # an admin's cordon
+    (node("n", unschedulable=True, annotations={faults.CORDONED_BY: "other-run"}), "cordoned by run other-run: left"),
+    (node("n"), "already schedulable"),
+    (None, "node gone"),
+])
+def test_k8s_uncordon_leaves_what_is_not_this_runs(state, expected):
+    c = FakeClient([], {"n": state} if state else {})
+    h = k8s_handle()
+    assert faults.uncordon(c, h, "n") == expected
+    assert not any(x[0] == "PATCH node" for x in c.log)
