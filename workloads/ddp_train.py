@@ -14,6 +14,11 @@ Phases: process start -> torch imported (its build, the NCCL_*/GLOO_* environmen
 -> all-reduce sweep as nccl-tests measures it (first attempt only) -> comm (the transport the
 backend used) -> checkpoint load -> training steps with periodic checkpoints -> done.
 
+Models: --model mlp, the tiny fp32 smoke model; --model transformer, a decoder-only language model
+sized to --model-params (1M to ~2G), trained on synthetic tokens with AdamW, bf16 autocast on GPUs.
+--gpus-per-node N: one CUDA device per rank, nccl; missing GPUs are an error, never gloo instead.
+--simulated-gpus: the scheduler allocated GPUs that do not exist; train on CPUs and record that.
+
 The harness ships and runs harness/data/workloads/ddp_train.py; workloads/ddp_train.py at the top
 of the repository is an identical copy to take to a cluster by hand. Edit the first; a unit test
 (tests/unit/test_package_data.py) fails until the copy matches, and with POC_UPDATE_GOLDEN=1 copies it.
@@ -96,6 +101,11 @@ class Events:
             # open for the life of the process (every line is flushed; the exit closes it): no `with`
             self.file = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
 
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
     def emit(self, kind: str, **data) -> None:
         ev = {
             "v": EVENT_SCHEMA,
@@ -130,6 +140,43 @@ def pick_backend(requested: str, torch) -> str:
     if requested == "nccl" and not torch.cuda.is_available():
         raise SystemExit("ddp_train: --backend nccl needs CUDA GPUs, and none is visible")
     return requested
+
+
+# What the scheduler exposed about GPUs, recorded beside what torch saw (simulated or not).
+GPU_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS",
+           "SLURM_STEP_GPUS", "SLURM_GPUS_PER_NODE")
+SIMULATE_TIP = "set workload.simulated_gpus: true only on clusters without GPUs"
+
+
+class GpuError(Exception):
+    """GPUs were asked for and cannot be used: the run must fail, never train on gloo instead."""
+
+
+def gpu_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in GPU_ENV if k in os.environ}
+
+
+def place(args, torch, local_rank: int, local_world: int):
+    """(backend, device) of this rank. --gpus-per-node N: one CUDA device per rank on the node,
+    nccl; --simulated-gpus: CPU and gloo (the GPUs exist only in the scheduler's books)."""
+    if args.gpus_per_node > 0 and not args.simulated_gpus:
+        seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if seen < local_world:
+            cpu_only = f"; torch {torch.__version__} is a CPU-only build" if torch.version.cuda is None else ""
+            ranks = f"{local_world} rank{'s' if local_world != 1 else ''} on this node"
+            raise GpuError(f"{args.gpus_per_node} GPUs per node were requested ({ranks}) "
+                           f"but torch sees {seen} CUDA devices (CUDA_VISIBLE_DEVICES="
+                           f"{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}){cpu_only}; {SIMULATE_TIP}")
+        if args.backend == "gloo":
+            raise GpuError(f"{args.gpus_per_node} GPUs per node were requested but --backend is gloo; use auto or "
+                           f"nccl, or {SIMULATE_TIP}")
+        return "nccl", torch.device("cuda", local_rank)
+    if args.simulated_gpus:
+        if args.backend == "nccl":
+            raise GpuError("--simulated-gpus trains on CPUs with gloo, but --backend is nccl")
+        return "gloo", torch.device("cpu")
+    backend = pick_backend(args.backend, torch)
+    return backend, torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
 
 
 def sync(torch, device) -> None:
@@ -399,6 +446,126 @@ def build_model(torch, params: int, layers: int, width: int | None):
     return torch.nn.Sequential(*mods), h
 
 
+# The transformer: decoder-only, pre-norm, causal attention, MLP 4x, tied embedding, so that step
+# time, activation memory and the gradient all-reduce volume resemble a language model's.
+def transformer_params(d: int, layers: int, vocab: int, seq_len: int) -> int:
+    """Exactly what build_transformer allocates: per block qkv + out 4d^2, MLP 8d^2, two LayerNorms
+    4d; token embedding (also the output layer) V*d, learned positions S*d, final LayerNorm 2d."""
+    return layers * (12 * d * d + 4 * d) + (vocab + seq_len) * d + 2 * d
+
+
+def transformer_dims(params: int, layers: int, vocab: int, seq_len: int) -> dict:
+    """The width that brings the count closest to `params` (pure: a 1G model is planned, not built).
+    d_model is a multiple of 64 when large (of 32, 16, ... below, where a step of 64 would miss the
+    count by more than ~6%); heads = d_model/64, or the largest divisor of d_model below it."""
+    layers = max(1, layers)
+    lin = 4 * layers + vocab + seq_len + 2
+    root = (-lin + math.sqrt(lin * lin + 48 * layers * max(params, 1))) / (24 * layers)
+    step = max(s for s in (1, 2, 4, 8, 16, 32, 64) if s <= max(1.0, 0.06 * root))
+    low = max(step, int(root // step) * step)
+    d = min((low, low + step), key=lambda c: abs(transformer_params(c, layers, vocab, seq_len) - params))
+    heads = max(h for h in range(1, max(1, d // 64) + 1) if d % h == 0)
+    return {"d_model": d, "heads": heads, "layers": layers, "vocab_size": vocab, "seq_len": seq_len,
+            "params": transformer_params(d, layers, vocab, seq_len)}
+
+
+def build_transformer(torch, dims: dict):
+    nn, F = torch.nn, torch.nn.functional
+    d, heads, vocab, seq_len = dims["d_model"], dims["heads"], dims["vocab_size"], dims["seq_len"]
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.out = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+            self.up, self.down = nn.Linear(d, 4 * d, bias=False), nn.Linear(4 * d, d, bias=False)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(self.norm1(x)).view(b, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.out(att.transpose(1, 2).reshape(b, s, d))
+            return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+    class DecoderLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens, self.positions = nn.Embedding(vocab, d), nn.Embedding(seq_len, d)
+            nn.init.normal_(self.tokens.weight, std=0.02)     # tied output: N(0, 1) would give huge logits
+            nn.init.normal_(self.positions.weight, std=0.02)
+            self.blocks = nn.ModuleList(Block() for _ in range(dims["layers"]))
+            self.norm = nn.LayerNorm(d)
+
+        def forward(self, idx):
+            x = self.tokens(idx) + self.positions(torch.arange(idx.shape[1], device=idx.device))
+            for block in self.blocks:
+                x = block(x)
+            return F.linear(self.norm(x), self.tokens.weight)
+
+    return DecoderLM()
+
+
+def token_batch(torch, gen, batch: int, seq_len: int, vocab: int):
+    """batch x (seq_len + 1) tokens, each row an arithmetic sequence mod vocab (random start and
+    stride 1..8): learnable from the context, so the loss falls as in real training."""
+    start = torch.randint(0, vocab, (batch, 1), generator=gen)
+    stride = torch.randint(1, 9, (batch, 1), generator=gen)
+    return (start + stride * torch.arange(seq_len + 1)) % vocab
+
+
+def pick_precision(requested: str, device, torch) -> str:
+    if requested == "auto":
+        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    return requested
+
+
+def autocast(torch, device, precision: str):
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def setup_model(args, torch, device) -> dict:
+    """The model on `device` and what training it needs: batch(gen) -> (x, y), loss(out, y), the
+    optimizer, DDP options, torch.load options, and the facts train_start records."""
+    if args.model == "mlp":     # the smoke model: SGD, random regression, exactly as before issue 11
+        model, width = build_model(torch, parse_size(args.model_params), args.layers, None)
+
+        def mlp_batch(gen):
+            x = torch.randn(args.batch, width, generator=gen).to(device)
+            return x, torch.randn(args.batch, width, generator=gen).to(device)
+        return {"model": model.to(device), "width": width, "batch": mlp_batch,
+                "loss": torch.nn.functional.mse_loss, "optimizer": lambda ps: torch.optim.SGD(ps, lr=1e-3),
+                "ddp": {}, "load": {"map_location": device}, "ckpt_extra": {}, "facts": {}}
+    dims = transformer_dims(parse_size(args.model_params), args.layers, args.vocab_size, args.seq_len)
+    # built on its device directly: a 1G model would otherwise pass through host memory first
+    with device if hasattr(device, "__enter__") else contextlib.nullcontext():
+        model = build_transformer(torch, dims)
+
+    def token_pairs(gen):
+        t = token_batch(torch, gen, args.batch, dims["seq_len"], dims["vocab_size"])
+        return t[:, :-1].to(device), t[:, 1:].to(device)
+
+    def next_token_loss(logits, y):
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    # AdamW (16 bytes a parameter with fp32 weights and gradients) as real training; gradients as
+    # views of DDP's buckets, no second copy; checkpoints read through mmap, not a whole copy in memory
+    return {"model": model, "width": dims["d_model"], "batch": token_pairs, "loss": next_token_loss,
+            "optimizer": lambda ps: torch.optim.AdamW(ps, lr=3e-4, weight_decay=0.0),
+            "ddp": {"gradient_as_bucket_view": True}, "load": {"map_location": "cpu", "mmap": True},
+            "ckpt_extra": {"model_kind": "transformer", "dims": dims},
+            "facts": {"d_model": dims["d_model"], "heads": dims["heads"], "seq_len": dims["seq_len"],
+                      "vocab_size": dims["vocab_size"], "tokens_per_step": args.batch * dims["seq_len"]}}
+
+
+def peak_memory(torch, device) -> dict:
+    import resource
+    out = {"max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}   # Linux: KiB
+    if device.type == "cuda":
+        out["max_gpu_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+    return out
+
+
 def newest_checkpoint(ckpt_dir: str) -> str | None:
     if not ckpt_dir or not os.path.isdir(ckpt_dir):
         return None
@@ -427,25 +594,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep-on-restart", action="store_true", help="repeat the sweep after a restart")
     ap.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
     ap.add_argument("--events-dir", default="")
+    # issue 11 (the workload helper implements these; accepted now so runs keep working meanwhile)
+    ap.add_argument("--model", choices=["mlp", "transformer"], default="mlp")
+    ap.add_argument("--seq-len", type=int, default=512)
+    ap.add_argument("--vocab-size", type=int, default=32000)
+    ap.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
+    ap.add_argument("--gpus-per-node", type=int, default=0)
+    ap.add_argument("--simulated-gpus", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
 
     ev = Events(args.run_id, args.events_dir or None)
-    ev.emit("process_start", argv=sys.argv[1:], python=sys.version.split()[0])
+    try:
+        ev.emit("process_start", argv=sys.argv[1:] if argv is None else list(argv), python=sys.version.split()[0])
+        return run(args, ev)
+    finally:
+        ev.close()
 
+
+def run(args, ev: Events) -> int:
     import torch  # imported after the first event: the import itself is part of launch time
     import torch.distributed as dist
 
-    backend = pick_backend(args.backend, torch)
-    if backend == "nccl":
-        device = torch.device("cuda", ev.local_rank)
+    gpus = {"gpus_per_node": args.gpus_per_node, "simulated_gpus": args.simulated_gpus, "gpu_env": gpu_env()}
+    try:
+        backend, device = place(args, torch, ev.local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except GpuError as exc:
+        # before the rendezvous, so every rank stops at once instead of waiting for its peers
+        ev.emit("workload_error", error="gpus", message=str(exc), torch_build=torch_build(torch),
+                gpus=torch.cuda.device_count(), **gpus)
+        print(f"poc-workload: ERROR {exc}", file=sys.stderr, flush=True)
+        return 2
+    if device.type == "cuda":
         torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
     comm = {"backend": backend, "env": comm_env(),
             "transport": gloo_transport() if backend == "gloo" else None}
     ev.emit("torch_imported", torch=torch.__version__, backend=backend, device=str(device),
-            cuda=torch.version.cuda, gpus=torch.cuda.device_count(), torch_build=torch_build(torch), comm=comm)
+            cuda=torch.version.cuda, gpus=torch.cuda.device_count(), torch_build=torch_build(torch), comm=comm,
+            **gpus)
     # the transport NCCL chooses is in its INFO lines only (after the environment was recorded)
     nccl_lines, how = watch_nccl() if backend == "nccl" else ((lambda: None), None)
     try:
@@ -475,20 +661,24 @@ def main(argv: list[str] | None = None) -> int:
     ev.emit("comm", **comm)
 
     torch.manual_seed(args.seed)
-    model, width = build_model(torch, parse_size(args.model_params), args.layers, None)
-    model = model.to(device)
+    precision = pick_precision(args.precision, device, torch)
+    w = setup_model(args, torch, device)
+    model = w["model"]
     nparams = sum(p.numel() for p in model.parameters())
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                                    **w["ddp"])
+    opt = w["optimizer"](ddp.parameters())
 
     start_step = 0
     path = newest_checkpoint(args.ckpt_dir)
     if path:
         t0 = time.perf_counter()
-        state = torch.load(path, map_location=device)
+        state = torch.load(path, **w["load"])
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start_step = int(state["step"])
+        del state
         ev.emit("checkpoint_loaded", step=start_step, path=path, load_s=time.perf_counter() - t0)
     else:
         ev.emit("checkpoint_loaded", step=0, path=None, load_s=0.0)
@@ -498,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(args.ckpt_dir, exist_ok=True)
         final = os.path.join(args.ckpt_dir, f"ckpt-{step}.pt")
         tmp = final + f".tmp-{ev.pid}"
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, **w["ckpt_extra"]}, tmp)
         os.replace(tmp, final)  # readers never see a half-written checkpoint
         ev.emit("checkpoint_saved", step=step, path=final, save_s=time.perf_counter() - t1, why=why)
 
@@ -508,16 +698,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGUSR1, lambda signum, frame: warned.append(signum))
 
     gen = torch.Generator(device="cpu")
-    ev.emit("train_start", start_step=start_step, steps=args.steps, params=nparams, width=width,
-            layers=args.layers, batch=args.batch)
+    ev.emit("train_start", start_step=start_step, steps=args.steps, params=nparams, width=w["width"],
+            layers=args.layers, batch=args.batch, model=args.model, params_requested=parse_size(args.model_params),
+            precision=precision, precision_requested=args.precision, grad_bytes=grad_bytes,
+            optimizer=type(opt).__name__, device=str(device), simulated_gpus=args.simulated_gpus, **w["facts"])
     for step in range(start_step + 1, args.steps + 1):
         t0 = time.perf_counter()
         # Data depends on (seed, step, rank) only, so a resumed run sees what it would have seen.
         gen.manual_seed(args.seed * 1_000_003 + step * 1009 + ev.rank)
-        x = torch.randn(args.batch, width, generator=gen).to(device)
-        y = torch.randn(args.batch, width, generator=gen).to(device)
+        x, y = w["batch"](gen)
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        with autocast(torch, device, precision):
+            loss = w["loss"](ddp(x), y)
         loss.backward()
         opt.step()
         sync(torch, device)
@@ -532,7 +724,7 @@ def main(argv: list[str] | None = None) -> int:
             warned.clear()
 
     dist.barrier()  # without it a fast rank can tear down while a peer is still in a collective
-    ev.emit("done", steps=args.steps)
+    ev.emit("done", steps=args.steps, **peak_memory(torch, device))
     dist.destroy_process_group()
     return 0
 
