@@ -47,8 +47,7 @@ def test_busy_gpus_wait():
 
 
 def test_no_node_with_admin_rights_fails_from_allocatable_too():
-    nodes, j, w, pods = look("no-node")
-    pod = pods[0]
+    pod = look("no-node")[3][0]
     alloc = [{"cpu": "2", "memory": "24581264Ki", "nvidia.com/gpu": "4", "pods": "60"}] * 3
     assert st.fits_no_node(pod, alloc)
 

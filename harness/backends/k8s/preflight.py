@@ -1,11 +1,23 @@
 """Is this Kubernetes cluster usable for the job? JobSet and Kueue installed, the namespace and its
-LocalQueue there; and the facts stored with every run (versions, queue quota, nodes, settings)."""
+LocalQueue there, some node able to hold a pod; and the facts stored with every run (versions,
+queue quota, nodes, settings, and what this identity could and could not see).
+
+On a shared cluster the harness's identity has a namespace, a LocalQueue and the namespaced Role
+that `poc render` prints, not cluster-admin. Cluster-scoped reads (CRDs, ClusterQueues, Nodes) and
+the Namespace object are then forbidden: a 403 there is recorded ("forbidden: not needed") and the
+check goes on with what the namespace shows. A missing API group answers a namespaced read with
+404 "page not found" when the identity may read it (the Role names the group), so JobSet and Kueue
+are still known to be installed or not. Measured on the native cluster (v1.34) as the restricted
+user: a read in a namespace that does not exist is a 403 like any namespace without a Role.
+"""
 from __future__ import annotations
 
 from ...config import Kubernetes
 from ...errors import BackendError
-from .api import CLUSTERQUEUES, LOCALQUEUES, K8sClient
-from .state import get, items, quota_of
+from ...render import jobset as rj
+from ...spec import JobSpec
+from .api import CLUSTERQUEUES, JOBSETS, LOCALQUEUES, WORKLOADS, K8sClient, api_message, qty
+from .state import conds, fits_no_node, get, items, quota_of
 
 JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 KUEUE_CRDS = ("workloads.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io",
@@ -16,43 +28,151 @@ JOBSET_INSTALL = ("install JobSet: kubectl apply --server-side -f "
 KUEUE_INSTALL = ("install Kueue: kubectl apply --server-side -f "
                  "https://github.com/kubernetes-sigs/kueue/releases/download/v0.14.5/manifests.yaml "
                  "(or `poc cluster up --k8s` for the local cluster)")
+FORBIDDEN = "forbidden: not needed"
 
 
-def require_crds(client: K8sClient) -> None:
+def _read(client: K8sClient, what: str, fn, *args, **kw) -> tuple[object, int, str]:
+    """(object, 200, "") or (None, 403|404, the API's message); other errors raise as client.call does."""
+    from kubernetes.client.rest import ApiException
+
+    def attempt(*a, **k):
+        try:
+            return fn(*a, **k), 200, ""
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                return None, exc.status, api_message(exc)
+            raise
+    return client.call(what, attempt, *args, **kw)
+
+
+def _group_missing(status: int, message: str) -> bool:
+    """A 404 for the resource type itself (its CRD is not installed), not for one object."""
+    return status == 404 and "page not found" in message
+
+
+def require_crds(client: K8sClient, ns: str | None = None, seen: dict | None = None) -> None:
+    """JobSet's and Kueue's CRDs, read directly where allowed, else inferred from namespace ns."""
     from kubernetes import client as k
+    seen = {} if seen is None else seen
     ext = k.ApiextensionsV1Api(client.api)
-    if client.call(f"GET CRD {JOBSET_CRD}", ext.read_custom_resource_definition, JOBSET_CRD, missing_ok=True) is None:
-        raise BackendError(f"JobSet is not installed on {client.host}: CRD {JOBSET_CRD} is missing", tip=JOBSET_INSTALL)
-    for crd in KUEUE_CRDS:
-        if client.call(f"GET CRD {crd}", ext.read_custom_resource_definition, crd, missing_ok=True) is None:
-            raise BackendError(f"Kueue is not installed on {client.host}: CRD {crd} is missing", tip=KUEUE_INSTALL)
+    for crd, tip, product in [(JOBSET_CRD, JOBSET_INSTALL, "JobSet")] + [(c, KUEUE_INSTALL, "Kueue")
+                                                                         for c in KUEUE_CRDS]:
+        # presence only: the raw response, not a parse of the whole (large) schema
+        _, status, _ = _read(client, f"GET CRD {crd}", ext.read_custom_resource_definition, crd,
+                             _preload_content=False)
+        if status == 404:
+            raise BackendError(f"{product} is not installed on {client.host}: CRD {crd} is missing", tip=tip)
+        if status == 403:
+            seen["crds"] = FORBIDDEN + " (JobSet and Kueue known from reads in the namespace)"
+            break
+    else:
+        seen["crds"] = "visible"
+        return
+    if ns is None:
+        return
+    co = client.custom()
+    for res, tip, product in ((JOBSETS, JOBSET_INSTALL, "JobSet"), (WORKLOADS, KUEUE_INSTALL, "Kueue")):
+        _, status, msg = _read(client, f"LIST {res.plural} in {ns}", co.list_namespaced_custom_object,
+                               res.group, res.version, ns, res.plural, limit=1)
+        if _group_missing(status, msg):
+            raise BackendError(f"{product} is not installed on {client.host}: the API has no {res.plural}.{res.group}",
+                               tip=tip)
+        if status == 403:
+            raise BackendError(f"this identity may not list {res.plural}.{res.group} in namespace {ns!r}: {msg}",
+                               tip=no_rights_tip(ns))
 
 
-def check(client: K8sClient, cfg: Kubernetes, *, image: str, local: bool, checkpoint: dict, setup: dict) -> dict:
+def no_rights_tip(ns: str) -> str:
+    return (f"the namespace may not exist, or no Role there is bound to you: ask the cluster admins to apply "
+            f"rbac.yaml from `poc render --platform k8s --out DIR` in {ns} and bind it to you "
+            f"(the file says how), or set kubernetes.namespace to your team's namespace")
+
+
+def missing_queue_tip(cfg: Kubernetes) -> str:
+    if cfg.native:
+        return ("`poc cluster up --k8s` creates the local cluster's queues; or set kubernetes.local_queue "
+                f"(kubectl get localqueues -n {cfg.namespace})")
+    return (f"ask the cluster admins for a Kueue LocalQueue in namespace {cfg.namespace} (see which exist: "
+            f"kubectl get localqueues -n {cfg.namespace}), then set kubernetes.local_queue to its name")
+
+
+def pod_requests(spec: JobSpec, cfg: Kubernetes) -> dict[str, str]:
+    return rj.resources(spec, cfg.pod.extra_resources)["requests"]
+
+
+def check_nodes(nodes: list[dict], requests: dict[str, str], node_selector: dict[str, str]) -> None:
+    """Fail fast when no node (of those the node selector picks) has the allocatable for one pod."""
+    picked = [n for n in nodes
+              if all(get(n, "metadata", "labels", key) == v for key, v in node_selector.items())]
+    allocs = [get(n, "status", "allocatable", default={}) for n in picked]
+    pod = {"spec": {"containers": [{"resources": {"requests": requests}}]}}
+    if allocs and not fits_no_node(pod, allocs):
+        return
+    if not picked:
+        raise BackendError(f"no node has the labels kubernetes.pod.node_selector asks for: {node_selector}",
+                           tip="check the node labels: kubectl get nodes --show-labels")
+    def amount(n: dict, r: str) -> float:
+        x = qty(get(n, "status", "allocatable", r, default="0"))
+        return x if x == x else 0.0      # NaN: not a quantity, as good as none
+    short = []
+    for r, v in requests.items():
+        best = max(picked, key=lambda n: amount(n, r))
+        have = get(best, "status", "allocatable", r, default="0")
+        if amount(best, r) < qty(v):
+            short.append(f"{r} {v} (the most any node has: {have}, on {get(best, 'metadata', 'name')})")
+    raise BackendError("no node can hold one pod of this job; each pod asks for " + ", ".join(short),
+                       tip="lower resources.gpus_per_node (with procs_per_node), cpus_per_node or memory_mb, or "
+                           "kubernetes.pod.extra_resources, to what one node has: kubectl describe nodes")
+
+
+def check(client: K8sClient, cfg: Kubernetes, *, image: str, local: bool, checkpoint: dict, setup: dict,
+          spec: JobSpec | None = None) -> dict:
     from kubernetes import client as k
-    ver = client.call("GET /version", k.VersionApi(client.api).get_code)
-    require_crds(client)
-    core, ns = client.core(), cfg.namespace
-    if client.call(f"GET namespace {ns}", core.read_namespace, ns, missing_ok=True) is None:
+    seen: dict[str, str] = {}
+    ver, status, _ = _read(client, "GET /version", k.VersionApi(client.api).get_code)
+    seen["version"] = "visible" if status == 200 else FORBIDDEN
+    ns = cfg.namespace
+    require_crds(client, ns, seen)
+    core = client.core()
+    _, status, msg = _read(client, f"GET namespace {ns}", core.read_namespace, ns)
+    if status == 404:
         raise BackendError(f"namespace {ns!r} does not exist",
                            tip=f"kubectl create namespace {ns}, or set kubernetes.namespace")
-    lq = client.get(f"GET LocalQueue {ns}/{cfg.local_queue}", LOCALQUEUES, cfg.local_queue, ns, missing_ok=True)
+    seen["namespace"] = "visible" if status == 200 else FORBIDDEN + " (a Role cannot grant it)"
+    co = client.custom()
+    lq, status, msg = _read(client, f"GET LocalQueue {ns}/{cfg.local_queue}", co.get_namespaced_custom_object,
+                            LOCALQUEUES.group, LOCALQUEUES.version, ns, LOCALQUEUES.plural, cfg.local_queue)
+    if _group_missing(status, msg):
+        raise BackendError(f"Kueue is not installed on {client.host}: the API has no localqueues", tip=KUEUE_INSTALL)
+    if status == 403:
+        raise BackendError(f"cannot read LocalQueue {cfg.local_queue!r} in namespace {ns!r}: {msg}",
+                           tip=no_rights_tip(ns))
     if lq is None:
         raise BackendError(f"Kueue LocalQueue {cfg.local_queue!r} does not exist in namespace {ns!r}",
-                           tip="create it: `poc render --platform k8s --out DIR` writes kueue.yaml; "
-                               "kubectl apply -f DIR/kueue.yaml (or set kubernetes.local_queue)")
+                           tip=missing_queue_tip(cfg))
+    active = conds(lq).get("Active", {})
+    if active.get("status") == "False":
+        raise BackendError(f"LocalQueue {ns}/{cfg.local_queue} is not active: {active.get('reason')}: "
+                           f"{active.get('message')}", tip="ask the cluster admins to fix its ClusterQueue")
     cq_name = get(lq, "spec", "clusterQueue")
-    cq = client.get(f"GET ClusterQueue {cq_name}", CLUSTERQUEUES, cq_name, missing_ok=True)
-    if cq is None:
+    cq, status, _ = _read(client, f"GET ClusterQueue {cq_name}", co.get_cluster_custom_object,
+                          *CLUSTERQUEUES, cq_name)
+    if status == 404:
         raise BackendError(f"LocalQueue {cfg.local_queue!r} points at ClusterQueue {cq_name!r}, which does not exist",
-                           tip="kubectl apply -f the kueue.yaml that `poc render` writes")
+                           tip=("`poc cluster up --k8s` creates it" if cfg.native else
+                                "ask the cluster admins: the ClusterQueue behind your LocalQueue is missing"))
+    seen["cluster_queue"] = "visible" if cq is not None else FORBIDDEN + " (the LocalQueue is Active)"
     if not image:
         raise BackendError("no container image set", tip="set kubernetes.image to an image with python3 and torch")
-    nodes = [client.to_dict(n) for n in client.call("LIST nodes", core.list_node).items]
+    got, status, _ = _read(client, "LIST nodes", core.list_node)
+    nodes = [client.to_dict(n) for n in got.items] if got is not None else None
+    seen["nodes"] = "visible" if nodes is not None else FORBIDDEN + " (capacity unchecked before submit)"
+    if nodes is not None and spec is not None:
+        check_nodes(nodes, pod_requests(spec, cfg), cfg.pod.node_selector)
     info = {
         "scheduler": "kubernetes",
-        "scheduler_version": ver.git_version,
-        "kubernetes_version": ver.git_version,
+        "scheduler_version": getattr(ver, "git_version", None),
+        "kubernetes_version": getattr(ver, "git_version", None),
         "api_server": client.host,
         "jobset_version": None, "kueue_version": None,
         "failure_policy": {"maxRestarts": cfg.max_restarts, "restartStrategy": "Recreate",
@@ -60,14 +180,18 @@ def check(client: K8sClient, cfg: Kubernetes, *, image: str, local: bool, checkp
         "toleration_seconds": cfg.toleration_seconds,
         "node_monitor_grace_period": None,
         "local_queue": cfg.local_queue, "cluster_queue": cq_name,
-        "cluster_queue_quota": quota_of(cq),
+        "cluster_queue_quota": quota_of(cq) if cq is not None else None,
+        "local_queue_flavors": [f.get("name") for f in items(lq, "status", "flavors")],
         "image": image, "image_pull_policy": cfg.image_pull_policy,
         "checkpoint": checkpoint,
-        "nodes": [{"node": get(n, "metadata", "name"), "cpu": get(n, "status", "allocatable", "cpu"),
-                   "memory": get(n, "status", "allocatable", "memory"),
-                   "ready": any(c.get("type") == "Ready" and c.get("status") == "True"
-                                for c in items(n, "status", "conditions"))}
-                  for n in nodes],
+        "nodes": None if nodes is None else [
+            {"node": get(n, "metadata", "name"), "cpu": get(n, "status", "allocatable", "cpu"),
+             "memory": get(n, "status", "allocatable", "memory"),
+             "gpus": get(n, "status", "allocatable", rj.GPU_RESOURCE),
+             "ready": any(c.get("type") == "Ready" and c.get("status") == "True"
+                          for c in items(n, "status", "conditions"))}
+            for n in nodes],
+        "visibility": seen,
         "time_resolution_s": 1.0,
         "setup": setup,
     }
