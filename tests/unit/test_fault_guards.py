@@ -100,6 +100,20 @@ def test_a_node_shared_with_another_job_is_refused():
     assert not any(c[:2] == ["scontrol", "update"] for c in be.t.calls)
 
 
+def test_a_node_an_operator_is_draining_is_refused():
+    """Its drain would be lost when the harness resumes it after the fault."""
+    class Draining(Squeue):
+        def run(self, argv, **kw):
+            if argv[0] == "sinfo":
+                self.calls.append(list(argv))
+                return Result(tuple(argv), 0, "draining\n", "")
+            return super().run(argv, **kw)
+    be = slurm(Draining())
+    with pytest.raises(BackendError, match="node c2 is draining"):
+        be.inject(slurm_handle(), "lose_node", {"rank": 1, "host": "c2", "pid": 1})
+    assert not any(c[:2] == ["scontrol", "update"] for c in be.t.calls)
+
+
 def test_a_job_squeue_does_not_list_or_that_is_not_running_is_refused():
     with pytest.raises(BackendError, match="squeue does not list job 99"):
         slurm().inject(slurm_handle("99"), "lose_node", {"rank": 0, "host": "c2", "pid": 1})

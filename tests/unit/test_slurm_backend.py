@@ -386,8 +386,8 @@ def test_lose_node_without_docker_is_journalled_before_scontrol():
               journal=lambda hh: seen.append((list(hh.data["lost_nodes"]), len(be.t.calls))))
     # before the journal only reads: which nodes the job holds and who else runs there (guard.py), and
     # the node's record as slurmctld has it (raw evidence)
-    assert seen == [(["c2"], 3)] and [c[0][0] for c in be.t.calls[:2]] == ["squeue", "squeue"]
-    assert be.t.calls[2][0] == ["scontrol", "show", "node", "-o", "c2"]
+    assert seen == [(["c2"], 4)] and [c[0][0] for c in be.t.calls[:3]] == ["squeue", "squeue", "sinfo"]
+    assert be.t.calls[3][0] == ["scontrol", "show", "node", "-o", "c2"]
     assert be.t.calls[-1][0][:3] == ["scontrol", "update", "nodename=c2"]
     assert [r["when"] for r in h.data["node_records"]] == ["inject"]
 

@@ -97,6 +97,11 @@ def held_node(sched, shell, job_id: str, host: str) -> str:
         raise refuse(f"node {node} also runs {who}; setting it down would kill them",
                      tip="ask for whole nodes (slurm.extra_sbatch: ['--exclusive']) so the fault's node is the run's "
                          "alone, or drop the lose_node fault on a shared partition")
+    # a node an operator is draining (or has marked) would lose that mark when the harness resumes it
+    _, seen = sched.node_usable(node)
+    if any(w in seen.lower() for w in ("drain", "down", "fail", "maint", "reboot", "reserved")):
+        raise refuse(f"node {node} is {seen.strip()}: the harness's resume afterwards would undo an operator's state",
+                     tip="aim the fault at a rank on another node, or wait until the node is back in service")
     return node
 
 
