@@ -232,8 +232,16 @@ def cmd_validate(args) -> int:
 
     cfg = _load(args)
     check_config(cfg)  # what `poc render` and a run would refuse is refused here too
+    dry = None
+    if args.server_dry_run:   # the Kubernetes API server's own verdict on the rendered objects
+        from .backends.k8s import dryrun
+        dry = dryrun.validate_config(cfg)
+        if (err := dryrun.failure(dry)) is not None:
+            raise err
+        if not args.json and not args.quiet:
+            print(f"OK server dry-run at {dry['api_server']}: {len(dry['objects'])} objects accepted")
     if args.json:
-        print(json.dumps({"ok": True, "config_hash": cfg.config_hash()}))
+        print(json.dumps({"ok": True, "config_hash": cfg.config_hash(), **({"server_dry_run": dry} if dry else {})}))
     elif not args.quiet:
         print(f"OK {args.config or '<built-in default>'}: campaign {cfg.campaign}, "
               f"platforms {', '.join(cfg.platforms)}, "
@@ -311,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     rv.set_defaults(func=cmd_rederive)
 
     v = sub.add_parser("validate", parents=[common], help="check a config file")
+    v.add_argument("--server-dry-run", action="store_true",
+                   help="also send the rendered Kubernetes objects to the API server with dryRun=All "
+                        "(schema, RBAC and webhooks check them; nothing is created)")
     v.set_defaults(func=cmd_validate)
 
     c = sub.add_parser("config", help="configuration helpers")

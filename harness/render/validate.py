@@ -33,5 +33,6 @@ def check_config(cfg: Config) -> int:
                 sbatch.check(s, cfg.slurm)
             elif platform == "k8s":
                 jobset.check(s, cfg.kubernetes.image)
+                jobset.check_placement(cfg.kubernetes)
             n += 1
     return n
