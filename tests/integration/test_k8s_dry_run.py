@@ -145,3 +145,20 @@ def test_the_dry_run_reaches_kueues_webhook(cluster, scratch):
             dry_run(backend, job)
     finally:
         backend.client.close()
+
+
+def test_the_printed_role_may_submit_every_example(cluster):
+    """As the native cluster's restricted user (a client certificate bound only to the namespaced Role
+    that `poc render` prints, in its own namespace): a dry-run create needs the same rights as a create."""
+    from harness.clusters import native_k8s as nk
+    r = nk.info().restricted
+    assert r, "the native cluster has no restricted user (harness/clusters/k8s/tenant.py)"
+    for path in K8S_EXAMPLES:
+        cfg = on_native(path, r["namespace"], Path(r["kubeconfig"]))
+        cfg.kubernetes.local_queue = r["local_queue"]
+        backend, job = rendered(cfg)
+        try:
+            _, js = dry_run(backend, job)
+        finally:
+            backend.client.close()
+        assert js["metadata"]["namespace"] == r["namespace"] and js["spec"]["suspend"] is True, path.name
