@@ -11,7 +11,7 @@ from collections.abc import Iterable
 EVENT_PREFIX = "POC_EVENT "
 KINDS = (
     "process_start", "torch_imported", "rendezvous_done", "sweep_start", "allreduce", "sweep_done", "comm",
-    "checkpoint_loaded", "train_start", "step", "checkpoint_saved", "done",
+    "checkpoint_loaded", "train_start", "step", "checkpoint_saved", "done", "workload_error",
 )
 
 

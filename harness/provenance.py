@@ -79,6 +79,11 @@ def environment(platform_info: dict, events: list[dict], raw: dict | None = None
         "torch": torch_ev.get("torch"),
         "cuda": torch_ev.get("cuda"),
         "gpus_visible": torch_ev.get("gpus"),
+        # GPUs the scheduler allocated but that do not exist (the local GPU-shaped clusters): the
+        # run trained on CPUs, and what the scheduler exposed to it is kept
+        "gpus_per_node": torch_ev.get("gpus_per_node"),
+        "simulated_gpus": torch_ev.get("simulated_gpus"),
+        "gpu_env": torch_ev.get("gpu_env"),
         "comm_backend": torch_ev.get("backend"),
         "hosts": sorted({e.get("host") for e in events if e.get("host")}),   # where the ranks ran
         "world_size": max((e.get("world_size", 0) for e in events), default=None),
