@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -58,6 +59,12 @@ def cfg_of(campaign_name: str, **over) -> config.Config:
     for k, v in over.items():
         data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) and isinstance(data.get(k), dict) else v
     return config.from_mapping(data)
+
+
+def checkpoint_dir(campaign_name: str, run_id: str) -> Path:
+    """A run's hostPath sub-path on the native cluster (this machine)."""
+    from harness.paths import NATIVE_K8S_CLUSTER, cluster_state_dir
+    return cluster_state_dir(NATIVE_K8S_CLUSTER) / "checkpoints" / campaign_name / run_id
 
 
 def run_campaign(cfg: config.Config, results: Path) -> tuple[list[dict], float]:
@@ -143,6 +150,10 @@ def test_poc_run_clean_and_kill_rank(cluster, tmp_path):
     assert kill["faults"][0]["target"]["pod"] and kill["faults"][0]["detail"]["via"] == "pods/exec kill -9"
     assert kill["scheduler"]["info"]["restarts"] == 1
     assert all(r["scheduler"]["info"]["polls"]["from_watches"] > 0 for r in recs), "observed through watches"
+    for r in recs:   # keep_run_files: on_failure: an ok run's hostPath sub-path (checkpoints, events) is gone
+        ckpt = checkpoint_dir("k8s-cli", r["run_id"])
+        assert r["cleanup"] == {"removed": [str(ckpt)], "kept": []}, r.get("cleanup")
+        assert not ckpt.exists()
     print(f"\ncli campaign {took:.0f}s: " + json.dumps({r["run_id"]: {k: r["metrics"][k]["value"] for k in
                                                        ("queue_s", "queue_admission_s", "startup_s", "launch_s",
                                                         "rendezvous_s", "first_step_s", "allreduce_busbw_gbps",
@@ -363,7 +374,10 @@ def test_local_queue_missing(cluster, tmp_path):
 
 def test_image_that_cannot_be_pulled(cluster, tmp_path):
     cfg = cfg_of("k8s-bad-image", kubernetes={"image": "k8s-slurm-poc/does-not-exist:v0"})
-    _failed_record(cfg, tmp_path, "run", "ErrImagePull", within_s=120)
+    rec = _failed_record(cfg, tmp_path, "run", "ErrImagePull", within_s=120)
+    ckpt = checkpoint_dir("k8s-bad-image", rec["run_id"])   # a failed run's files are kept (on_failure)
+    assert rec["cleanup"]["kept"] == [str(ckpt)] and "on_failure" in rec["cleanup"]["reason"], rec["cleanup"]
+    shutil.rmtree(ckpt.parent, ignore_errors=True)
 
 
 def test_requests_no_node_can_satisfy(cluster, tmp_path):
