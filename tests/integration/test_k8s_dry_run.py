@@ -1,8 +1,9 @@
 """The Kubernetes examples (examples/*.yaml) pass a server-side dry-run on the real native cluster.
 
-Each example's rendered ConfigMap and JobSet go to the API server with dryRun=All: the CRD schema,
-JobSet's defaulting and validating webhooks and Kueue's JobSet webhook all see them, nothing is
-created. The examples name a namespace, LocalQueue and kubeconfig of a team's cluster; the test keeps
+Through harness/backends/k8s/dryrun.py, as `poc validate --server-dry-run` does: every planned run's
+ConfigMap and JobSet go to the API server with dryRun=All and fieldValidation=Strict: RBAC, the CRD
+schema, JobSet's defaulting and validating webhooks and Kueue's JobSet webhook all see them, nothing
+is created. The examples name a namespace, LocalQueue and kubeconfig of a team's cluster; the test keeps
 everything else and points them at the native cluster: its admin kubeconfig and a scratch namespace
 made for the test (deleted after), with the PriorityClasses the examples name (created if missing,
 deleted after if the test made them). A negative case proves the webhooks are in the path: Kueue's
@@ -10,7 +11,10 @@ refuses a pod template with two topology annotations, which only it checks.
 """
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -24,7 +28,7 @@ if os.geteuid() != 0:  # pragma: no cover - depends on the machine
     pytest.skip("the native cluster needs root", allow_module_level=True)
 
 from harness import config, spec  # noqa: E402
-from harness.backends.k8s import KubernetesBackend  # noqa: E402
+from harness.backends.k8s import KubernetesBackend, dryrun  # noqa: E402
 from harness.backends.k8s.api import JOBSETS  # noqa: E402
 from harness.errors import BackendError, ClusterError  # noqa: E402
 from harness.render import jobset as rj  # noqa: E402
@@ -94,8 +98,9 @@ def rendered(cfg: config.Config) -> tuple[KubernetesBackend, rj.K8sJob]:
     return backend, job
 
 
-def dry_run(backend: KubernetesBackend, job: rj.K8sJob) -> tuple[dict, dict]:
-    """(ConfigMap, JobSet) as the API server would store them, after every admission webhook."""
+def admitted(backend: KubernetesBackend, job: rj.K8sJob) -> tuple[dict, dict]:
+    """(ConfigMap, JobSet) as the API server would store them, after every admission webhook (dryrun.py
+    returns verdicts only; this reads the objects the server answers with)."""
     c, ns = backend.client, job.namespace
     cm = c.call("CREATE ConfigMap (dry run)", c.core().create_namespaced_config_map, ns, job.configmap,
                 dry_run="All")
@@ -106,10 +111,24 @@ def dry_run(backend: KubernetesBackend, job: rj.K8sJob) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("path", K8S_EXAMPLES, ids=[p.stem for p in K8S_EXAMPLES])
 def test_example_passes_a_server_side_dry_run(cluster, scratch, path):
+    """Every object of every planned run (clean runs and fault runs) accepted, as `poc validate
+    --server-dry-run` checks them."""
+    cfg = on_native(path, scratch, cluster.kubeconfig)
+    result = dryrun.validate_config(cfg)
+    assert dryrun.failure(result) is None, dryrun.failure(result)
+    runs = spec.run_plan(cfg, "k8s")
+    assert [(v["run_id"], v["kind"]) for v in result["objects"]] == \
+        [(p.run_id, kind) for p in runs for kind in ("ConfigMap", "JobSet")]
+    assert all(v["ok"] and "status" not in v for v in result["objects"]), result   # no 409 leftovers either
+
+
+@pytest.mark.parametrize("path", K8S_EXAMPLES, ids=[p.stem for p in K8S_EXAMPLES])
+def test_example_survives_admission_unchanged(cluster, scratch, path):
+    """What the example is about (placement, fabric, topology) is what the server would store."""
     cfg = on_native(path, scratch, cluster.kubeconfig)
     backend, job = rendered(cfg)
     try:
-        cm, js = dry_run(backend, job)
+        cm, js = admitted(backend, job)
     finally:
         backend.client.close()
     assert cm["metadata"]["name"] == job.configmap["metadata"]["name"]
@@ -118,7 +137,6 @@ def test_example_passes_a_server_side_dry_run(cluster, scratch, path):
     assert js["spec"]["startupPolicy"] == {"startupPolicyOrder": "AnyOrder"}
     assert js["spec"]["suspend"] is True
     assert js["metadata"]["labels"][rj.QUEUE_LABEL] == cfg.kubernetes.local_queue
-    # what the example is about survived admission unchanged
     sent = job.jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     got = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     pod = cfg.kubernetes.pod
@@ -141,10 +159,29 @@ def test_the_dry_run_reaches_kueues_webhook(cluster, scratch):
     pod = job.jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-preferred-topology"] = "kubernetes.io/hostname"
     try:
-        with pytest.raises(BackendError, match="topology annotation"):
-            dry_run(backend, job)
+        cm, js = dryrun.dry_run(backend.client, job)
     finally:
         backend.client.close()
+    assert cm["kind"] == "ConfigMap" and cm["ok"], cm
+    assert js["kind"] == "JobSet" and not js["ok"], js
+    assert "topology annotation" in js["message"] and "vjobset.kb.io" in js["message"], js
+    err = dryrun.failure({"api_server": "native", "objects": [dict(v, run_id=job.name) for v in (cm, js)]})
+    assert isinstance(err, BackendError) and err.tip
+
+
+def test_poc_validate_server_dry_run(cluster, scratch, tmp_path):
+    """The command a user runs, on the campaign example: exit 0, every object accepted."""
+    path = ROOT / "examples" / "gpu-campaign.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["kubernetes"].update(namespace=scratch, kubeconfig=str(cluster.kubeconfig), context=None)
+    cfg_path = tmp_path / "gpu-campaign.yaml"
+    cfg_path.write_text(yaml.safe_dump(data))
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "validate", "--server-dry-run", "--json",
+                           "--config", str(cfg_path)], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["ok"] and out["server_dry_run"]["ok"], out
+    assert len(out["server_dry_run"]["objects"]) == 2 * len(spec.run_plan(config.load(path), "k8s"))
 
 
 def test_the_printed_role_may_submit_every_example(cluster):
@@ -156,9 +193,5 @@ def test_the_printed_role_may_submit_every_example(cluster):
     for path in K8S_EXAMPLES:
         cfg = on_native(path, r["namespace"], Path(r["kubeconfig"]))
         cfg.kubernetes.local_queue = r["local_queue"]
-        backend, job = rendered(cfg)
-        try:
-            _, js = dry_run(backend, job)
-        finally:
-            backend.client.close()
-        assert js["metadata"]["namespace"] == r["namespace"] and js["spec"]["suspend"] is True, path.name
+        result = dryrun.validate_config(cfg)
+        assert dryrun.failure(result) is None, (path.name, dryrun.failure(result))
