@@ -59,6 +59,26 @@ def harness_role() -> dict:
     return roles[0]
 
 
+def priority_class() -> dict:
+    # Kubernetes' default preemption policy: with Never the scheduler's answer for a pod no node can
+    # ever hold reads "not eligible due to preemptionPolicy=Never" instead of "Preemption is not
+    # helpful", and an impossible request looks like a busy cluster
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": PRIORITY_CLASS},
+            "value": 1000, "globalDefault": False, "preemptionPolicy": "PreemptLowerPriority",
+            "description": "the restricted user's GPU jobs (k8s-slurm-poc)"}
+
+
+def _replace_changed_priority_class(L: Layout) -> None:
+    """A PriorityClass's value and preemption policy are immutable: one made differently before goes."""
+    want = priority_class()
+    got = kubectl(L, "get", "priorityclass", PRIORITY_CLASS, "-o", "json", check=False)
+    if got.returncode != 0:
+        return
+    cur = json.loads(got.stdout)
+    if (cur.get("value"), cur.get("preemptionPolicy")) != (want["value"], want["preemptionPolicy"]):
+        kubectl(L, "delete", "priorityclass", PRIORITY_CLASS, "--wait=true")
+
+
 def objects() -> list[dict]:
     """Everything the admin creates for the tenant, in apply order."""
     from harness.render import jobset as rj
@@ -66,9 +86,7 @@ def objects() -> list[dict]:
     role = harness_role()
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": PRIORITY_CLASS},
-         "value": 1000, "globalDefault": False, "preemptionPolicy": "Never",
-         "description": "the restricted user's GPU jobs (k8s-slurm-poc)"},
+        priority_class(),
         {"apiVersion": rj.KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": rj.RESOURCE_FLAVOR}, "spec": {}},
         {"apiVersion": rj.KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
          "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
@@ -91,6 +109,7 @@ def ensure(L: Layout) -> dict:
     ca = pki.ensure_ca(L.pki)
     pair = pki.ensure_cert(L.pki, "restricted-user", ca, USER, orgs=(GROUP,))
     pki.write_kubeconfig(kubeconfig_path(L), f"https://127.0.0.1:{APISERVER_PORT}", ca, pair, USER)
+    _replace_changed_priority_class(L)
     doc = {"apiVersion": "v1", "kind": "List", "items": objects()}
     # Kueue's webhooks answer 500 for a moment after Kueue (re)starts: retry a few times
     last = None
