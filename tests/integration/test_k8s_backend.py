@@ -369,7 +369,8 @@ def test_local_queue_missing(cluster, tmp_path):
     # an explicit kubeconfig is a "real cluster" to the backend: it creates nothing, so the queue is missing
     cfg = cfg_of("k8s-no-queue", kubernetes=explicit(cluster.kubeconfig, local_queue="no-such-queue"))
     rec = _failed_record(cfg, tmp_path, "preflight", "LocalQueue 'no-such-queue' does not exist", within_s=30)
-    assert "kueue.yaml" in rec["error"]["tip"]
+    # a cluster the harness does not own: ask its admins for a queue (not: apply a ClusterQueue open to all)
+    assert "kubectl get localqueues -n poc" in rec["error"]["tip"] and "ClusterQueue" not in rec["error"]["tip"]
 
 
 def test_image_that_cannot_be_pulled(cluster, tmp_path):
@@ -381,11 +382,12 @@ def test_image_that_cannot_be_pulled(cluster, tmp_path):
 
 
 def test_requests_no_node_can_satisfy(cluster, tmp_path):
-    # local setup sizes the queue for the job, so Kueue admits it and the scheduler finds no node
+    # the nodes are readable (admin): preflight finds that no node has 64 CPUs, before anything is submitted
     cfg = cfg_of("k8s-too-big", resources={"cpus_per_node": 64})
-    _failed_record(cfg, tmp_path, "run", "no node can hold pod", "Insufficient cpu", within_s=120)
-    # with the queue sized for the default job (an explicit kubeconfig changes nothing), Kueue refuses it
-    cfg = cfg_of("k8s-too-big-q", resources={"cpus_per_node": 64},
+    _failed_record(cfg, tmp_path, "preflight", "no node can hold one pod", "cpu 64", within_s=60)
+    # 2 CPUs fit a node, but 2 pods x 2 exceed the queue sized for the default job (an explicit
+    # kubeconfig changes nothing): Kueue refuses it, and the run ends at once
+    cfg = cfg_of("k8s-too-big-q", resources={"cpus_per_node": 2},
                  kubernetes=explicit(cluster.kubeconfig))
     KubernetesBackend.from_config(cfg_of("k8s-setup")).setup_local()
     _failed_record(cfg, tmp_path, "run", "Kueue", "maximum capacity", within_s=120)

@@ -64,6 +64,10 @@ def test_no_node_with_admin_rights_fails_from_allocatable_too():
      "are available: 3 No preemption victims found for incoming pod.", False),
     ("0/0 nodes are available. preemption: 0/0 nodes are available: 0 Preemption is not helpful for scheduling.",
      False),
+    # measured with the tenant's priority class (preemptionPolicy: Never): no per-node preemption verdict,
+    # so "never" and "busy" read the same and the pod waits (for the queue timeout, which quotes this)
+    ("0/3 nodes are available: 3 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: not "
+     "eligible due to preemptionPolicy=Never.", False),
     ("", False),
 ])
 def test_no_node_can_ever(message, never):

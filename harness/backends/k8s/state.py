@@ -126,7 +126,7 @@ def native_state(nodes: int, j: dict | None, w: dict | None, pods: list[dict]) -
             qr = conds(w).get("QuotaReserved", {})
             reason = str(qr.get("message", "")) if qr.get("status") != "True" else ""
             if "> maximum capacity" in reason:   # the job alone exceeds the quota: it will never fit
-                return Verdict("Unrunnable", f"Kueue: {reason}")
+                return Verdict("Unrunnable", f"Kueue: {reason} ({OVER_QUOTA_HINT})")
         return Verdict("Suspended", reason or "waiting for Kueue admission")
     current = [p for p in pods if attempt_of(p) == restarts and not deleting(p)]
     if any(phase(p) == "Failed" for p in pods if not deleting(p)):
@@ -138,7 +138,8 @@ def native_state(nodes: int, j: dict | None, w: dict | None, pods: list[dict]) -
         # the first attempt only: after a lost node, a recreated set may see every node unresolvable
         # for a moment (the lost one tainted, the others still holding terminating pods)
         if not restarts and no_node_can_ever(msg):
-            return Verdict("Unrunnable", f"no node can ever hold pod {get(unsched[0], 'metadata', 'name')}: {msg}")
+            return Verdict("Unrunnable", f"no node can ever hold pod {get(unsched[0], 'metadata', 'name')}: {msg} "
+                                         f"({NO_NODE_HINT})")
         return Verdict("Restarting" if restarts else "PodsUnscheduled", msg, unsched[0] if unsched else None)
     if all(phase(p) == "Running" for p in current):
         return Verdict("Running")
@@ -149,6 +150,12 @@ def native_state(nodes: int, j: dict | None, w: dict | None, pods: list[dict]) -
     if restarts and any(phase(p) != "Pending" for p in current):
         return Verdict("Restarting")
     return Verdict("PodsStarting")
+
+
+NO_NODE_HINT = ("ask for what one node has: resources.gpus_per_node, cpus_per_node, memory_mb, "
+                "kubernetes.pod.extra_resources; or check kubernetes.pod.tolerations and node_selector")
+OVER_QUOTA_HINT = ("the job alone exceeds its queue's quota: fewer nodes or GPUs, or ask the cluster admins "
+                   "for a larger ClusterQueue behind kubernetes.local_queue")
 
 
 def no_node_can_ever(message: str) -> bool:

@@ -1,0 +1,112 @@
+"""The harness as a shared Kubernetes cluster's user: the native cluster's restricted user (a client
+certificate bound only to the namespaced Role `poc render` prints, in namespace poc-gpu with its
+LocalQueue; harness/clusters/k8s/tenant.py) runs preflight, the server-side dry-run, and an
+impossible GPU request that must fail fast. About a minute."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.k8s]
+
+if os.geteuid() != 0:  # pragma: no cover - depends on the machine
+    pytest.skip("the native cluster needs root", allow_module_level=True)
+
+from harness import config  # noqa: E402
+from harness.backends.k8s import KubernetesBackend, dryrun  # noqa: E402
+from harness.clusters.images import worker_ref  # noqa: E402
+from harness.clusters.k8s.gpu_shape import GPU_TOLERATION  # noqa: E402
+from harness.errors import BackendError, ClusterError  # noqa: E402
+from harness.pipeline import campaign  # noqa: E402
+from harness.store import Store  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tenant() -> dict:
+    from harness.clusters import native_k8s as nk
+    last = None
+    for _attempt in range(3):   # the cluster's owner may be restarting it
+        try:
+            info = nk.up(nodes=3) if not nk.is_up() else nk.info()
+            break
+        except ClusterError as exc:
+            last = exc
+            time.sleep(10)
+    else:
+        pytest.fail(f"the native cluster did not come up: {last}")
+    if not info.restricted:
+        pytest.fail("the native cluster has no restricted user (harness/clusters/k8s/tenant.py)")
+    return info.restricted
+
+
+def cfg_of(t: dict, name: str, nodes: int = 2, gpus: int = 2, priority: bool = True, **kube) -> config.Config:
+    return config.from_mapping({
+        "campaign": name, "platforms": ["k8s"], "faults": [], "repetitions": 1,
+        "resources": {"nodes": nodes, "procs_per_node": gpus, "gpus_per_node": gpus, "cpus_per_node": 1,
+                      "memory_mb": 1024},
+        "workload": {"simulated_gpus": True, "steps": 10},
+        "timeouts": {"queue_s": 240, "run_s": 300},
+        "kubernetes": {"kubeconfig": t["kubeconfig"], "namespace": t["namespace"], "local_queue": t["local_queue"],
+                       "image": worker_ref(), "image_pull_policy": "Never",
+                       "pod": {"tolerations": [GPU_TOLERATION],
+                               "priority_class": t["priority_class"] if priority else None}, **kube}})
+
+
+def test_preflight_needs_no_cluster_scoped_reads(tenant):
+    b = KubernetesBackend.from_config(cfg_of(tenant, "restricted-pf"))
+    try:
+        info = b.preflight()
+    finally:
+        b.close()
+    v = info["visibility"]
+    for key in ("crds", "namespace", "cluster_queue", "nodes"):
+        assert v[key].startswith("forbidden: not needed"), (key, v)
+    assert info["local_queue"] == tenant["local_queue"] and info["cluster_queue"] == tenant["cluster_queue"]
+
+
+def test_missing_local_queue_tip_asks_the_admins(tenant):
+    b = KubernetesBackend.from_config(cfg_of(tenant, "restricted-lq", local_queue="no-such-queue"))
+    try:
+        with pytest.raises(BackendError, match="does not exist") as e:
+            b.preflight()
+    finally:
+        b.close()
+    assert f"kubectl get localqueues -n {tenant['namespace']}" in e.value.tip and "ClusterQueue" not in e.value.tip
+
+
+def test_server_dry_run_as_the_user(tenant):
+    out = dryrun.validate_config(cfg_of(tenant, "restricted-dry"))
+    assert out["ok"], out
+    # another team's namespace: the Role does not reach it
+    bad = dryrun.validate_config(cfg_of(tenant, "restricted-dry2", namespace="poc"))
+    err = dryrun.failure(bad)
+    assert err is not None and "HTTP 403" in err.message and "rbac.yaml" in err.tip
+
+
+def _one_failed_run(cfg: config.Config, results: Path) -> tuple[dict, float]:
+    t0 = time.monotonic()
+    recs = campaign(cfg, ["k8s"], Store(results, cfg.campaign), lambda p: KubernetesBackend.from_config(cfg),
+                    resume=False)
+    took = time.monotonic() - t0
+    assert len(recs) == 1 and recs[0]["status"] == "failed", recs
+    return recs[0]["error"], took
+
+
+def test_more_gpus_than_a_node_has_fails_fast(tenant, tmp_path):
+    """8 GPUs on 4-GPU nodes: Kueue admits it (the queue holds 8), the scheduler can place it nowhere;
+    the user cannot list nodes, so the scheduler's own message decides. Not the 240 s queue timeout.
+    Without the tenant's priority class: its preemptionPolicy Never makes the scheduler skip the
+    preemption pass, whose per-node verdict ("Preemption is not helpful") is what tells "never" from
+    "busy" (test_k8s_impossible.py: such a pod waits for the queue timeout)."""
+    err, took = _one_failed_run(cfg_of(tenant, "restricted-8gpu", nodes=1, gpus=8, priority=False), tmp_path)
+    assert "no node can ever hold pod" in err["message"] and "Insufficient nvidia.com/gpu" in err["message"], err
+    assert took < 90, f"took {took:.0f} s"
+
+
+def test_more_gpus_than_the_queue_holds_fails_fast(tenant, tmp_path):
+    err, took = _one_failed_run(cfg_of(tenant, "restricted-12gpu", nodes=3, gpus=4), tmp_path)
+    assert "maximum capacity" in err["message"], err
+    assert took < 90, f"took {took:.0f} s"
