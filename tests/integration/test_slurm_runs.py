@@ -97,6 +97,17 @@ def test_unreachable_ssh_host_is_a_transport_error():
     print(f"\nunreachable: gave up after {time.monotonic() - t0:.1f} s")
 
 
+def on_cluster(path: str) -> bool:
+    return slurm_docker.run(slurm_docker.login_exec_argv(["test", "-e", path]), check=False).returncode == 0
+
+
+def assert_run_dir_removed(rec):
+    """keep_run_files: on_failure (the default): an ok run's directory is gone from the cluster."""
+    rdir = rec["scheduler"]["info"]["run_dir"]
+    assert rec["cleanup"] == {"removed": [rdir], "kept": []}, rec.get("cleanup")
+    assert not on_cluster(rdir) and on_cluster(str(Path(rdir).parent))
+
+
 def assert_one_command_per_poll(rec):
     """Every poll was one command (squeue and the event files together), plus at most one sacct at the
     end: 24.11's squeue no longer lists a finished job."""
@@ -112,6 +123,7 @@ def test_clean_run_over_ssh_stores_all_five_metrics(cluster, tmp_path):
     assert rec["scheduler"]["attempts"][0]["state"] == "COMPLETED"
     assert_one_command_per_poll(rec)
     check_raw_evidence(tmp_path, rec)
+    assert_run_dir_removed(rec)
 
 
 def test_clean_run_over_local_transport(cluster, tmp_path):
@@ -136,6 +148,7 @@ def test_fault_is_injected_and_recovered(cluster, tmp_path, kind):
         assert states[0] == "NODE_FAIL"
     assert idle_nodes() == {"c1", "c2", "c3"}  # a lost node is back for the next run
     check_raw_evidence(tmp_path, rec, kind)
+    assert_run_dir_removed(rec)
 
 
 def test_contention_job_waits_behind_an_exclusive_blocker(cluster, tmp_path):
@@ -189,6 +202,10 @@ def test_batch_script_that_fails_at_once(cluster, tmp_path):
     assert rec["status"] == "failed" and rec["error"]["stage"] == "run"
     assert "failed" in rec["error"]["message"]
     assert rec["scheduler"]["attempts"][-1]["state"] == "FAILED"
+    rdir = rec["scheduler"]["info"]["run_dir"]   # a failed run's files stay for a look (keep_run_files: on_failure)
+    assert rec["cleanup"]["kept"] == [rdir] and "on_failure" in rec["cleanup"]["reason"]
+    assert on_cluster(f"{rdir}/job.sbatch")
+    slurm_docker.run(slurm_docker.login_exec_argv(["rm", "-rf", "--", rdir]))
 
 
 def test_unreachable_login_node_is_a_failed_record(tmp_path):
