@@ -188,6 +188,13 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
             events = evmod.dedupe(events + list(collected.events or []))  # first copy wins: it carries observed_at
             times.update(collected.times)
         if state != JobState.SUCCEEDED:
+            refused = next((e for e in events if e["kind"] == "workload_error"), None)
+            if refused is not None:
+                # the workload stopped before training on purpose (no GPU where GPUs were asked for ...):
+                # its own sentence says what is wrong, better than a log tail
+                raise StageFailed("run", BackendError(
+                    f"job ended {state.value}: the workload refused to run: {refused.get('message')}",
+                    tip="check resources.gpus_per_node and the image's torch build (CUDA) against the nodes"))
             tail = ""
             if collected and collected.logs:
                 name, text = next(reversed(collected.logs.items()))

@@ -5,6 +5,7 @@ import json
 
 from fakes import ScriptedBackend, SimClock
 
+from harness.backends.base import Observation
 from harness.config import from_mapping
 from harness.pipeline import campaign
 from harness.states import JobState
@@ -119,3 +120,22 @@ def test_a_failed_run_is_stored_even_when_its_evidence_cannot_be_read(tmp_path):
     assert _records(tmp_path, cfg)[0]["run_id"] == rec["run_id"]
     assert (tmp_path / cfg.campaign / "runs" / rec["run_id"] / "raw.json.gz").exists()
     assert not list((tmp_path / cfg.campaign).glob("inflight/*"))
+
+
+def test_a_workload_that_refuses_to_run_is_the_error_the_user_reads(tmp_path):
+    """No GPU where GPUs were asked for: the workload's own sentence (its workload_error event) becomes
+    the run's error, not a log tail."""
+    refusal = {"kind": "workload_error", "error": "gpus", "rank": 0, "ts_ns": 1,
+               "message": "2 GPUs per node were requested (2 ranks on this node) but torch sees 0 CUDA devices"}
+
+    class NoGpu(ScriptedBackend):
+        def observe(self, handles):
+            return {h.run_id: Observation(JobState.FAILED, [dict(refusal)], {"submitted": h.submitted_at})
+                    for h in handles}
+
+    cfg, clock = _cfg(), SimClock()
+    (rec,) = campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: NoGpu(clock=clock), resume=False,
+                      poll_s=0.01, clock=clock, sleep=clock.sleep)
+    assert rec["status"] == "failed" and rec["error"]["stage"] == "run", rec
+    assert "the workload refused to run: 2 GPUs per node were requested" in rec["error"]["message"]
+    assert "gpus_per_node" in rec["error"]["tip"]
