@@ -195,7 +195,8 @@ def test_recorded_job_answers_map_into_the_shared_states(name, state):
 def test_accounting_has_every_attempt_oldest_first_and_keeps_the_answer_as_raw():
     sch, _ = sched()
     rows, raw = sch.attempts("8")
-    assert [r.native_state for r in rows] == ["PENDING", "COMPLETED"] and rows[0].flags == ("REQUEUED",)
+    # as sacct -D -X -P prints them (tests/fixtures/slurm/trixie/sacct_D_requeue.txt): REQUEUED, not PENDING
+    assert [r.native_state for r in rows] == ["REQUEUED", "COMPLETED"] and rows[0].state == JobState.RESTARTING
     assert rows[0].end <= rows[1].start and rows[1].restarts == 1
     rec = raw["sacct_json"]
     assert rec["source"] == "slurmrestd" and rec["rc"] == 200 and rec["request"] == "GET /slurmdb/v0.0.42/job/8"

@@ -21,6 +21,7 @@ reached through a separate files channel (files.py: ssh to a login node, or a lo
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -263,7 +264,7 @@ class RestScheduler:
         for jid in job_ids:
             status, text, _ = self._slurmdb_job(jid)
             rows += sp.sacct_json(text) if status == 200 else []
-        return rows
+        return as_sacct_prints(rows)
 
     def attempts(self, job_id: str) -> tuple[list[sp.SlurmJob], dict]:
         at = time.time()
@@ -271,7 +272,7 @@ class RestScheduler:
             status, text, _ = self._slurmdb_job(job_id)
         except RestError as exc:
             return [], {"sacct_json": _record(f"GET slurmdb job/{job_id}", exc.status, "", at, error=str(exc)[:500])}
-        rows = [r for r in sp.sacct_json(text) if r.job_id == job_id] if status == 200 else []
+        rows = as_sacct_prints([r for r in sp.sacct_json(text) if r.job_id == job_id] if status == 200 else [])
         rows.sort(key=lambda r: (r.submit or 0, r.start or float("inf")))
         return rows, {"sacct_json": _record(f"GET {self.c.path('slurmdb', f'job/{job_id}')}", status, text, at)}
 
@@ -327,6 +328,13 @@ class RestScheduler:
     def close(self) -> None:
         self.c.session.close()
         self.files.close()
+
+
+def as_sacct_prints(rows: list[sp.SlurmJob]) -> list[sp.SlurmJob]:
+    """slurmdbd's JSON lists a requeued attempt as ['PENDING', 'REQUEUED']; ``sacct -P`` prints it
+    REQUEUED. The attempts a run keeps read the same whichever transport fetched them."""
+    return [dataclasses.replace(r, native_state="REQUEUED", flags=tuple(f for f in r.flags if f != "REQUEUED"))
+            if r.native_state == "PENDING" and "REQUEUED" in r.flags else r for r in rows]
 
 
 def node_state_text(n: dict) -> str:
