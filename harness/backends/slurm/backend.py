@@ -5,6 +5,12 @@ most once a second) and the bytes their event files gained since the last poll (
 sacct -P only for jobs squeue no longer knows. A lose_node fault is written to the run's in-flight
 record before the node goes, and cancel() brings back whatever that record names.
 
+Scheduler operations go through ``self.sched`` (scheduler.py): Slurm's commands over the transport
+(local, ssh), or slurmrestd with a JWT (``slurm.transport: rest``, rest.py). File operations (the run
+directory, event files, outputs, srun for kill_rank) go through ``self.t``, which for rest is the
+files channel (files.py: ssh to a login node, or a local mount); its job states are then a request
+of their own each second, beside the event-file command.
+
 Where the numbers come from (Slurm's own clocks, epoch seconds):
 * queue: ``submitted`` = Submit of the first attempt, ``allocated`` = Start of the first attempt
   (squeue --json while it runs; sacct -D -X -P afterwards). Per-attempt rows (requeues) are in
