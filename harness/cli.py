@@ -143,6 +143,30 @@ def _run_campaign(args, cfg, out: Out) -> int:
     return 0 if ok == len(recs) else 1
 
 
+def cmd_cleanup(args) -> int:
+    """Undo what an interrupted campaign left (jobs, lost nodes) without resuming it (harness/undo.py)."""
+    from .backends.factory import make_backend
+    from .store import Store
+    from .undo import undo_inflight
+
+    cfg = _load(args)
+    out = Out(args.quiet, args.json)
+    store = Store(args.results, cfg.campaign)
+    done, failed = undo_inflight(store, lambda p: make_backend(p, cfg))
+    if args.json:
+        print(json.dumps({"campaign": cfg.campaign, "undone": [h["run_id"] for h in done],
+                          "failed": [{"run_id": h["run_id"], "error": h["error"]} for h in failed]}, indent=2))
+    for h in done:
+        out.info(f"undone: {h['platform']} {h['run_id']} ({' '.join(map(str, h.get('ids') or []))})")
+    if not done and not failed:
+        out.info(f"campaign {cfg.campaign}: nothing in flight")
+    if failed:
+        raise PocError(f"{len(failed)} in-flight run(s) could not be undone: "
+                       + "; ".join(f"{h['run_id']}: {h['error']}" for h in failed),
+                       tip="fix what the message says, then run `poc cleanup` again (the records are kept)")
+    return 0
+
+
 def cmd_smoke(args) -> int:
     from .smoke import SMOKE_CAMPAIGN, ensure_clusters, smoke_config
 
@@ -289,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--campaign", help="campaign name (default: the config's)")
     r.add_argument("--repetitions", type=int, help="clean runs per platform (overrides the config)")
     r.set_defaults(func=cmd_run)
+
+    cu = sub.add_parser("cleanup", parents=[common],
+                        help="undo what an interrupted campaign left (jobs, lost nodes) without resuming it")
+    cu.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: ./{DEFAULT_RESULTS})")
+    cu.add_argument("--campaign", help="campaign name (default: the config's)")
+    cu.set_defaults(func=cmd_cleanup)
 
     sm = sub.add_parser("smoke", parents=[common, campaign_opts],
                         help="local clusters up, the default campaign on every platform, the report")
