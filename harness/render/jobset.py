@@ -150,10 +150,23 @@ def resources(spec: JobSpec, extra: dict[str, str] | None = None) -> dict:
     return {"requests": dict(req), "limits": dict(req)}
 
 
-def container_command(spec: JobSpec) -> list[str]:
+# With hostNetwork a pod's host name is its node's, not the JobSet name in the rendezvous endpoint, so
+# torchrun on the first pod does not see that it should host the c10d store (measured on the native
+# cluster: every agent timed out connecting to <jobset>-w-0-0.<jobset>:29500). The first pod (Indexed
+# Job completion index 0) is told so, and every agent advertises its pod IP (= its node's address)
+# instead of a host name other nodes may not resolve. A constant script: the arguments arrive as "$@".
+HOST_NETWORK_LAUNCH = ('if [ "${JOB_COMPLETION_INDEX:-0}" = 0 ]; then host=1; else host=0; fi; '
+                       'exec python3 -m torch.distributed.run --rdzv_conf="is_host=$host" '
+                       '--local_addr="$POC_POD_IP" "$@"')
+
+
+def container_command(spec: JobSpec, host_network: bool = False) -> list[str]:
     script = f"{WORKLOAD_DIR}/{WORKLOAD_SCRIPT}"
-    return ["python3", "-m", "torch.distributed.run", *spec.torchrun_args(rdzv_endpoint(spec)),
-            script, *spec.workload_args(f"{CKPT_MOUNT}/ckpt", f"{CKPT_MOUNT}/events")]
+    args = [*spec.torchrun_args(rdzv_endpoint(spec)), script,
+            *spec.workload_args(f"{CKPT_MOUNT}/ckpt", f"{CKPT_MOUNT}/events")]
+    if host_network:
+        return ["sh", "-c", HOST_NETWORK_LAUNCH, "torchrun", *args]
+    return ["python3", "-m", "torch.distributed.run", *args]
 
 
 def checkpoint_volume(spec: JobSpec, k: Kubernetes, host_root: str, pvc: str | None) -> tuple[dict, dict, str]:
@@ -195,11 +208,13 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         {"name": "JOBSET_RESTART_ATTEMPT",
          "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{RESTART_ANNOTATION}']"}}},
     ]
+    if pod.host_network:
+        env.append({"name": "POC_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     container = {
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": k.image_pull_policy,
-        "command": container_command(spec),
+        "command": container_command(spec, pod.host_network),
         "env": env,
         # with hostNetwork the rendezvous port is a host port: the scheduler keeps two such pods off a node
         "ports": [{"name": "rdzv", "containerPort": int(spec.rdzv_port), "protocol": "TCP"}],

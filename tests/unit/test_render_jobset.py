@@ -378,3 +378,22 @@ def test_rbac_is_namespaced_unless_asked():
     reads = rj.rbac_objects(k.model_copy(update={"create_cluster_role": True}))
     assert {r["resources"][0] for r in reads[3]["rules"]} == {"customresourcedefinitions", "clusterqueues", "nodes"}
     assert reads[3]["rules"][-1]["verbs"] == ["get", "list"]
+
+
+def test_host_network_tells_the_first_pod_to_host_the_rendezvous():
+    """With hostNetwork the pod's host name is the node's: torchrun cannot recognise itself in the
+    endpoint, so index 0 hosts the store explicitly and agents advertise their pod IP."""
+    c = _render_with(pod={"host_network": True})["spec"]["containers"][0]
+    cmd = c["command"]
+    assert cmd[:3] == ["sh", "-c", rj.HOST_NETWORK_LAUNCH] and cmd[3] == "torchrun"
+    assert cmd[4:] == rj.container_command(spec.build(config.from_mapping(
+        {"platforms": ["k8s"], "kubernetes": {"image": IMAGE}}), "k8s", "k8s-clean-01", None))[3:]
+    assert {e["name"]: e.get("valueFrom") for e in c["env"]}["POC_POD_IP"] == \
+        {"fieldRef": {"fieldPath": "status.podIP"}}
+    import subprocess
+    for index, want in (("0", "is_host=1"), ("1", "is_host=0")):
+        out = subprocess.run(["sh", "-c", rj.HOST_NETWORK_LAUNCH.replace("exec python3", "echo python3"), "torchrun",
+                              "--nnodes=2", "a b"], env={"JOB_COMPLETION_INDEX": index, "POC_POD_IP": "10.0.0.7"},
+                             capture_output=True, text=True, check=True).stdout
+        assert out.strip() == (f"python3 -m torch.distributed.run --rdzv_conf={want} --local_addr=10.0.0.7 "
+                               "--nnodes=2 a b")
