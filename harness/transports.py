@@ -159,6 +159,10 @@ def resolve_route(host: str, port: int | None = None, user: str | None = None, k
     """
     conf = _ssh_config(ssh_config)
     found = _lookup(conf, host)
+    if found.get("proxycommand") and proxy_jump is None and not found.get("proxyjump"):
+        # a route ssh would take and this transport would not: better refused than silently direct
+        raise TransportError(f"ssh_config gives {host} a ProxyCommand, which the ssh transport does not run",
+                             tip="use ProxyJump in ssh_config, or slurm.proxy_jump: [user@]host[:port]")
     target = Hop(host=found.get("hostname", host), port=int(port or found.get("port") or 22),
                  user=user or found.get("user"), key_file=key_file or _first_key(found))
     jumps = []

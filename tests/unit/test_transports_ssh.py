@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from harness import config
+from harness.errors import TransportError
 from harness.transports import Hop, SshTransport, resolve_route
 
 CONF = """Host login
@@ -78,3 +79,11 @@ def test_config_takes_a_chain_of_jumps():
     s = config.from_mapping({"platforms": ["slurm"], "slurm": {"host": "login.example.org", "ssh_config": None,
                                                                "proxy_jump": "a@gw1:2201,gw2"}}).slurm
     assert [h.label() for h in SshTransport.from_slurm(s).route] == ["a@gw1:2201", "gw2:22", "login.example.org:22"]
+
+
+def test_proxy_command_is_refused_not_ignored(tmp_path):
+    p = tmp_path / "config"
+    p.write_text("Host viacmd\n  ProxyCommand ssh -W %h:%p gw\n")
+    with pytest.raises(TransportError, match="ProxyCommand"):
+        resolve_route("viacmd", ssh_config=str(p))
+    assert resolve_route("viacmd", ssh_config=str(p), proxy_jump="gw")[0].host == "gw"
