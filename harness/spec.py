@@ -77,7 +77,9 @@ class JobSpec:
             # (torch 2.13, seen here); a fresh store per rendezvous round restarts cleanly
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
             "PYTHONUNBUFFERED": "1",
-            # the fabric's settings last: the same on every platform (config fabric.env)
+            # the fabric's settings last: the same on every platform (config fabric.env); their names
+            # too, so the workload records each one with its comm event, whatever its prefix
+            **({"POC_FABRIC_ENV": ",".join(k for k, _ in self.fabric_env)} if self.fabric_env else {}),
             **dict(self.fabric_env),
         }
 

@@ -342,7 +342,9 @@ def torch_build(torch) -> dict:
 
 
 def comm_env() -> dict[str, str]:
-    return {k: os.environ[k] for k in sorted(os.environ) if k.startswith(COMM_ENV)}
+    # plus every name the harness's fabric.env set (POC_FABRIC_ENV lists them: UCX_*, FI_*, ...)
+    fabric = set(os.environ.get("POC_FABRIC_ENV", "").split(","))
+    return {k: os.environ[k] for k in sorted(os.environ) if k.startswith(COMM_ENV) or k in fabric}
 
 
 def gloo_transport() -> str:

@@ -192,6 +192,11 @@ def test_comm_env_and_gloo_transport(monkeypatch):
     monkeypatch.setenv("UNRELATED", "x")
     env = ddp_train.comm_env()
     assert env["NCCL_IB_HCA"] == "mlx5_0" and env["GLOO_SOCKET_IFNAME"] == "eth1" and "UNRELATED" not in env
+    # whatever the harness's fabric.env set is recorded too, whatever its prefix (UCX_*, FI_*)
+    monkeypatch.setenv("UCX_NET_DEVICES", "mlx5_0:1")
+    monkeypatch.setenv("POC_FABRIC_ENV", "UCX_NET_DEVICES,NCCL_IB_HCA")
+    assert ddp_train.comm_env()["UCX_NET_DEVICES"] == "mlx5_0:1" and "UNRELATED" not in ddp_train.comm_env()
+    monkeypatch.delenv("POC_FABRIC_ENV")
     # the interface is a setting, not another transport: one platform naming it and another not must
     # not read as two transports (the report warns on different transports)
     assert ddp_train.gloo_transport() == "tcp" and ddp_train.gloo_interface() == "eth1"

@@ -164,7 +164,8 @@ def test_apptainer_gets_nv_only_for_real_gpus():
 def test_containers_get_the_fabric_env():
     pyxis = rendered("gpu-pyxis-fabric")
     assert ("--container-env=POC_RUN_ID,OMP_NUM_THREADS,TORCH_DISABLE_SHARE_RDZV_TCP_STORE,PYTHONUNBUFFERED,"
-            "NCCL_IB_HCA,NCCL_SOCKET_IFNAME,UCX_TLS") in pyxis
+            "POC_FABRIC_ENV,NCCL_IB_HCA,NCCL_SOCKET_IFNAME,UCX_TLS") in pyxis
+    assert "POC_FABRIC_ENV=NCCL_IB_HCA,NCCL_SOCKET_IFNAME,UCX_TLS" in pyxis
     assert "NCCL_IB_HCA='^mlx5_2'" in pyxis and "UCX_TLS=rc,cuda_copy" in pyxis
     app = rendered("gpu-apptainer")
     assert "APPTAINERENV_NCCL_IB_HCA='^mlx5_2'" in app and "--cleanenv" not in app
