@@ -289,3 +289,17 @@ def test_backend_with_rest_polls_states_by_request_and_files_through_the_files_c
     be.cancel(h)
     assert s.calls[-1][:2] == ("DELETE", "/slurm/v0.0.42/job/8")
     assert "job.rest.json" in be.render(spec.build(cfg, "slurm", "r1", None)).files
+
+
+def test_the_rest_transports_ssh_files_channel_takes_proxy_jump_and_ssh_config(tmp_path):
+    """slurm.rest.files: ssh reaches the login node the way slurm.transport: ssh does (ProxyJump, ssh_config)."""
+    from harness.backends.slurm.files import ssh_transport
+    from harness.config import from_mapping
+
+    cfg_file = tmp_path / "ssh_config"
+    cfg_file.write_text("Host login1\n  HostName login1.example.org\n  User alice\n")
+    s = from_mapping({"slurm": {"transport": "rest", "host": "login1", "proxy_jump": "bastion.example:2222",
+                                "ssh_config": str(cfg_file)}}).slurm
+    d = ssh_transport(s, None).describe()
+    assert d["host"] == "login1.example.org" and d["user"] == "alice", d
+    assert d["proxy_jump"] == ["alice@bastion.example:2222"], d

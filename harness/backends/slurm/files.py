@@ -15,15 +15,14 @@ from __future__ import annotations
 
 from ...config import Slurm
 from ...errors import ConfigError
-from ...transports import LocalTransport, Transport, make_transport
+from ...transports import LocalTransport, SshTransport, Transport, make_transport
 
 
 def ssh_transport(s: Slurm, settings: dict | None, accept_unknown_host: bool | None = None) -> Transport:
     """The ssh transport to slurm.host, else to the local Docker cluster's login node (``settings``)."""
     accept = s.accept_unknown_host if accept_unknown_host is None else accept_unknown_host
-    if s.host:
-        return make_transport("ssh", host=s.host, port=s.port, user=s.user, key_file=s.key_file,
-                              known_hosts=s.known_hosts, accept_unknown_host=accept)
+    if s.host:   # ~/.ssh/config and ProxyJump apply as for slurm.transport ssh
+        return SshTransport.from_slurm(s.model_copy(update={"accept_unknown_host": accept}))
     if not settings:
         raise ConfigError("slurm.rest.files is ssh but no login node is configured and no local cluster was found",
                           tip="set slurm.host/user/key_file, or slurm.rest.files: mount with slurm.rest.mount")
