@@ -13,14 +13,17 @@ HARNESS_ROLE = "poc-harness"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 
 
-def role_rules(node_faults: bool = False) -> list[dict]:
+def role_rules(node_faults: bool = False, cleanup_pod: bool = False) -> list[dict]:
     """Exactly what the harness does in its namespace (submit, watch, logs, kill_rank's exec,
-    delete_pod, cleanup). Nothing here reads the Namespace object: a Role cannot grant that."""
+    delete_pod, cleanup). Nothing here reads the Namespace object: a Role cannot grant that.
+    cleanup_pod: checkpoints on a PVC, which only a pod can reach, so removing a run's sub-path
+    creates a short pod (backends/k8s/cleanup.py)."""
+    pod_verbs = ["create", "get", "list", "watch", "delete"] if cleanup_pod else ["get", "list", "watch", "delete"]
     rules = [
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
          "verbs": ["create", "get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "delete"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": pod_verbs},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
@@ -57,7 +60,8 @@ def rbac_objects(k: Kubernetes, *, node_faults: bool = False) -> list[dict]:
     out = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": HARNESS_ROLE, "namespace": ns}},
         {"apiVersion": RBAC_API, "kind": "Role",
-         "metadata": {"name": HARNESS_ROLE, "namespace": ns}, "rules": role_rules(node_faults)},
+         "metadata": {"name": HARNESS_ROLE, "namespace": ns},
+         "rules": role_rules(node_faults, cleanup_pod=bool(k.checkpoint_pvc))},
         {"apiVersion": RBAC_API, "kind": "RoleBinding",
          "metadata": {"name": HARNESS_ROLE, "namespace": ns},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": HARNESS_ROLE},

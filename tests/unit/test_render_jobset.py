@@ -372,6 +372,10 @@ def test_rbac_is_namespaced_unless_asked():
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}
     assert ("", "namespaces", "get") not in granted and ("", "pods/eviction", "create") not in granted
+    assert ("", "pods", "create") not in granted
+    # checkpoints on a PVC: the run's sub-path is removed by a short pod, which the Role must allow
+    pvc_role = rj.rbac_objects(k.model_copy(update={"checkpoint_pvc": "ckpt"}))[1]
+    assert "create" in next(r for r in pvc_role["rules"] if r["resources"] == ["pods"])["verbs"]
     with_faults = rj.rbac_objects(k, node_faults=True)
     assert [o["kind"] for o in with_faults][-2:] == ["ClusterRole", "ClusterRoleBinding"]
     assert with_faults[3]["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
