@@ -199,8 +199,13 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
             if collected and collected.logs:
                 name, text = next(reversed(collected.logs.items()))
                 tail = f"\n--- last lines of {name} ---\n" + "\n".join(text.splitlines()[-15:])
-            raise StageFailed("run", BackendError(f"job ended {state.value}{tail}",
-                                                  tip="read the run's logs under the results dir"))
+            # the scheduler's own reason first (Kueue: "> maximum capacity", the kube-scheduler's
+            # "Insufficient nvidia.com/gpu"): for a job that never ran it is the whole story
+            why = f": {obs.reason}" if obs is not None and obs.reason else ""
+            raise StageFailed("run", BackendError(f"job ended {state.value}{why}{tail}",
+                                                  tip="read the run's logs under the results dir"
+                                                  + ("" if events else "; the job never started: its request "
+                                                     "(resources, queue, image) is what to check")))
         with stages.stage("metrics"):
             # every time-stamp from the raw scheduler records, by the same pure code `poc rederive` runs
             # (from the redacted copy: what is stored is exactly what the stamps were derived from)

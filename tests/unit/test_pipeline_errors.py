@@ -139,3 +139,20 @@ def test_a_workload_that_refuses_to_run_is_the_error_the_user_reads(tmp_path):
     assert rec["status"] == "failed" and rec["error"]["stage"] == "run", rec
     assert "the workload refused to run: 2 GPUs per node were requested" in rec["error"]["message"]
     assert "gpus_per_node" in rec["error"]["tip"]
+
+
+def test_a_job_that_never_ran_ends_with_the_schedulers_reason(tmp_path):
+    """Kubernetes' Unrunnable (a request no node can ever hold) ends FAILED before any event: the
+    scheduler's sentence is in the run's error, and the tip points at the request."""
+    why = "no node can ever hold pod x-w-0-0: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+
+    class Unrunnable(ScriptedBackend):
+        def observe(self, handles):
+            return {h.run_id: Observation(JobState.FAILED, [], {"submitted": h.submitted_at}, reason=why)
+                    for h in handles}
+
+    cfg, clock = _cfg(), SimClock()
+    (rec,) = campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: Unrunnable(clock=clock),
+                      resume=False, poll_s=0.01, clock=clock, sleep=clock.sleep)
+    assert rec["status"] == "failed" and rec["error"]["message"].startswith(f"job ended failed: {why}"), rec["error"]
+    assert "the job never started" in rec["error"]["tip"]
