@@ -35,13 +35,13 @@ from pathlib import Path
 from ... import events as evmod
 from ... import slurm_parse as sp
 from ...config import Config, Slurm
-from ...errors import BackendError, CommandError, PocError, TransportError
+from ...errors import BackendError, CommandError, PocError, SubmitError, TransportError
 from ...paths import SLURM_CLUSTER, cluster_state_dir
 from ...render.local import workload_script
 from ...render.sbatch import render_sbatch
 from ...spec import JobSpec
 from ...states import JobState
-from ...transports import LocalTransport, Transport, make_transport
+from ...transports import LocalTransport, SshTransport, Transport, make_transport
 from ..base import (
     Backend,
     Collected,
@@ -55,7 +55,7 @@ from ..base import (
     require_destructive_allowed,
 )
 from . import eventfiles as ef
-from . import guard, records
+from . import gpus, guard, records
 from .scheduler import CliScheduler, Scheduler
 
 _TAIL_OUTPUTS = 'for f in "$1"/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; tail -c 200000 "$f"; }; done; true'
@@ -107,8 +107,9 @@ class SlurmBackend(Backend):
 
     def __init__(self, cfg: Slurm, transport: Transport, docker: dict | None = None,
                  query_budget: int = 5, docker_runner=subprocess.run, clock=time.monotonic, sleep=time.sleep,
-                 scheduler: Scheduler | None = None, allow_destructive_faults: bool = False):
+                 scheduler: Scheduler | None = None, allow_destructive_faults: bool = False, gpus_per_node: int = 0):
         self.cfg = cfg
+        self.gpus_per_node = gpus_per_node   # resources.gpus_per_node: preflight checks the nodes can hold it
         self.allow_destructive_faults = allow_destructive_faults   # the config's opt-in, checked again at inject
         self.t = transport            # files: the run directory, event files, outputs (and srun for kill_rank)
         self.sched = scheduler or CliScheduler(transport)   # slurmctld/slurmdbd: the CLI, or slurmrestd
@@ -138,7 +139,8 @@ class SlurmBackend(Backend):
                 files, sched, docker = rest_parts(s, docker_cluster_settings(s.connection_file))
             except PocError as exc:   # no url, token or login node: rendering still works, preflight says why
                 return cls(s, _Unconfigured(exc.message, exc.tip))
-            return cls(s, files, docker=docker, scheduler=sched, allow_destructive_faults=cfg.allow_destructive_faults)
+            return cls(s, files, docker=docker, scheduler=sched, allow_destructive_faults=cfg.allow_destructive_faults,
+                       gpus_per_node=cfg.resources.gpus_per_node)
         if s.transport == "ssh" and not s.host:
             settings = docker_cluster_settings(s.connection_file)
             if settings is None:
@@ -154,9 +156,8 @@ class SlurmBackend(Backend):
                       "controller": settings.get("controller_container", "poc-slurm-slurmctld"),
                       "nodes": settings.get("node_containers") or {}}
         if s.transport == "ssh":
-            if s.host:
-                t = make_transport("ssh", host=s.host, port=s.port, user=s.user, key_file=s.key_file,
-                                   known_hosts=s.known_hosts, accept_unknown_host=s.accept_unknown_host)
+            if s.host:   # with slurm.ssh_config (Host aliases, ProxyJump) and slurm.proxy_jump
+                t = SshTransport.from_slurm(s)
             else:
                 t = make_transport("ssh", host=settings["host"], port=settings["port"], user=settings["user"],
                                    key_file=settings["key_path"], known_hosts=settings["known_hosts_path"],
@@ -169,7 +170,8 @@ class SlurmBackend(Backend):
             t = LocalTransport(prefix)
         else:
             t = make_transport(s.transport)
-        return cls(s, t, docker=docker, allow_destructive_faults=cfg.allow_destructive_faults)
+        return cls(s, t, docker=docker, allow_destructive_faults=cfg.allow_destructive_faults,
+                   gpus_per_node=cfg.resources.gpus_per_node)
 
     # ------------------------------------------------------------------ helpers
     def _q(self, argv, *, env=None, timeout=60, input=None):
@@ -216,10 +218,11 @@ class SlurmBackend(Backend):
                                    f"(partitions: {', '.join(parts) or 'none'})",
                                    tip="set slurm.partition to one of them, or null for the default")
         nodes = self.sched.nodes()
+        node_gpus = gpus.preflight_check(self.t, self.gpus_per_node, self.cfg.gpu_type, self.cfg.partition)
         version = ".".join(map(str, sp.parse_version(ver))) or ver[:80]
         return {"scheduler": "slurm", "scheduler_version": version,
                 "slurm_settings": sp.timing_settings(conf), "transport": self.sched.describe(),
-                "nodes": nodes, "torchrun_max_restarts": 0}
+                "nodes": nodes, "torchrun_max_restarts": 0, **({"node_gpus": node_gpus} if node_gpus else {})}
 
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
         job = rendered.payload
@@ -227,7 +230,10 @@ class SlurmBackend(Backend):
         self._put(job.workload_path, workload_script().read_text())
         self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
         submitted = time.time()
-        job_id = self.sched.submit(job.script, job.run_dir)
+        try:
+            job_id = self.sched.submit(job.script, job.run_dir)
+        except SubmitError as exc:   # an impossible GPU request: say what the nodes have
+            raise gpus.explain_refusal(exc, self.t, spec.gpus_per_node, self.cfg.gpu_type, self.cfg.partition) from exc
         returned = time.time()   # with `submitted`, brackets the instant slurmctld took the job
         self._files[spec.run_id] = ef.RunFiles(job.events_dir)   # a resumed run starts over
         self._first.pop(spec.run_id, None)
