@@ -322,3 +322,18 @@ def test_k8s_uncordon_leaves_what_is_not_this_runs(state, expected):
     h = k8s_handle()
     assert faults.uncordon(c, h, "n") == expected
     assert not any(x[0] == "PATCH node" for x in c.log)
+
+
+def test_k8s_with_host_network_a_rank_is_found_by_its_nodes_name():
+    """hostNetwork pods have their node's host name: the rank's event names the node, not the pod."""
+    pods = recorded_pods()
+    for p in pods:
+        p["spec"]["hostNetwork"] = True
+    rank1_pod = faults.pod_of(FakeClient(pods, {}), k8s_handle(), dict(RANK1, host="poc-n2"))
+    assert rank1_pod["spec"]["nodeName"] == "poc-n2"
+    with pytest.raises(BackendError, match="no pod of k8s-clean-01 has host name 'poc-n9'"):
+        faults.pod_of(FakeClient(pods, {}), k8s_handle(), dict(RANK1, host="poc-n9"))
+    for p in pods:   # the pod network: a node's name is never taken for a pod's host name
+        p["spec"]["hostNetwork"] = False
+    with pytest.raises(BackendError):
+        faults.pod_of(FakeClient(pods, {}), k8s_handle(), dict(RANK1, host="poc-n2"))

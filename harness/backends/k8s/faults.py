@@ -31,13 +31,15 @@ RECOVERY_CHAIN = ("node-monitor grace period -> NotReady + unreachable taint -> 
 
 
 def pod_of(client: K8sClient, h: Handle, ev: dict) -> dict:
-    """The pod of the attempt that emitted ev whose host name is ev's host."""
+    """The pod of the attempt that emitted ev whose host name is ev's host. With hostNetwork a rank's
+    host name is its node's, so the pod on that node (one per node: the anti-affinity) is the one."""
     att = (ev.get("attempt") or [0])[0]
     core = client.core()
     pods = client.call("LIST pods", core.list_namespaced_pod, h.data["namespace"],
                        label_selector=f"{rj.JOBSET_NAME_LABEL}={h.data['name']},{RESTART_LABEL}={att}").items
     for p in map(client.to_dict, pods):
-        if ev.get("host") in (get(p, "spec", "hostname"), get(p, "metadata", "name")):
+        if ev.get("host") in (get(p, "spec", "hostname"), get(p, "metadata", "name")) or \
+                (get(p, "spec", "hostNetwork") and ev.get("host") == get(p, "spec", "nodeName")):
             return p
     raise BackendError(f"no pod of {h.data['name']} has host name {ev.get('host')!r} (attempt {att})")
 
