@@ -303,3 +303,31 @@ def test_the_rest_transports_ssh_files_channel_takes_proxy_jump_and_ssh_config(t
     d = ssh_transport(s, None).describe()
     assert d["host"] == "login1.example.org" and d["user"] == "alice", d
     assert d["proxy_jump"] == ["alice@bastion.example:2222"], d
+
+
+def test_settings_come_from_scontrol_over_the_ssh_shell_when_there_is_one():
+    """The timing settings a report prints beside recovery times are not in 24.11's API: with an ssh
+    shell beside slurmrestd they are read there (recorded `scontrol show config`); a failing shell
+    leaves them unknown, not the preflight failed."""
+    from harness.errors import CommandError
+    from harness.transports import Result
+
+    conf = (Path(__file__).parents[1] / "fixtures" / "slurm" / "trixie" / "scontrol_show_config.txt").read_text()
+
+    class Shell:
+        def __init__(self, ok):
+            self.ok = ok
+
+        def run(self, argv, **kw):
+            if not self.ok:
+                raise CommandError(list(argv), 1, "", "scontrol: not found")
+            assert list(argv) == ["scontrol", "show", "config"]
+            return Result(tuple(argv), 0, conf, "")
+
+    c, _ = client()
+    with_shell = RestScheduler(c, MountTransport("/shared/poc", "/tmp/nowhere"), Shell(True)).settings()
+    assert with_shell["SLURM_VERSION"] == "24.11.5" and "SchedulerParameters" in with_shell
+    assert sp.timing_settings(with_shell)      # what preflight stores
+    c, _ = client()
+    broken = RestScheduler(c, MountTransport("/shared/poc", "/tmp/nowhere"), Shell(False)).settings()
+    assert broken == {"SLURM_VERSION": "24.11.5", "ClusterName": "poc"}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ... import slurm_parse as sp
 from ...config import Slurm
-from ...errors import BackendError, ConfigError, SubmitError, TransportError
+from ...errors import BackendError, CommandError, ConfigError, SubmitError, TransportError
 from ...transports import Transport
 from .files import files_transport
 from .jobdesc import job_description
@@ -211,11 +211,20 @@ class RestScheduler:
         return str(rel.get("release") or "")
 
     def settings(self) -> dict[str, str]:
-        """24.11's API publishes no slurmctld configuration: the version and cluster name only."""
+        """24.11's API publishes no slurmctld configuration: the version and cluster name, plus
+        `scontrol show config` over the ssh shell when there is one (the timing settings a report
+        prints beside recovery times: SchedulerParameters, AuthInfo, ...)."""
         _, _, doc = self._get("slurm", "ping/")
         rel = ((doc or {}).get("meta") or {}).get("slurm") or {}
-        return {k: v for k, v in (("SLURM_VERSION", str(rel.get("release") or "")),
-                                  ("ClusterName", str(rel.get("cluster") or ""))) if v}
+        out = {}
+        if self.shell is not None:
+            try:
+                out = sp.show_config(self.shell.run(["scontrol", "show", "config"], timeout=30, check=True).stdout)
+            except (TransportError, CommandError):
+                out = {}   # the settings stay unknown; slurmrestd's answer below still names the release
+        out.update({k: v for k, v in (("SLURM_VERSION", str(rel.get("release") or "")),
+                                      ("ClusterName", str(rel.get("cluster") or ""))) if v})
+        return out
 
     def partitions(self) -> list[str]:
         _, _, doc = self._get("slurm", "partitions/")
