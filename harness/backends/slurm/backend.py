@@ -26,22 +26,18 @@ Where the numbers come from (Slurm's own clocks, epoch seconds):
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
-from pathlib import Path
 
 from ... import events as evmod
 from ... import slurm_parse as sp
 from ...config import Config, Slurm
-from ...errors import BackendError, CommandError, PocError, SubmitError, TransportError
-from ...paths import SLURM_CLUSTER, cluster_state_dir
+from ...errors import BackendError, CommandError, SubmitError, TransportError
 from ...render.local import workload_script
 from ...render.sbatch import render_sbatch
 from ...spec import JobSpec
 from ...states import JobState
-from ...transports import LocalTransport, SshTransport, Transport, make_transport
+from ...transports import Transport
 from ..base import (
     Backend,
     Collected,
@@ -54,46 +50,13 @@ from ..base import (
     no_journal,
     require_destructive_allowed,
 )
+from . import connect, gpus, guard, records
 from . import eventfiles as ef
-from . import gpus, guard, records
 from .scheduler import CliScheduler, Scheduler
 
 _TAIL_OUTPUTS = 'for f in "$1"/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; tail -c 200000 "$f"; }; done; true'
 _RUNNING_OR_AFTER = {JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED,
                      JobState.CANCELLED, JobState.TIMEOUT}
-
-
-def default_connection_file() -> Path:
-    """Where `poc cluster up --slurm` writes how to reach its login node."""
-    return cluster_state_dir(SLURM_CLUSTER) / "ssh.json"
-
-
-def docker_cluster_settings(path: str | os.PathLike | None = None) -> dict | None:
-    """The ssh.json that `poc cluster up --slurm` wrote, or None."""
-    p = Path(path) if path else default_connection_file()
-    try:
-        return json.loads(p.read_text())
-    except FileNotFoundError:
-        return None
-    except ValueError as exc:
-        raise BackendError(f"{p} is not valid JSON: {exc}", tip="run `poc cluster up --slurm` again") from exc
-
-
-class _Unconfigured:
-    """Stands in for a transport when no login node is known: every command fails with why."""
-    name = "unconfigured"
-
-    def __init__(self, message: str, tip: str):
-        self.message, self.tip = message, tip
-
-    def run(self, argv, **_kw):
-        raise TransportError(self.message, tip=self.tip)
-
-    def describe(self) -> dict:
-        return {"transport": "unconfigured", "why": self.message}
-
-    def close(self) -> None:
-        pass
 
 
 class SlurmBackend(Backend):
@@ -130,48 +93,7 @@ class SlurmBackend(Backend):
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_config(cls, cfg: Config) -> SlurmBackend:
-        s = cfg.slurm
-        settings = None
-        if s.transport == "rest":
-            from .rest import rest_parts  # requests is imported only for this transport
-
-            try:
-                files, sched, docker = rest_parts(s, docker_cluster_settings(s.connection_file))
-            except PocError as exc:   # no url, token or login node: rendering still works, preflight says why
-                return cls(s, _Unconfigured(exc.message, exc.tip))
-            return cls(s, files, docker=docker, scheduler=sched, allow_destructive_faults=cfg.allow_destructive_faults,
-                       gpus_per_node=cfg.resources.gpus_per_node)
-        if s.transport == "ssh" and not s.host:
-            settings = docker_cluster_settings(s.connection_file)
-            if settings is None:
-                # Rendering needs no cluster; preflight reports this (and the run is stored as failed).
-                return cls(s, _Unconfigured("no Slurm login node configured and no local cluster found "
-                                            f"({s.connection_file or default_connection_file()} is missing)",
-                                            "run `poc cluster up --slurm`, or set slurm.host/user/key_file"))
-        elif s.transport == "local":
-            settings = docker_cluster_settings(s.connection_file)
-        docker = None
-        if settings and settings.get("login_container"):
-            docker = {"login": settings["login_container"],
-                      "controller": settings.get("controller_container", "poc-slurm-slurmctld"),
-                      "nodes": settings.get("node_containers") or {}}
-        if s.transport == "ssh":
-            if s.host:   # with slurm.ssh_config (Host aliases, ProxyJump) and slurm.proxy_jump
-                t = SshTransport.from_slurm(s)
-            else:
-                t = make_transport("ssh", host=settings["host"], port=settings["port"], user=settings["user"],
-                                   key_file=settings["key_path"], known_hosts=settings["known_hosts_path"],
-                                   accept_unknown_host=s.accept_unknown_host)
-        elif s.transport == "local":
-            prefix: list[str] = []
-            if shutil.which("sbatch") is None and docker:
-                # Not on a login node, but the local Docker cluster is up: run inside its login node.
-                prefix = ["docker", "exec", "-i", "-u", settings.get("user", "poc"), docker["login"]]
-            t = LocalTransport(prefix)
-        else:
-            t = make_transport(s.transport)
-        return cls(s, t, docker=docker, allow_destructive_faults=cfg.allow_destructive_faults,
-                   gpus_per_node=cfg.resources.gpus_per_node)
+        return connect.build(cls, cfg)
 
     # ------------------------------------------------------------------ helpers
     def _q(self, argv, *, env=None, timeout=60, input=None):
