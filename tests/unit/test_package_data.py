@@ -83,3 +83,10 @@ def test_data_paths_are_real_files():
     for image in ("worker", "slurm", "mariadb"):
         assert (data.path("images", image) / "Dockerfile").is_file()
     assert data.path("kind-cluster.yaml").is_file() and data.path("docker-compose.yml").is_file()
+
+
+def test_test_modules_have_unique_basenames():
+    """pytest imports test modules by basename (rootdir mode, no packages): a name used in both
+    tests/unit and tests/integration stops collection of the whole suite ("import file mismatch")."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
