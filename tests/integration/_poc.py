@@ -31,14 +31,22 @@ def write_config(path: Path, data: dict) -> Path:
     return path
 
 
+# exec the command with SIGINT at its default disposition (an ignored signal stays ignored across exec;
+# a default one stays default, and poc's Python then installs its KeyboardInterrupt handler)
+DEFAULT_SIGINT = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                  "os.execvp(sys.argv[1], sys.argv[1:])"]
+
+
 class Poc:
     """A `poc` process in a session of its own, so its process group can be signalled like a terminal's."""
 
     def __init__(self, args: list[str], tmp: Path, env: dict[str, str], tag: str):
         self.out_path, self.err_path = tmp / f"{tag}.stdout", tmp / f"{tag}.stderr"
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(poc_argv(*args), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                         env=env, cwd=str(tmp), start_new_session=True)
+            # a terminal's foreground job takes Ctrl-C; a suite started in the background (`cmd &` in a
+            # non-interactive shell) would pass SIGINT ignored down to poc, which then rightly keeps running
+            self.proc = subprocess.Popen([*DEFAULT_SIGINT, *poc_argv(*args)], stdout=out, stderr=err,
+                                         stdin=subprocess.DEVNULL, env=env, cwd=str(tmp), start_new_session=True)
 
     @property
     def stderr(self) -> str:
