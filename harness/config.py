@@ -39,7 +39,7 @@ FAULT_PLATFORMS = {
     "requeue": {"slurm"},
 }
 # faults that change the cluster, not only the run's own processes
-DESTRUCTIVE_FAULTS = {"lose_node"}
+DESTRUCTIVE_FAULTS = frozenset({"lose_node"})
 # Contention needs a scheduler that makes a job wait; the local baseline has none.
 CONTENTION_PLATFORMS = {"slurm", "k8s"}
 _SIZE = re.compile(r"^\s*\d+\s*[KMGkmg]?(i?B)?\s*$")

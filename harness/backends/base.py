@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import DESTRUCTIVE_FAULTS
 from ..spec import JobSpec
 from ..states import JobState
 
@@ -92,9 +93,6 @@ that dies mid-fault leaves a record from which ``cancel`` (at the next ``--resum
 
 def no_journal(_handle: Handle) -> None:
     pass
-
-
-DESTRUCTIVE_FAULTS = frozenset({"lose_node"})
 
 
 def require_destructive_allowed(kind: str, allowed: bool, platform: str) -> None:
