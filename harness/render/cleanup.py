@@ -48,14 +48,7 @@ def cleanup_pod(k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str)
         }],
         "volumes": [{"name": "run", "persistentVolumeClaim": {"claimName": pvc}}],
     }
-    if pod.node_selector:
-        spec["nodeSelector"] = dict(pod.node_selector)
-    if pod.priority_class:
-        spec["priorityClassName"] = pod.priority_class
-    if pod.service_account:
-        spec["serviceAccountName"] = pod.service_account
-    if pod.image_pull_secrets:
-        spec["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
+    spec.update(rj.placement(pod))
     labels = {**pod.labels, "poc/campaign": campaign, "poc/run-id": run_id, "poc/role": "cleanup"}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(run_id), "namespace": k.namespace, "labels": labels},

@@ -234,14 +234,7 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         "volumes": [{"name": "workload", "configMap": {"name": cm_name}}, vol,
                     {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": pod.shm_size}}],
     }
-    if pod.node_selector:
-        pod_spec["nodeSelector"] = dict(pod.node_selector)
-    if pod.priority_class:
-        pod_spec["priorityClassName"] = pod.priority_class
-    if pod.service_account:
-        pod_spec["serviceAccountName"] = pod.service_account
-    if pod.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
+    pod_spec.update(placement(pod))
     if pod.host_network:
         # the pod's DNS stays the cluster's (rank 0 is found by its JobSet host name, whose record
         # the headless service still publishes, at the node's address)
@@ -282,6 +275,21 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
     }
     return K8sJob(name=name, namespace=ns, objects=(configmap, jobset), rdzv_endpoint=rdzv_endpoint(spec),
                   checkpoint_path=ckpt_path, checkpoint_pvc=checkpoint_pvc, workload_sha256=sha)
+
+
+def placement(pod) -> dict:
+    """The pod-spec fields of kubernetes.pod that every pod the harness makes carries (the run's pods,
+    the PVC cleanup pod): where it may run, at what priority, as whom, pulling with which secrets."""
+    out: dict = {}
+    if pod.node_selector:
+        out["nodeSelector"] = dict(pod.node_selector)
+    if pod.priority_class:
+        out["priorityClassName"] = pod.priority_class
+    if pod.service_account:
+        out["serviceAccountName"] = pod.service_account
+    if pod.image_pull_secrets:
+        out["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
+    return out
 
 
 def tolerations(k: Kubernetes) -> list[dict]:
