@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from harness.clusters.base import ComponentStatus, Say
+from harness.clusters.k8s import audit as api_audit
 from harness.clusters.k8s import builds, commands, components, gpu_shape, host, pki, procs, readiness, teardown, tenant
 from harness.clusters.k8s.layout import (
     APISERVER_PORT,
@@ -181,6 +182,7 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, say: Say | None = No
     L = Layout(state_root(state_dir))
     with _locked(L):
         ci = _up(L, nodes, state_dir, say or stderr_say)
+        api_audit.ensure(L)   # a running cluster started before the audit policy existed gets it (restart)
         # idempotent, so a running cluster started before these existed gets them too
         gpu_shape.apply(L, ci.nodes)
         return dataclasses.replace(ci, restricted=tenant.ensure(L))
@@ -262,7 +264,7 @@ def _start_runtime(L: Layout, state: dict, names: list[str]) -> None:
 
 
 def _start_control_plane(L: Layout, state: dict, names: list[str], certs: dict) -> None:
-    _start(L, state, commands.kube_apiserver(certs))
+    _start(L, state, commands.kube_apiserver(certs, api_audit.prepare(L.root)))
     # while the apiserver starts: the pause image into every containerd
     for node in names:
         procs.wait(f"containerd on {node}", lambda node=node: ctr(L, node, "version", check=False).returncode == 0,

@@ -56,7 +56,8 @@ def containerd(node: str, config: Path) -> Command:
                    cgroup=f"containerd-{node}")
 
 
-def kube_apiserver(certs: dict) -> Command:
+def kube_apiserver(certs: dict, audit: list[str] | tuple[str, ...] = ()) -> Command:
+    """audit: the audit-log flags (audit.flags: policy file, log path, rotation); none turns it off."""
     return Command("kube-apiserver", [
         str(builds.KUBERNETES.path("kube-apiserver")),
         f"--etcd-servers=http://127.0.0.1:{ETCD_CLIENT_PORT}",
@@ -76,7 +77,7 @@ def kube_apiserver(certs: dict) -> Command:
         "--allow-privileged=true",
         f"--default-not-ready-toleration-seconds={TOLERATION_SECONDS}",
         f"--default-unreachable-toleration-seconds={TOLERATION_SECONDS}",
-        "--profiling=false", "--v=1"])
+        "--profiling=false", "--v=1", *audit])
 
 
 def kube_controller_manager(L: Layout, certs: dict) -> Command:
