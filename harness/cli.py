@@ -168,15 +168,18 @@ def cmd_cleanup(args) -> int:
 
 
 def cmd_smoke(args) -> int:
-    from .smoke import SMOKE_CAMPAIGN, ensure_clusters, smoke_config
+    from .smoke import SMOKE_CAMPAIGN, ensure_clusters, native_tenant, smoke_config
 
     base = _load(args)
-    cfg = smoke_config(base, _platforms(args, base) if args.platform else None, args.repetitions)
-    if not args.campaign:
-        cfg.campaign = SMOKE_CAMPAIGN
+    plats = _platforms(args, base) if args.platform else None
+    cfg = smoke_config(base, plats, args.repetitions)
     out = Out(args.quiet, args.json)
     if not args.no_clusters:
         ensure_clusters(cfg.platforms, out.info)
+    if "k8s" in cfg.platforms:   # the probes run as the native cluster's restricted user, once it exists
+        cfg = smoke_config(base, plats, args.repetitions, tenant=native_tenant())
+    if not args.campaign:
+        cfg.campaign = SMOKE_CAMPAIGN
     args.repetitions = cfg.repetitions
     rc = _run_campaign(args, cfg, out)
     cmd_report(argparse.Namespace(results_dir=str(Path(args.results) / cfg.campaign), out=None,

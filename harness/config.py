@@ -28,6 +28,7 @@ from .config_clusters import (  # noqa: F401
     _image_reference,
     _Model,
 )
+from .config_ux import UX_PLATFORMS, Ux
 from .errors import ConfigError
 
 PLATFORMS = ("local", "slurm", "k8s")
@@ -222,6 +223,7 @@ class Config(_Model):
     allow_destructive_faults: bool = False
     # the run's files on the cluster (Slurm run directory, the Kubernetes checkpoint sub-path)
     keep_run_files: Literal["on_failure", "always", "never"] = "on_failure"
+    ux: Ux = Field(default_factory=Ux)
 
     @field_validator("campaign")
     @classmethod
@@ -278,6 +280,9 @@ class Config(_Model):
     def contention_runs(self, platform: str) -> int:
         return self.contention.runs if self.contention and platform in CONTENTION_PLATFORMS else 0
 
+    def mistakes_for(self, platform: str) -> list[str]:
+        return list(self.ux.mistakes) if platform in UX_PLATFORMS else []
+
     def faults_for(self, platform: str) -> list[Fault]:
         return [f for f in self.faults if platform in FAULT_PLATFORMS[f.kind]]
 
@@ -287,8 +292,10 @@ class Config(_Model):
         for key in ("host", "port", "user", "key_file", "known_hosts", "connection_file", "accept_unknown_host",
                     "ssh_config", "proxy_jump", "rest"):
             data["slurm"].pop(key, None)
-        data["kubernetes"].pop("kubeconfig", None)
-        data["kubernetes"].pop("context", None)
+        for key in ("kubeconfig", "context", "audit_log"):
+            data["kubernetes"].pop(key, None)
+            data["ux"]["kubernetes"].pop(key, None)
+        data["slurm"].pop("controller_log", None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -298,6 +305,9 @@ class Config(_Model):
         for sec, key in (("slurm", "key_file"), ("kubernetes", "kubeconfig"), ("slurm", "ssh_config")):
             if data[sec].get(key) and data[sec][key] != NATIVE_KUBECONFIG:
                 data[sec][key] = "<redacted>/" + Path(data[sec][key]).name
+        probe_kc = data["ux"]["kubernetes"].get("kubeconfig")
+        if probe_kc and probe_kc != NATIVE_KUBECONFIG:
+            data["ux"]["kubernetes"]["kubeconfig"] = "<redacted>/" + Path(str(probe_kc)).name
         if data["slurm"]["rest"].get("token_file"):
             data["slurm"]["rest"]["token_file"] = "<redacted>/" + Path(data["slurm"]["rest"]["token_file"]).name
         return data

@@ -145,6 +145,9 @@ class Kubernetes(_Model):
     topology_preferred: str | None = None
     # cluster-scoped reads (CRDs, ClusterQueues, Nodes) in the generated RBAC; preflight works without them
     create_cluster_role: bool = False
+    # the API server's audit log, a file readable on this machine (docs/audit.md); null: the native
+    # cluster's own log with kubeconfig native, else none (a namespace-scoped user cannot read it)
+    audit_log: str | None = None
 
     @property
     def native(self) -> bool:
@@ -241,6 +244,11 @@ class Slurm(_Model):
     modules: list[str] = Field(default_factory=list)    # `module load`, in order, before torchrun
     venv: str | None = None              # a virtualenv on the cluster, activated before torchrun
     setup_script: str | None = None      # a bash file on the cluster, sourced before torchrun
+    # where checkpoints go (a parallel file system, say); null: the run directory's ckpt/
+    checkpoint_dir: str | None = None
+    # slurmctld's log, read through the transport when this user may (docs/audit.md); null: the local
+    # Slurm-in-Docker's own log on the project's cluster, else none
+    controller_log: str | None = None
     # read when it exists: Host alias, HostName, User, Port, IdentityFile, ProxyJump
     ssh_config: str | None = "~/.ssh/config"
     proxy_jump: str | None = None        # [user@]host[:port][,...], as ssh -J
@@ -284,7 +292,7 @@ class Slurm(_Model):
             raise ValueError("must be a count, optionally with a maximum wait: 1 or 1@00:10:00")
         return None if v is None else str(v)
 
-    @field_validator("venv", "setup_script")
+    @field_validator("venv", "setup_script", "checkpoint_dir", "controller_log")
     @classmethod
     def _cluster_path(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"[A-Za-z0-9_./~+-]+", v):

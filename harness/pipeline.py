@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from . import events as evmod
 from . import evidence, provenance, redact
 from . import metrics as metmod
+from .afterrun import audit_run, calls_by_phase, cleanup_run
 from .backends.base import Backend, FaultRecord, Handle
 from .config import Config
 from .contention import Blocker, check_contention, start_blocker
@@ -23,6 +24,7 @@ from .order import arrange
 from .spec import FaultPlan, JobSpec, build, run_plan
 from .states import JobState
 from .store import Store
+from .ux import footprint
 
 Progress = Callable[[str, str, str, float], None]  # platform, run_id, phase, seconds since submit
 
@@ -42,11 +44,13 @@ class StageFailed(Exception):
 class Stages:
     items: list[dict] = field(default_factory=list)
     clock: Callable[[], float] = time.time
+    calls: Callable[[], dict] = dict          # the backend's cumulative call counts: each stage keeps its own
 
     @contextmanager
     def stage(self, name: str):
         rec = {"name": name, "start": self.clock(), "end": None, "ok": False}
         self.items.append(rec)
+        before = self.calls()
         try:
             yield rec
             rec["ok"] = True
@@ -57,6 +61,9 @@ class Stages:
             raise StageFailed(name, exc) from exc
         finally:
             rec["end"] = self.clock()
+            made = footprint.diff(before, self.calls())
+            if made:
+                rec["calls"] = made
 
 
 def derive_inputs(cfg: Config, spec: JobSpec) -> dict:
@@ -96,8 +103,8 @@ class RunContext:
 
 def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     """Run one job end to end and return its record (already appended to the store)."""
-    stages = Stages(clock=ctx.clock)
     backend, store = ctx.backend, ctx.store
+    stages = Stages(clock=ctx.clock, calls=backend.call_counts)
     usage0 = provenance.own_usage()
     record: dict = {"run_id": spec.run_id, "campaign": spec.campaign, "platform": spec.platform,
                     "scenario": spec.scenario, "config_hash": ctx.cfg.config_hash(), "started_at": ctx.clock(),
@@ -117,6 +124,7 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         with stages.stage("render"):
             rendered = backend.render(spec)
             files.update({f"rendered/{k}": v for k, v in rendered.files.items()})
+            record["ux"] = {"written": footprint.written(rendered.files)}
         if spec.scenario == "contention":
             with stages.stage("blocker"):
                 blocker = start_blocker(ctx, spec, files)
@@ -234,6 +242,7 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         record["error"] = {"stage": "between stages", "type": "KeyboardInterrupt", "origin": "user",
                            "message": "interrupted"}
     finally:
+        calls_before_cancel = backend.call_counts()
         for h in (handle, blocker.handle if blocker is not None else None):  # a finished blocker's objects too
             if h is None:
                 continue
@@ -242,6 +251,7 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                 store.clear_inflight(h.run_id)
             except Exception as exc:  # noqa: BLE001 - whatever failed, the inflight file stays for --resume
                 record["cancel_error"] = str(exc)[:500]
+        cancel_calls = footprint.diff(calls_before_cancel, backend.call_counts())
     if collected is None and handle is not None:
         try:
             collected = backend.collect(handle)
@@ -256,6 +266,10 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                 record["cleanup"]["blocker"] = cleanup_run(backend, blocker.handle, record, ctx.cfg.keep_run_files)
         except KeyboardInterrupt:
             record["cleanup"], interrupted = {"warning": "interrupted during cleanup: files kept"}, True
+    raw = redact.scrub(collected.raw).data if collected else {}
+    if handle is not None:
+        audit_run(backend, handle, raw, record)
+    record.setdefault("ux", {})["calls"] = calls_by_phase(stages.items, cancel_calls)
     record["finished_at"] = ctx.clock()
     usage1 = provenance.own_usage()
     # The harness's own footprint while it watched this run (benchmarks/observation_latency.py prints it).
@@ -263,7 +277,6 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     record["faults"] = [f.to_json() for f in faults]
     if blocker is not None:
         record["contention"] = blocker.to_json()
-    raw = redact.scrub(collected.raw).data if collected else {}
     if stamps is None and raw:
         try:   # a failed run's evidence is kept and readable too
             stamps = ctx.stamps(spec.platform, raw)
@@ -282,16 +295,6 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     if interrupted:
         raise KeyboardInterrupt
     return record
-
-
-def cleanup_run(backend: Backend, h: Handle, record: dict, keep: str) -> dict:
-    """backend.cleanup for a finished run; a failure is a warning in the record, not a failed run."""
-    if "cancel_error" in record:   # the job may still be running in its directory
-        return {"removed": [], "kept": ["all"], "reason": "cancel failed: the job may still be running"}
-    try:
-        return backend.cleanup(h, record.get("status") == "ok", keep)
-    except Exception as exc:  # noqa: BLE001 - the files stay; the record says why
-        return {"removed": [], "warning": f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"[:500]}
 
 
 BackendFactory = Callable[[str], Backend]
@@ -322,10 +325,12 @@ def _open_platform(plat: str, plan: list, store: Store, make_backend: BackendFac
 def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: BackendFactory, *, resume: bool,
              progress: Progress = _noop, on_record: Callable[[dict], None] = _noop, poll_s: float | None = None,
              clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-             stamps_fn: Callable[[str, dict], dict] = evidence.stamps) -> list[dict]:
+             stamps_fn: Callable[[str, dict], dict] = evidence.stamps,
+             make_probe_backend: Callable[[str, Config], Backend] | None = None) -> list[dict]:
     """Run every planned run not yet done, in the configured order (harness/order.py); return the
     records written now. Every platform's backend stays open for the whole campaign, since runs
-    of different platforms alternate."""
+    of different platforms alternate. A user-experience probe (scenario "mistake:<kind>") gets a
+    backend of its own from make_probe_backend(platform, the config with the mistake in it)."""
     existing = store.open(cfg.config_hash(), cfg.redacted(), resume)
     done = {r["run_id"] for r in existing if r.get("status") == "ok"}
     written: list[dict] = []
@@ -358,6 +363,13 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
         for slot in arrange({p: v for p, v in plans.items() if p in contexts}, cfg.order, cfg.seed):
             ctx = contexts[slot.platform]
             run_id, fault, scenario = slot.planned
+            if scenario.startswith("mistake:"):
+                from .ux import probe
+                if make_probe_backend is None:
+                    from .backends.factory import make_backend as make_probe_backend
+                emit(probe.run(cfg, slot.platform, run_id, scenario.split(":", 1)[1], store, make_probe_backend,
+                               clock=clock, sleep=sleep))
+                continue
             if fault is not None and fault.kind not in ctx.backend.supported_faults():
                 continue
             spec = build(cfg, slot.platform, run_id, fault, scenario)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .config import Config, Contention, Fault
+from .config_ux import MISTAKES
 
 SMOKE_CAMPAIGN = "smoke-poc"  # apart from `poc run`'s default campaign, so both can live in one results dir
 SMOKE_PLATFORMS = ["local", "slurm", "k8s"]
@@ -25,7 +26,10 @@ SMOKE_CONTENTION = Contention(runs=1)
 NATIVE_GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | None) -> Config:
+def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | None,
+                 tenant: dict | None = None) -> Config:
+    """tenant: the native cluster's restricted user (clusters/k8s/tenant.describe), whom the
+    user-experience probes run as on Kubernetes, as a team member on a shared cluster would."""
     cfg = cfg.model_copy(deep=True)
     # the smoke POC runs on this machine's own clusters: node loss is allowed there
     cfg.allow_destructive_faults = True
@@ -35,7 +39,31 @@ def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | No
     cfg.repetitions = SMOKE_REPETITIONS if repetitions is None else repetitions
     cfg.faults = [f.model_copy() for f in SMOKE_FAULTS]
     cfg.contention = cfg.contention or SMOKE_CONTENTION.model_copy()
+    # every mistake once per scheduler platform: descriptive (n = 1), what a user meets first
+    cfg.ux.mistakes = cfg.ux.mistakes or list(MISTAKES)
+    if tenant and cfg.kubernetes.native and not cfg.ux.kubernetes:
+        cfg.ux.kubernetes = tenant_probe_settings(tenant)
     return cfg
+
+
+def tenant_probe_settings(tenant: dict) -> dict:
+    """ux.kubernetes for the native cluster's restricted user: its kubeconfig, namespace, queue and
+    priority class; the locally built image (no registry: never pulled)."""
+    from .clusters.images import worker_ref  # a content hash of the recipe: no docker call
+
+    return {"kubeconfig": tenant["kubeconfig"], "namespace": tenant["namespace"],
+            "local_queue": tenant["local_queue"], "image": worker_ref(), "image_pull_policy": "Never",
+            "pod": {"tolerations": [dict(NATIVE_GPU_TOLERATION)], "priority_class": tenant.get("priority_class")}}
+
+
+def native_tenant() -> dict | None:
+    """The running native cluster's restricted user, or None (no cluster, or made before it had one)."""
+    from .clusters import native_k8s
+
+    try:
+        return native_k8s.info().restricted if native_k8s.is_up() else None
+    except Exception:  # noqa: BLE001 - no tenant is a smaller smoke POC (the probes run as the admin), not an error
+        return None
 
 
 def ensure_clusters(platforms: list[str], say: Callable[[str], None]) -> dict:

@@ -63,6 +63,9 @@ class JobSpec:
     precision: str = "auto"
     simulated_gpus: bool = False       # GPUs allocated, none there: the workload trains on CPUs and says so
     fabric_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)   # config fabric.env, in order
+    # the script path the launch line names, relative to where the workload is shipped; the file
+    # itself is always WORKLOAD_SCRIPT (the user-experience probe's entrypoint typo changes only this)
+    entrypoint: str = WORKLOAD_SCRIPT
 
     @property
     def world_size(self) -> int:
@@ -125,7 +128,8 @@ class Planned(NamedTuple):
 
 
 def run_plan(cfg: Config, platform: str) -> list[Planned]:
-    """The runs of one platform: the clean repetitions, one run per fault, then the contention runs."""
+    """The runs of one platform: the clean repetitions, one run per fault, the contention runs, then
+    one user-experience probe per configured mistake (scenario "mistake:<kind>")."""
     plan: list[Planned] = []
     for i in range(cfg.repetitions):
         plan.append(Planned(f"{platform}-clean-{i + 1:02d}"))
@@ -133,6 +137,8 @@ def run_plan(cfg: Config, platform: str) -> list[Planned]:
         plan.append(Planned(f"{platform}-{f.kind.replace('_', '-')}-{i + 1:02d}", FaultPlan.of(f), f.kind))
     for i in range(cfg.contention_runs(platform)):
         plan.append(Planned(f"{platform}-contention-{i + 1:02d}", None, "contention"))
+    for kind in cfg.mistakes_for(platform):
+        plan.append(Planned(f"{platform}-mistake-{kind.replace('_', '-')}", None, f"mistake:{kind}"))
     return plan
 
 

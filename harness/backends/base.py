@@ -156,6 +156,23 @@ class Backend(abc.ABC):
         failure is raised and recorded as a warning, never fails the run. Default: nothing to do."""
         return {}
 
+    def user_view(self, handle: Handle) -> list[dict]:
+        """What a user can read about the job right now, in the platform's own words: one dict per
+        message, {"source": where a user sees it, "text": the words}. The user-experience probe calls
+        it every poll, so it stays at a few calls. Default: nothing readable."""
+        return []
+
+    def audit_evidence(self, handle: Handle) -> dict:
+        """After cancel and cleanup: the platform's own records of who did what to this run, raw and
+        JSON-able (accounting lines, controller log lines, API-server audit events). Stored as
+        raw["audit"] and read by harness.audit.answers. Default: none kept."""
+        return {}
+
+    def call_counts(self) -> dict[str, int]:
+        """Calls made to the platform so far by this backend, by kind (a command's name, an API
+        verb and resource); the pipeline diffs it around each stage. Default: not counted."""
+        return {}
+
     def supported_faults(self) -> set[str]:
         return set()
 

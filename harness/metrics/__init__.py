@@ -17,6 +17,8 @@ Definitions (all platforms):
     rendezvous_s: -> every rank past init_process_group (includes importing torch);
     first_step_s: end of sweep -> every rank's first step done (model, DDP, checkpoint load, one step).
 - allreduce_busbw_gbps: see bandwidth.py (nccl-tests: busbw = algbw * 2(n-1)/n, GB = 1e9 B).
+- first_log_s: submitted -> the first workload line the harness read (what a user reading the job's
+  output would see first); its interval runs from when the line was written to when it was read.
 - handover_s (contention runs): the blocking job's last rank done -> the waiting job allocated.
 - step_time_s: median step duration, grouped by (attempt, rank), first step of each dropped.
 - recovery_s and its phases recovery_{detection,teardown,rescheduling,restart,checkpoint_load,recompute}_s,

@@ -14,6 +14,8 @@ UNITS = {
     "recovery_restart_s": "s", "recovery_checkpoint_load_s": "s", "recovery_recompute_s": "s",
     "goodput": "ratio", "cost_run_usd": "USD", "recovery_cost_usd": "USD",
     "allreduce_avg_busbw_gbps": "GB/s",   # nccl-tests' "Avg bus bandwidth" (metrics/bandwidth.py)
+    # issue 12: user experience
+    "first_log_s": "s", "time_to_error_s": "s",
 }
 HEADLINE = ("queue_s", "startup_s", "allreduce_busbw_gbps", "recovery_s", "cost_per_step_usd", "goodput")
 

@@ -9,7 +9,7 @@ from .common import _metric, normalise
 from .cost import cost, recovery_cost
 from .goodput import goodput
 from .recovery import recovery, step_times
-from .timing import handover, queue, startup
+from .timing import first_log, handover, queue, startup
 
 
 def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per_node: int, steps: int,
@@ -27,6 +27,7 @@ def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per
         m["handover_s"] = handover(st, contention)
     sm, inst = startup(events, st, world)
     m.update(sm)
+    m["first_log_s"] = first_log(events, st)
     bw = allreduce(events, world)   # one metric record, or several by name (nccl-tests' average too)
     m.update({"allreduce_busbw_gbps": bw} if "value" in bw else bw)
     st_samples = step_times(events)

@@ -8,7 +8,7 @@ project's clusters they read the same host clock (nodes are containers or VMs of
 from __future__ import annotations
 
 from .. import events as ev
-from ..timing import Span
+from ..timing import Span, Stamp
 from .common import WORKLOAD_CLOCK, _all_ranks, _per_rank_first, _span_metric, at, span
 
 
@@ -54,3 +54,21 @@ def startup(events: list[dict], st: dict, world: int) -> tuple[dict, dict]:
         "sweep_s": _span_metric("sweep_s", sweep_s, {"rendezvous": rdzv, "sweep_done": swept}),
     }
     return out, inst
+
+
+def first_log(events: list[dict], st: dict) -> dict:
+    """first_log_s: submitted -> the first workload line the harness could read, as a user reading
+    the job's output would: the earliest `observed_at` (harness clock, stamped by the pipeline when an
+    observe returned the line). The line cannot have been readable before the workload wrote it
+    (its ts_ns), so the instant lies in [written, read]; the poll interval is in that width."""
+    seen = [e for e in events if e.get("observed_at") is not None]
+    first = min(seen, key=lambda e: (e["observed_at"], e["ts_ns"])) if seen else None
+    read = None
+    if first is not None:
+        written = min(first["ts_ns"] / 1e9, float(first["observed_at"]))
+        read = Stamp(float(first["observed_at"]), written, float(first["observed_at"]),
+                     "first workload line read by the harness (written .. read, harness clock)",
+                     float(first["observed_at"]) - written)
+    sub = st.get("submitted")
+    return _span_metric("first_log_s", span(sub, read), {"submitted": sub, "first_line": read},
+                        event=None if first is None else first["kind"])

@@ -324,6 +324,18 @@ class KubernetesBackend(Backend):
         self.followers.stop_all()
         self.client.close()
 
+    # ------------------------------------------------------------------ what a user reads, the platform's records
+    def user_view(self, handle: Handle) -> list[dict]:
+        from .userview import view
+        return view(self, handle)
+
+    def audit_evidence(self, handle: Handle) -> dict:
+        from .auditlog import gather
+        return gather(self, handle)
+
+    def call_counts(self) -> dict[str, int]:
+        return dict(getattr(self.client, "calls", None) or {})
+
     # ------------------------------------------------------------------ faults
     def supported_faults(self) -> set[str]:
         return {"kill_rank", "delete_pod", "lose_node"}

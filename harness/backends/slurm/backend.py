@@ -247,6 +247,18 @@ class SlurmBackend(Backend):
                                         reason=j.reason if j.reason not in ("None", "") else "")
         return out
 
+    # ------------------------------------------------------------------ what a user reads, the platform's records
+    def user_view(self, handle: Handle) -> list[dict]:
+        from .userview import view
+        return view(self, handle)
+
+    def audit_evidence(self, handle: Handle) -> dict:
+        from .auditlog import gather
+        return gather(self, handle)
+
+    def call_counts(self) -> dict[str, int]:
+        return dict(getattr(self.sched, "calls", None) or {})
+
     def supported_faults(self) -> set[str]:
         return set(getattr(self.sched, "faults", {"kill_rank", "lose_node", "requeue"}))
 

@@ -1,0 +1,145 @@
+"""One user mistake, made on purpose on one platform: how long until the platform says what is wrong.
+
+The probe submits the job with the mistake in it (harness/ux/mistakes.py) as a user would, then
+looks at what a user can read (the backend's user_view: squeue's reason, Kueue's conditions, pod
+events, the job's output) every poll until a message names the problem (harness/ux/clear.py) or the
+deadline passes. It always cancels what it submitted, keeps every message it saw with when, and
+stores a run record like any other: scenario "mistake", metric time_to_error_s:<kind>.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+from .. import redact
+from ..afterrun import audit_run, cleanup_run
+from ..backends.base import Backend, Handle
+from ..config import Config
+from ..errors import PocError
+from ..spec import build
+from . import clear, footprint, mistakes
+
+BackendFor = Callable[[str, Config], Backend]    # platform, config -> a backend (factory.make_backend)
+MAX_MESSAGES = 200      # a looping container error repeats: the first sightings are what count
+MAX_TEXT = 2000
+
+
+def _spec(m: mistakes.Mistake, run_id: str):
+    return dataclasses.replace(build(m.cfg, m.platform, run_id, None, "mistake"), entrypoint=m.entrypoint)
+
+
+class _Seen:
+    """The messages in the order a user would have seen them, each once, with when (s after submit)."""
+
+    def __init__(self) -> None:
+        self.items: list[dict] = []
+        self._keys: set[tuple[str, str]] = set()
+
+    def add(self, at_s: float, resolution_s: float, source: str, text: str) -> None:
+        text = str(text).strip()[:MAX_TEXT]
+        key = (source, text)
+        if not text or key in self._keys or len(self.items) >= MAX_MESSAGES:
+            return
+        self._keys.add(key)
+        self.items.append({"at_s": round(at_s, 3), "resolution_s": round(resolution_s, 3), "source": source,
+                           "text": text})
+
+
+def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend: BackendFor, *,
+        worker_image: str | None = None, poll_s: float = 1.0, clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep) -> dict:
+    """Probe one mistake; return its record (already appended to the store)."""
+    m = mistakes.make(cfg, platform, kind, worker_image)
+    deadline_s = cfg.ux.deadline_s
+    record: dict = {"run_id": run_id, "campaign": cfg.campaign, "platform": platform, "scenario": "mistake",
+                    "config_hash": cfg.config_hash(), "started_at": clock(), "status": "failed", "stages": []}
+    seen = _Seen()
+    files: dict[str, str] = {}
+    handle: Handle | None = None
+    backend: Backend | None = None
+    collected = None
+    interrupted = False
+    calls: dict[str, dict[str, int]] = {}
+    t0 = clock()
+    try:
+        backend = make_backend(platform, m.cfg)
+        spec = _spec(m, run_id)
+        rendered = backend.render(spec)
+        files.update({f"rendered/{k}": v for k, v in rendered.files.items()})
+        c0 = backend.call_counts()
+        t0 = clock()
+        try:
+            handle = backend.submit(spec, rendered)
+        except PocError as exc:   # refused at submit: the user reads this at once
+            seen.add(clock() - t0, clock() - t0, "at submit: " + type(exc).__name__, exc.message)
+        footprint.add(calls, "submit", footprint.diff(c0, backend.call_counts()))
+        if handle is not None:
+            store.mark_inflight(handle.to_json())
+            t0 = handle.submitted_at
+            last = clock()
+            c1 = backend.call_counts()
+            while True:
+                view = backend.user_view(handle)
+                now = clock()
+                for msg in view:
+                    seen.add(now - t0, now - last, str(msg.get("source") or "?"), msg.get("text") or "")
+                last = now
+                if clear.verdict(seen.items, kind, m.wrong)["clear"] or now - t0 > deadline_s:
+                    break
+                sleep(poll_s)
+            footprint.add(calls, "watch", footprint.diff(c1, backend.call_counts()))
+        record["status"] = "ok"
+    except KeyboardInterrupt:
+        interrupted = True
+        record["status"] = "interrupted"
+        record["error"] = {"stage": "probe", "type": "KeyboardInterrupt", "origin": "user", "message": "interrupted"}
+    except PocError as exc:
+        record["error"] = {"stage": "probe", "type": type(exc).__name__, "origin": "platform",
+                           "message": exc.message, "tip": exc.tip}
+    except Exception as exc:  # noqa: BLE001 - a harness bug: recorded as such, not against the platform
+        record["status"] = "harness_error"
+        record["error"] = {"stage": "probe", "type": type(exc).__name__, "origin": "harness", "message": str(exc)[:500]}
+    finally:
+        if backend is not None and handle is not None:
+            c2 = backend.call_counts()
+            try:
+                backend.cancel(handle)
+                store.clear_inflight(handle.run_id)
+            except Exception as exc:  # noqa: BLE001 - the inflight file stays for --resume / poc cleanup
+                record["cancel_error"] = str(exc)[:500]
+            footprint.add(calls, "cancel", footprint.diff(c2, backend.call_counts()))
+    raw: dict = {}
+    if backend is not None and handle is not None:
+        try:
+            collected = backend.collect(handle)
+            raw = redact.scrub(collected.raw).data
+        except Exception as exc:  # noqa: BLE001 - a job that never ran may have little to collect
+            record["collect_error"] = str(exc)[:500]
+        record["cleanup"] = cleanup_run(backend, handle, record, cfg.keep_run_files)
+        audit_run(backend, handle, raw, record)
+        record["job_ids"] = handle.ids
+    if backend is not None:
+        backend.close()
+    v = clear.verdict(seen.items, kind, m.wrong)
+    record["mistake"] = {**m.to_json(), "deadline_s": deadline_s, "poll_s": poll_s, **v, "messages": seen.items}
+    if v["time_to_error_s"] is not None:
+        record["metrics"] = {f"time_to_error_s:{kind}": _metric(v)}
+    record["ux"] = {"calls": calls}
+    record["finished_at"] = clock()
+    record["raw_evidence"] = store.write_raw(run_id, {**raw, "user_view": seen.items})
+    if collected is not None:
+        files.update({f"logs/{k}": val for k, val in collected.logs.items()})
+    store.write_artifacts(run_id, files)
+    store.append(record)
+    if interrupted:
+        raise KeyboardInterrupt
+    return record
+
+
+def _metric(v: dict) -> dict:
+    """submit -> the look that first showed the clear message; it appeared after the previous look."""
+    hi = float(v["time_to_error_s"])
+    lo = max(0.0, hi - float(v.get("resolution_s") or 0.0))
+    return {"value": hi, "unit": "s", "lo": round(lo, 3), "hi": hi, "uncertainty": round((hi - lo) / 2, 3),
+            "sources": {}, "stamps": {}, "detail": {"source": v["source"], "at_submit": v["at_submit"]}}
