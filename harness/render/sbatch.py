@@ -56,6 +56,12 @@ def check(spec: JobSpec, cfg: Slurm) -> None:
         if val and val.startswith("~") and not (val == "~" or val.startswith("~/")):
             raise ConfigError(f"slurm.{key} {val!r}: only ~ and ~/ are expanded (to $HOME on the node)",
                               "write the absolute path, e.g. /home/NAME/...")
+    if cfg.checkpoint_dir and not cfg.checkpoint_dir.startswith("/"):
+        # the workload gets it as an argument, where no shell expands ~ or resolves a relative path
+        raise ConfigError(f"slurm.checkpoint_dir {cfg.checkpoint_dir!r} is not an absolute path",
+                          "write the absolute path on the cluster, e.g. /lustre/NAME/ckpt")
+    if not spec.entrypoint.strip():
+        raise ConfigError("the entrypoint is empty", "name the script to run, e.g. ddp_train.py")
 
 
 def run_dir(spec: JobSpec, cfg: Slurm) -> str:
@@ -90,12 +96,27 @@ def sbatch_options(spec: JobSpec, cfg: Slurm, rdir: str) -> list[str]:
     return opts
 
 
+def entrypoint_path(spec: JobSpec, rdir: str) -> str:
+    """The script the launch line names: spec.entrypoint, relative to the run directory (where the
+    workload is shipped as WORKLOAD_SCRIPT) unless absolute. A typo stays a typo: python says so."""
+    return spec.entrypoint if spec.entrypoint.startswith("/") else f"{rdir}/{spec.entrypoint}"
+
+
+def ckpt_dir(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
+    """slurm.checkpoint_dir/<run_id> (a parallel file system, say), else the run directory's ckpt/.
+    The batch script does not create it: the workload does at its first checkpoint, and a
+    directory it cannot create fails the job with python's own PermissionError/OSError."""
+    if cfg.checkpoint_dir:
+        return f"{cfg.checkpoint_dir.rstrip('/')}/{spec.run_id}"
+    return f"{rdir}/ckpt"
+
+
 def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     """The srun line that starts one torchrun agent per node."""
-    script = f"{rdir}/{WORKLOAD_SCRIPT}"
+    script = entrypoint_path(spec, rdir)
     torchrun = [cfg.python, "-m", "torch.distributed.run",
                 *spec.torchrun_args(f"{_HEAD}:{spec.rdzv_port}"),
-                script, *spec.workload_args(f"{rdir}/ckpt", f"{rdir}/events")]
+                script, *spec.workload_args(ckpt_dir(spec, cfg, rdir), f"{rdir}/events")]
     # --export=ALL: every node's step gets this script's environment (setup, fabric), whatever
     # --export the job itself was given (extra_sbatch may say NONE, which srun would inherit).
     srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={spec.nodes}", "--ntasks-per-node=1", "--export=ALL"]
@@ -200,5 +221,6 @@ def render_sbatch(spec: JobSpec, cfg: Slurm) -> SbatchJob:
         sbatch_lines=lines, max_restarts=int(spec.max_restarts), rdzv_port=int(spec.rdzv_port),
         launch=launch_line(spec, cfg, rdir))
     return SbatchJob(script=text, run_dir=rdir, workload_path=f"{rdir}/{WORKLOAD_SCRIPT}",
-                     output_pattern=f"{rdir}/slurm-%j.out", events_dir=f"{rdir}/events", ckpt_dir=f"{rdir}/ckpt",
+                     output_pattern=f"{rdir}/slurm-%j.out", events_dir=f"{rdir}/events",
+                     ckpt_dir=ckpt_dir(spec, cfg, rdir),
                      clock_file=clock)

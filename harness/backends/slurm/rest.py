@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 import time
+from collections import Counter
 from pathlib import Path
 
 from ... import slurm_parse as sp
@@ -33,6 +34,7 @@ from ...errors import BackendError, CommandError, ConfigError, SubmitError, Tran
 from ...transports import Transport
 from .files import files_transport
 from .jobdesc import job_description
+from .scheduler import counting
 
 SUPPORTED = ("v0.0.42", "v0.0.41", "v0.0.40")    # newest first
 TOKEN_TIP = ("mint one on the cluster with `scontrol token username=USER lifespan=SECONDS` and put the part "
@@ -78,6 +80,7 @@ class RestClient:
         self._token, self.token_source = token, token_source
         self.wanted, self.version = api_version, api_version
         self.timeout, self.retries, self.backoff_s, self._sleep = timeout, retries, backoff_s, sleep
+        self.calls: Counter = Counter()   # requests sent, by request_kind (a retried one counts once)
         self._requests = requests
         self.session = session or requests.Session()
         self.session.headers.update({"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token,
@@ -93,6 +96,7 @@ class RestClient:
         answer after the retries, and for a status outside ``ok``."""
         req = self._requests
         what = f"{method} {self.url}{path}"
+        self.calls[request_kind(method, path)] += 1
         delay = self.backoff_s
         for attempt in range(self.retries + 1):
             try:
@@ -166,6 +170,17 @@ class RestClient:
         return {"url": self.url, "api_version": self.version, "user": self.user, "token": self.token_source}
 
 
+def request_kind(method: str, path: str) -> str:
+    """What a request is counted as: the method and the endpoint without version or ids:
+    ``GET /slurm/v0.0.42/job/123`` -> ``GET job``, ``POST .../job/submit`` -> ``POST job/submit``,
+    ``GET /slurmdb/v0.0.42/job/123`` -> ``GET slurmdb job``, ``GET /openapi/v3`` -> ``GET openapi``."""
+    words = [w for w in path.split("?", 1)[0].split("/") if w]
+    if len(words) >= 3 and words[0] in ("slurm", "slurmdb") and words[1].startswith("v"):
+        rest = words[2] + ("/submit" if words[3:4] == ["submit"] else "")
+        return f"{method} {rest}" if words[0] == "slurm" else f"{method} slurmdb {rest}"
+    return f"{method} {words[0] if words else '/'}"
+
+
 def _errors(doc: dict | None) -> str:
     """slurmrestd's ``errors`` list as one line (each: description, error, source)."""
     errs = (doc or {}).get("errors") or []
@@ -193,7 +208,10 @@ class RestScheduler:
     combined_look = False
 
     def __init__(self, client: RestClient, files: Transport, shell: Transport | None = None):
-        self.c, self.files, self.shell = client, files, shell
+        self.c = client
+        self.calls: Counter = client.calls   # requests, and the commands the files channel and shell ran
+        self.files = counting(files, self.calls)
+        self.shell = None if shell is None else self.files if shell is files else counting(shell, self.calls)
         self.faults = {"lose_node"} | ({"kill_rank", "requeue"} if shell is not None else set())
 
     def describe(self) -> dict:

@@ -16,22 +16,80 @@ Every method answers in the shapes the CLI prints, so the backend parses both al
 (harness/slurm_parse.py): ``squeue`` returns ``(rc, text)`` of a ``squeue --json``-shaped document,
 ``accounting``/``attempts`` return ``SlurmJob`` rows, and the raw records keep what the scheduler
 answered (records.py documents their layout).
+
+Every scheduler counts what it asks of the cluster in ``calls`` (a Counter): the CLI by command
+(``command_name``: sbatch, squeue, sacct, scancel, ...), slurmrestd by request (``GET job``,
+``POST job/submit``; rest.py). ``counting(transport, calls)`` makes the backend's files channel count
+into the same Counter, so one Counter holds every call a run's stages made.
 """
 from __future__ import annotations
 
+import posixpath
 import time
+from collections import Counter
 from typing import Protocol
 
 from ... import slurm_parse as sp
 from ...errors import CommandError, SubmitError
 from ...transports import Transport
-from . import records
+from . import eventfiles, records
 from .records import TIME_ENV
+
+
+def command_name(argv) -> str:
+    """The name a command is counted under: its program's basename (``/usr/bin/sacct`` -> sacct).
+    A ``sh -c`` script is named by what it is: the poll's event-file script (eventfiles.py) as
+    ``squeue+event files`` when it runs squeue too, else ``event files``; any other script as
+    ``sh -c`` and its first word (``sh -c cat``, ``sh -c mkdir``)."""
+    if not argv:
+        return "?"
+    name = posixpath.basename(str(argv[0])) or str(argv[0])
+    if name in ("sh", "bash") and len(argv) > 2 and argv[1] == "-c":
+        if argv[2] == eventfiles.SCRIPT:   # argv: sh -c SCRIPT sh NONCE JOB_IDS ...
+            return "squeue+event files" if len(argv) > 5 and argv[5] else "event files"
+        words = str(argv[2]).split()
+        return f"{name} -c {words[0]}" if words else f"{name} -c"
+    return name
+
+
+class CountingTransport:
+    """A Transport that counts each command it runs in ``calls`` (by ``command_name``), before
+    running it: a command that failed was still asked of the cluster."""
+
+    def __init__(self, inner: Transport, calls: Counter):
+        self.inner, self.calls = inner, calls
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def run(self, argv, *, input=None, env=None, timeout=60, check=True):
+        self.calls[command_name(argv)] += 1
+        return self.inner.run(argv, input=input, env=env, timeout=timeout, check=check)
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, attr):   # anything else a transport offers (SshTransport's host, ...)
+        if attr in ("inner", "calls"):   # not set yet (copy, pickle): no recursion through self.inner
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
+
+
+def counting(t: Transport, calls: Counter) -> Transport:
+    """``t``, counting into ``calls``; a transport that already counts into ``calls`` as it is."""
+    if isinstance(t, CountingTransport) and t.calls is calls:
+        return t
+    return CountingTransport(t, calls)
 
 
 class Scheduler(Protocol):
     name: str
     combined_look: bool      # True: squeue runs inside the files channel's event-file command
+    calls: Counter           # what it asked of the cluster, by command or request kind
 
     def describe(self) -> dict: ...
     def version(self) -> str: ...
@@ -56,8 +114,9 @@ class CliScheduler:
     name = "cli"
     combined_look = True
 
-    def __init__(self, t: Transport):
-        self.t = t
+    def __init__(self, t: Transport, calls: Counter | None = None):
+        self.calls: Counter = Counter() if calls is None else calls
+        self.t = counting(t, self.calls)
 
     def describe(self) -> dict:
         return self.t.describe()
