@@ -86,6 +86,13 @@ def _record_line(rec: dict) -> str:
         err = rec.get("error") or {}
         first = (err.get("message") or "").splitlines()[0] if err.get("message") else ""
         return f"{rec['run_id']}: {rec.get('status')} at {err.get('stage')}: {first}"
+    if rec.get("mistake"):
+        mk = rec["mistake"]
+        if not mk.get("clear"):
+            return f"{rec['run_id']}: ok  no clear error within {mk.get('deadline_s', 0):g} s ({mk.get('change')})"
+        first = (mk.get("message") or "").strip().splitlines()[0][:100]
+        return (f"{rec['run_id']}: ok  clear error after {mk['time_to_error_s']:.1f} s"
+                f"{' (at submit)' if mk.get('at_submit') else ''} from {mk.get('source')}: {first}")
     m = rec.get("metrics", {})
 
     def v(k, f="{:.2f}"):

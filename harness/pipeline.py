@@ -368,7 +368,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 if make_probe_backend is None:
                     from .backends.factory import make_backend as make_probe_backend
                 emit(probe.run(cfg, slot.platform, run_id, scenario.split(":", 1)[1], store, make_probe_backend,
-                               clock=clock, sleep=sleep))
+                               clock=clock, sleep=sleep, progress=progress))
                 continue
             if fault is not None and fault.kind not in ctx.backend.supported_faults():
                 continue

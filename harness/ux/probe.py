@@ -48,7 +48,8 @@ class _Seen:
 
 def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend: BackendFor, *,
         worker_image: str | None = None, poll_s: float = 1.0, clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep) -> dict:
+        sleep: Callable[[float], None] = time.sleep,
+        progress: Callable[[str, str, str, float], None] = lambda *_a: None) -> dict:
     """Probe one mistake; return its record (already appended to the store)."""
     m = mistakes.make(cfg, platform, kind, worker_image)
     deadline_s = cfg.ux.deadline_s
@@ -85,6 +86,7 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
                 for msg in view:
                     seen.add(now - t0, now - last, str(msg.get("source") or "?"), msg.get("text") or "")
                 last = now
+                progress(platform, run_id, f"mistake {kind}: {len(seen.items)} message(s) so far", now - t0)
                 if clear.verdict(seen.items, kind, m.wrong)["clear"] or now - t0 > deadline_s:
                     break
                 sleep(poll_s)

@@ -23,3 +23,21 @@ def test_the_smoke_campaign_validates_and_its_pods_tolerate_the_native_clusters_
 def test_a_config_for_another_cluster_keeps_its_own_tolerations():
     cfg = config.from_mapping({"kubernetes": {"kubeconfig": "/etc/kc", "image": "reg.example/t:1"}})
     assert NATIVE_GPU_TOLERATION not in smoke_config(cfg, ["k8s"], 1).kubernetes.pod.tolerations
+
+
+def test_the_smoke_campaign_probes_every_mistake_as_the_native_clusters_restricted_user():
+    from harness.config_ux import MISTAKES
+    from harness.ux import mistakes
+    tenant = {"user": "poc-user", "kubeconfig": "/state/restricted-kubeconfig", "namespace": "poc-gpu",
+              "local_queue": "poc-gpu-queue", "priority_class": "poc-gpu-normal"}
+    cfg = smoke_config(config.load(None), None, None, tenant=tenant)
+    assert cfg.ux.mistakes == list(MISTAKES)
+    assert [p.scenario for p in spec.run_plan(cfg, "slurm")][-len(MISTAKES):] == [f"mistake:{k}" for k in MISTAKES]
+    config.from_mapping(cfg.model_dump(mode="json"))          # stored with the results, loads again
+    probe = mistakes.probe_config(cfg, "k8s").kubernetes
+    assert (probe.kubeconfig, probe.namespace, probe.local_queue) == (
+        "/state/restricted-kubeconfig", "poc-gpu", "poc-gpu-queue")
+    assert probe.pod.priority_class == "poc-gpu-normal" and NATIVE_GPU_TOLERATION in probe.pod.tolerations
+    assert probe.image and probe.image_pull_policy == "Never"   # the local image, never pulled
+    # without a tenant (a cluster made before it had one) the probes run as the campaign's identity
+    assert smoke_config(config.load(None), None, None).ux.kubernetes == {}
