@@ -97,6 +97,8 @@ def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> l
     run_id = rec["run_id"]
     if not (run_dir / RAW_FILE).exists():
         return [Finding(run_id, "-", "raw", f"no raw evidence ({RAW_FILE})", None, "missing")]
+    if rec.get("scenario") == "mistake":
+        return check_mistake(rec, run_dir)
     events = load_events(run_dir)
     if events is None:
         return [Finding(run_id, "-", "events", "no workload events (events.jsonl)", None, "missing")]
@@ -129,6 +131,26 @@ def derive_inputs(rec: dict, config: dict) -> dict:
     return {"world": int(r["nodes"]) * int(r["procs_per_node"]), "nodes": int(r["nodes"]),
             "gpus_per_node": int(r["gpus_per_node"]), "steps": int(w["steps"]),
             "price": config["pricing"][rec["platform"]]}
+
+
+def check_mistake(rec: dict, run_dir: Path) -> list[Finding]:
+    """A user-experience probe: its verdict and time_to_error_s again from the messages it saw (the raw
+    evidence's user_view, each with when) by the same pure code (harness/ux/clear.py)."""
+    from .ux import clear
+    run_id, mk = rec["run_id"], rec.get("mistake") or {}
+    try:
+        seen = load_raw(run_dir).get("user_view")
+        if seen is None:
+            return [Finding(run_id, "-", "raw", "no user_view in the raw evidence", None, "missing")]
+        v = clear.verdict(seen, mk.get("kind", ""), mk.get("wrong", ""))
+    except Exception as exc:  # noqa: BLE001 - this run's finding; the others are still checked
+        return [Finding(run_id, "-", "error", f"{type(exc).__name__}: {exc}", None, "error")]
+    out = [Finding(run_id, "mistake", k, mk.get(k, ABSENT), v[k]) for k in v if not same(mk.get(k, ABSENT), v[k])]
+    metric = f"time_to_error_s:{mk.get('kind')}"
+    stored = ((rec.get("metrics") or {}).get(metric) or {}).get("value", ABSENT)
+    if not same(stored, ABSENT if v["time_to_error_s"] is None else v["time_to_error_s"]):
+        out.append(Finding(run_id, metric, "value", stored, v["time_to_error_s"]))
+    return out
 
 
 # metrics added after campaigns were stored: a record without one predates it (derive always writes it now)

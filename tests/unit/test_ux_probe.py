@@ -271,3 +271,15 @@ def test_first_log_of_a_committed_run_lies_between_written_and_read(run):
     assert m["value"] == pytest.approx(first["observed_at"] - st["submitted"].t, abs=st["submitted"].width)
     assert m["lo"] <= m["value"] <= m["hi"] and 0 < m["value"] < 120
     assert m["hi"] - m["lo"] >= first["observed_at"] - first["ts_ns"] / 1e9 - 1e-6
+
+
+def test_poc_rederive_rederives_a_probe_from_the_messages_it_kept_and_catches_an_edit(tmp_path):
+    from harness import rederive
+    rec_k8s = {k: d for p, k, d in RECORDED if p == "k8s"}["wrong_queue"]
+    rec, _, store = _run(tmp_path, lambda clock: Replay(rec_k8s["timeline"], clock))
+    [c] = rederive.check(tmp_path)
+    assert c.checked == [rec["run_id"]] and c.findings == []
+    edited = dict(rec, metrics={"time_to_error_s:wrong_queue": {"value": 0.5}})
+    edited["mistake"] = dict(rec["mistake"], source="somewhere else")
+    found = rederive.check_run(edited, store.run_dir(rec["run_id"]), {}, None, None)
+    assert {(f.metric, f.field) for f in found} == {("mistake", "source"), ("time_to_error_s:wrong_queue", "value")}
