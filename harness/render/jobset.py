@@ -102,6 +102,8 @@ def check(spec: JobSpec, image: str | None) -> None:
                           f"an image reference is {FORM}, e.g. registry.example.com/team/torch:2.4")
     if not 1 <= spec.rdzv_port <= 65535:
         raise ConfigError(f"rendezvous port {spec.rdzv_port} is out of range")
+    if not spec.entrypoint.strip():
+        raise ConfigError("the entrypoint is empty", "name the script to run, e.g. ddp_train.py")
 
 
 def check_placement(k: Kubernetes) -> None:
@@ -160,8 +162,14 @@ HOST_NETWORK_LAUNCH = ('if [ "${JOB_COMPLETION_INDEX:-0}" = 0 ]; then host=1; el
                        '--local_addr="$POC_POD_IP" "$@"')
 
 
+def entrypoint_path(spec: JobSpec) -> str:
+    """The script the launch line names: spec.entrypoint, relative to the ConfigMap's mount (where
+    the workload is shipped as WORKLOAD_SCRIPT) unless absolute. A typo stays a typo: python says so."""
+    return spec.entrypoint if spec.entrypoint.startswith("/") else f"{WORKLOAD_DIR}/{spec.entrypoint}"
+
+
 def container_command(spec: JobSpec, host_network: bool = False) -> list[str]:
-    script = f"{WORKLOAD_DIR}/{WORKLOAD_SCRIPT}"
+    script = entrypoint_path(spec)
     args = [*spec.torchrun_args(rdzv_endpoint(spec)), script,
             *spec.workload_args(f"{CKPT_MOUNT}/ckpt", f"{CKPT_MOUNT}/events")]
     if host_network:

@@ -6,6 +6,7 @@ the caller allows it, and API errors as BackendError carrying the API server's o
 """
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 import time
@@ -119,13 +120,22 @@ def retry_webhook(fn, patience_s: float, *, clock=time.monotonic, sleep=time.sle
 
 
 class K8sClient:
-    """One API client for one kubeconfig/context, created on first use."""
+    """One API client for one kubeconfig/context, created on first use.
+
+    ``calls`` counts the requests made to the API server, by kind (``call()``'s ``what``, and what
+    the watch caches and log streams open: "LIST pods (watch)", "WATCH pods", "FOLLOW pod log"), so
+    the harness can say how many calls submitting, watching, reading logs and cancelling took."""
 
     def __init__(self, kubeconfig: str, context: str | None = None, *, timeout_s: float = 10.0, api_client=None):
         self.kubeconfig = kubeconfig
         self.context = context
         self.timeout = timeout_s
         self._api = api_client
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def count(self, what: str, n: int = 1) -> None:
+        """Count a request made outside call() (a watch, a log stream, a webhook-retried create)."""
+        self.calls[what] += n
 
     @property
     def api(self):
@@ -181,6 +191,7 @@ class K8sClient:
     def call(self, what: str, fn, *args, missing_ok: bool = False, **kw):
         """One API call with a time-out; errors become BackendError naming the call."""
         from kubernetes.client.rest import ApiException
+        self.calls[what] += 1     # a failed request was still made: it counts
         try:
             return fn(*args, _request_timeout=self.timeout, **kw)
         except ApiException as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from .logs import PodLog
 
@@ -28,8 +29,10 @@ def whole_lines(chunks):
 
 
 class Follower:
-    def __init__(self, core, ns: str, pod: str, container: str, log: PodLog, lock: threading.Lock):
+    def __init__(self, core, ns: str, pod: str, container: str, log: PodLog, lock: threading.Lock,
+                 count: Callable[[str], None] = lambda what: None):
         self.core, self.ns, self.pod, self.container = core, ns, pod, container
+        self.count = count          # each stream opened is one request to the API server
         self.log, self.lock = log, lock
         self.events: list[dict] = []
         self.error = ""
@@ -47,6 +50,7 @@ class Follower:
             if since is not None:
                 kw["since_seconds"] = since
             try:
+                self.count("FOLLOW pod log")
                 self._resp = self.core.read_namespaced_pod_log(self.pod, self.ns, _preload_content=False,
                                                                _request_timeout=(10, READ_TIMEOUT_S), **kw)
                 self.streams += 1
@@ -93,17 +97,18 @@ class Follower:
 
 
 class Followers:
-    """pod -> its Follower; the caller decides which pods to follow and when to stop."""
+    """pod -> its Follower; the caller decides which pods to follow and when to stop.
+    count: told "FOLLOW pod log" for each stream opened (K8sClient.count)."""
 
-    def __init__(self, core_factory, container: str):
-        self.core_factory, self.container = core_factory, container
+    def __init__(self, core_factory, container: str, count: Callable[[str], None] = lambda what: None):
+        self.core_factory, self.container, self.count = core_factory, container, count
         self._f: dict[tuple[str, str], Follower] = {}
         self._lock = threading.Lock()       # one lock for every PodLog a follower feeds
 
     def follow(self, ns: str, pod: str, log: PodLog) -> Follower:
         key = (ns, pod)
         if key not in self._f:
-            self._f[key] = Follower(self.core_factory(), ns, pod, self.container, log, self._lock)
+            self._f[key] = Follower(self.core_factory(), ns, pod, self.container, log, self._lock, self.count)
         return self._f[key]
 
     def get(self, ns: str, pod: str) -> Follower | None:

@@ -29,8 +29,11 @@ def _name(o) -> str:
 
 class Watched:
     def __init__(self, what: str, list_fn, args: tuple, kwargs: dict, timeout: float,
-                 convert: Callable[[object], dict] = lambda o: o, keep_gone: bool = False):
+                 convert: Callable[[object], dict] = lambda o: o, keep_gone: bool = False,
+                 count: Callable[[str], None] = lambda what: None):
         self.what, self.list_fn, self.args, self.kwargs, self.timeout = what, list_fn, args, kwargs, timeout
+        self.count = count          # each request this cache makes: "LIST <kind> (watch)", "WATCH <kind>"
+        self.kind = what.split("/")[0]
         self.convert = convert
         self.keep_gone = keep_gone
         self._objs: dict[str, dict] = {}
@@ -48,6 +51,7 @@ class Watched:
         while not self._stop.is_set():
             w = None
             try:
+                self.count(f"LIST {self.kind} (watch)")
                 resp = self.list_fn(*self.args, _request_timeout=self.timeout, **self.kwargs)
                 if isinstance(resp, dict):
                     items, rv = resp.get("items", []), resp["metadata"].get("resourceVersion")
@@ -58,6 +62,7 @@ class Watched:
                 self.relists += 1
                 self._synced.set()
                 w = watch.Watch()
+                self.count(f"WATCH {self.kind}")
                 for ev in w.stream(self.list_fn, *self.args, resource_version=rv, timeout_seconds=55,
                                    _request_timeout=70, allow_watch_bookmarks=False, **self.kwargs):
                     if self._stop.is_set():
@@ -116,11 +121,11 @@ class Looks:
             co, core = c.custom(), c.core()
             self._watches[ns] = (
                 Watched(f"jobsets/{ns}", co.list_namespaced_custom_object, (*JOBSETS[:2], ns, JOBSETS.plural),
-                        {"label_selector": "poc/platform=k8s"}, t),
+                        {"label_selector": "poc/platform=k8s"}, t, count=c.count),
                 Watched(f"workloads/{ns}", co.list_namespaced_custom_object, (*WORKLOADS[:2], ns, WORKLOADS.plural),
-                        {}, t),
+                        {}, t, count=c.count),
                 Watched(f"pods/{ns}", core.list_namespaced_pod, (ns,), {"label_selector": "poc/platform=k8s"}, t,
-                        convert=c.to_dict, keep_gone=True))
+                        convert=c.to_dict, keep_gone=True, count=c.count))
         return self._watches[ns]
 
     def look(self, keys: list[Key]) -> tuple[dict, dict, dict]:
