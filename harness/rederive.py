@@ -98,7 +98,7 @@ def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> l
     if not (run_dir / RAW_FILE).exists():
         return [Finding(run_id, "-", "raw", f"no raw evidence ({RAW_FILE})", None, "missing")]
     if rec.get("scenario") == "mistake":
-        return check_mistake(rec, run_dir)
+        return check_mistake(rec, run_dir) + check_audit(rec, run_dir)
     events = load_events(run_dir)
     if events is None:
         return [Finding(run_id, "-", "events", "no workload events (events.jsonl)", None, "missing")]
@@ -115,7 +115,22 @@ def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> l
     if stored_stamps is not None:
         found += [Finding(run_id, "stamps", p, a, b)
                   for p, a, b in diff(stored_stamps, evidence.to_json(st), exact=True)]
-    return found
+    return found + check_audit(rec, run_dir)
+
+
+def check_audit(rec: dict, run_dir: Path) -> list[Finding]:
+    """The audit answers again from the stored raw evidence (raw["audit"] and what collect kept) by the
+    same pure code (harness/audit); a record stored before audit answers existed has none to check."""
+    stored = rec.get("audit")
+    if stored is None:
+        return []
+    from . import audit
+    run_id = rec["run_id"]
+    try:
+        again = audit.answers(rec["platform"], load_raw(run_dir))
+    except Exception as exc:  # noqa: BLE001 - this run's finding; the others are still checked
+        return [Finding(run_id, "audit", "error", f"{type(exc).__name__}: {exc}", None, "error")]
+    return [Finding(run_id, "audit", p, a, b) for p, a, b in diff(stored, again)]
 
 
 def derive_inputs(rec: dict, config: dict) -> dict:
