@@ -23,7 +23,7 @@ PAIRS = (("k8s", "slurm"), ("k8s", "local"), ("slurm", "local"))
 # startup and recovery, step time, lost steps) explain these and are shown without a verdict, so
 # the family stays small enough for a smoke campaign's n to support one (see inference.min_n).
 VERDICT_METRICS = {"queue_s", "startup_s", "allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "recovery_s",
-                   "cost_per_step_usd", "handover_s"}
+                   "cost_per_step_usd", "handover_s", "first_log_s"}
 # Figures that depend on the transport the collective ran over.
 TRANSPORT_BOUND = {"allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "sweep_s", "step_time_s"}
 

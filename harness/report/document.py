@@ -15,9 +15,13 @@ import time
 from pathlib import Path
 
 from ..store import atomic_write
+from . import audit as auditmod
 from . import charts as chartmod
+from . import charts_decision as chartdec
+from . import decision
 from . import sections as sec
 from . import table as tablemod
+from . import ux as uxmod
 from .compare import Comparison, comparisons
 from .records import RECOVERY_PHASES
 from .stats import PLATFORM_LABEL, base_metric, groups, platform_sort_key, summary, summary_csv
@@ -31,7 +35,10 @@ CHART_TITLES = {
     "cost": "Cost per step",
     "contention": "Contention",
     "recovery": "Recovery broken down",
+    "decision": "Kubernetes / Slurm per criterion",
+    "errors": "Time to a clear error per mistake",
 }
+OWN_SECTION = {"recovery", "decision", "errors"}   # charts shown in their sections, not under "Charts"
 HARNESS_ERRORS = "Harness errors — not counted against any platform"
 HARNESS_ERRORS_WHY = ("These runs stopped because the harness itself raised an unexpected error (a bug in the harness, "
                       "not a failure of the platform or the job); no platform's counts above include them.")
@@ -58,6 +65,11 @@ DEFINITIONS = [
     "included), with the platform's overhead; `cost_per_step_usd` = that / steps; `cost_per_step_steady_usd`: "
     "the rate × median step time; `recovery_cost_usd:<fault>`: the rate × the time the fault took from the job. "
     "Older campaigns billed submit → the last rank's done.",
+    "`first_log_s`: submit → the first line of the workload's output the harness could read, as a user would "
+    "(harness clock; resolution: the poll interval).",
+    "Time to a clear error (user-mistake probes, one per mistake and platform, not training runs): submit → the "
+    "first message the platform showed the user that names the problem (the wrong value, or the scheduler's words "
+    "for an impossible request); \"not clear within N s\" when none came before the probe's deadline.",
 ]
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
        "table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"
@@ -74,6 +86,11 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     summ = summary(gs)
     comps = comparisons(gs, table)
     charts = chartmod.all_charts(table, gs, out / "charts")
+    rows = decision.rows(table, gs, summ, comps)
+    charts["decision"] = chartdec.ratios(decision.ratio_points(rows), out / "charts" / "decision.png")
+    probes = uxmod.probes(table)
+    if probes:
+        charts["errors"] = chartdec.time_to_error(probes, out / "charts" / "errors.png")
     atomic_write(out / "summary.csv", summary_csv(summ))
     atomic_write(out / "comparisons.csv", comparisons_csv(comps))
 
@@ -84,12 +101,16 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     harness = sec.harness_errors(table)
     if harness:
         runs_line += f" · {len(harness)} harness error(s), not counted against any platform"
+    if table.probe.any():
+        runs_line += f" · {int(table.probe.sum())} user-mistake probe(s), not training runs"
     intro = f"Campaign(s): {', '.join(campaigns)} · generated {generated} · runs: {runs_line}"
 
     res = {(p, k): g.resolution for (p, k), g in gs.items()}
-    header, rows = sec.headline_table(summ, comps)
+    header, head_rows = sec.headline_table(summ, comps)
     secs: list[tuple[str, list]] = [
-        ("Headline", [("table", (header, rows))] if rows else [("p", "_No successful runs yet._")]),
+        ("Decision summary: Kubernetes or Slurm for this job", [("table", decision.table_of(rows))]
+         + [("p", s) for s in decision.reading(rows, table)] + [("img", ("decision", charts["decision"]))]),
+        ("Headline", [("table", (header, head_rows))] if head_rows else [("p", "_No successful runs yet._")]),
         ("What the numbers say", [("ul", findings(comps, res))])]
     tested = tested_table(comps)
     if comps:
@@ -103,7 +124,8 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     if pricing or cost_rows[1]:
         secs.append(("Cost and goodput", ([("p", "Pricing model:"), ("ul", pricing)] if pricing else [])
                      + ([("table", cost_rows)] if cost_rows[1] else [])))
-    secs.append(("Charts", [("img", (k, p)) for k, p in charts.items() if k != "recovery"]))
+    secs += _ux_and_audit(table, summ, charts)
+    secs.append(("Charts", [("img", (k, p)) for k, p in charts.items() if k not in OWN_SECTION]))
     secs.append(("Settings that shaped the numbers", [
         b for plat in sec.platforms(table) for b in (
             ("h3", PLATFORM_LABEL.get(plat, plat)),
@@ -123,6 +145,23 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     atomic_write(out / "report.html", _html(intro, secs))
     return {"report.md": out / "report.md", "report.html": out / "report.html", "summary.csv": out / "summary.csv",
             "comparisons.csv": out / "comparisons.csv", **{f"charts/{p.name}": p for p in charts.values()}}
+
+
+def _ux_and_audit(table, summ, charts) -> list[tuple[str, list]]:
+    out = []
+    job = uxmod.job_table(table, uxmod.first_log_rows(summ))
+    errors = uxmod.error_table(table)
+    blocks = ([("h3", "The same clean job"), ("table", job), ("p", uxmod.NOTE_JOB)] if len(job[0]) > 1 else [])
+    if errors[1]:
+        blocks += [("h3", "Time to a clear error"), ("table", errors), ("p", uxmod.NOTE_ERRORS),
+                   ("img", ("errors", charts["errors"]))]
+    if blocks:
+        out.append(("User experience", blocks))
+    audits = auditmod.tables(table)
+    if audits:
+        out.append(("Auditing", [b for label, t in audits for b in (("h3", label), ("table", t))]
+                    + [("p", auditmod.NOTE)]))
+    return out
 
 
 def comparisons_csv(comps: list[Comparison]) -> str:

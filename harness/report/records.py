@@ -26,7 +26,7 @@ PHASES = ("submitted", "blocker_released", "admitted", "allocated", "launched", 
 RECOVERY_PHASES = tuple(f"recovery_{p}_s" for p in ("detection", "teardown", "rescheduling", "restart",
                                                      "checkpoint_load", "recompute"))
 NEWER_UNITS = {**dict.fromkeys(RECOVERY_PHASES, "s"), "resume_s": "s", "goodput": "ratio", "cost_run_usd": "USD",
-               "recovery_cost_usd": "USD", "allreduce_avg_busbw_gbps": "GB/s"}
+               "recovery_cost_usd": "USD", "allreduce_avg_busbw_gbps": "GB/s", "first_log_s": "s"}
 REPORT_UNITS = {**UNITS, **{k: v for k, v in NEWER_UNITS.items() if k not in UNITS}}
 METRICS = tuple(REPORT_UNITS)
 
@@ -86,6 +86,24 @@ class ErrorInfo(msgspec.Struct, gc=False):
     origin: str | None = None
 
 
+class AuditAnswer(msgspec.Struct, gc=False):
+    """One of harness.audit's questions as a platform's own records answered it (issue 12)."""
+    answered: Any = False
+    value: Any = None
+    source: Any = None
+    note: Any = None
+
+
+class Audit(msgspec.Struct, gc=False):
+    answers: dict[str, AuditAnswer] = {}
+
+
+class Ux(msgspec.Struct, gc=False):
+    """What a user writes for the job and the calls each stage took (issue 12); counts as the record has them."""
+    calls: dict[str, Any] = {}
+    written: dict[str, Any] = {}
+
+
 class Record(msgspec.Struct, gc=False):
     run_id: str
     platform: str
@@ -98,6 +116,9 @@ class Record(msgspec.Struct, gc=False):
     error: ErrorInfo | None = None
     # kept as its JSON text: the runs of a campaign mostly share one, parsed once (table.Environments)
     environment: msgspec.Raw = msgspec.Raw(b"{}")
+    audit: Audit | None = None
+    ux: Ux | None = None
+    mistake: dict[str, Any] | None = None   # a user-mistake probe's outcome (scenario "mistake:<kind>")
 
 
 _DECODER = msgspec.json.Decoder(Record)

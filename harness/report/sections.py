@@ -28,9 +28,10 @@ def fmt(v: float | None, unit: str = "") -> str:
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
+    """A Markdown table; a | inside a cell (a platform's message) is escaped, even inside code."""
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    return "\n".join([line(header), "|" + "|".join("---" for _ in header) + "|"] + [line(r) for r in rows])
 
 
 def fmt_pm(v: float | None, u: float | None, unit: str = "") -> str:
@@ -170,9 +171,10 @@ def platforms(table: RunTable) -> list[str]:
 
 
 def counts(table: RunTable) -> dict[str, dict[str, int]]:
-    """Per platform, its runs by status. A harness error is no platform's failure: it is not counted."""
+    """Per platform, its training runs by status. A harness error is no platform's failure, and a
+    user-mistake probe no training run: neither is counted."""
     out = {p: {"ok": 0, "failed": 0, "interrupted": 0} for p in platforms(table)}
-    mine = ~table.harness_error
+    mine = ~table.harness_error & ~table.probe
     n_status = len(table.status.names)
     combos, n = np.unique(table.platform.codes[mine].astype(np.int64) * n_status + table.status.codes[mine],
                           return_counts=True)
@@ -202,7 +204,7 @@ class NotOk:
 
 def failed(table: RunTable) -> list[NotOk]:
     """The runs that did not succeed through the platform or the job (harness errors are listed apart)."""
-    return [NotOk.of(table, int(i)) for i in np.flatnonzero(~table.ok & ~table.harness_error)]
+    return [NotOk.of(table, int(i)) for i in np.flatnonzero(~table.status_ok & ~table.harness_error)]
 
 
 def harness_errors(table: RunTable) -> list[NotOk]:

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .extras import is_probe
 from .records import METRICS, RECOVERY_PHASES, REPORT_UNITS
 from .table import RunTable, from_records
 
@@ -18,10 +19,14 @@ PLATFORM_LABEL = {"local": "local (baseline)", "slurm": "Slurm", "k8s": "Kuberne
 BY_SCENARIO = {"recovery_s", "resume_s", "lost_steps", "cost_per_step_usd", "cost_run_usd", "goodput",
                "recovery_cost_usd", *RECOVERY_PHASES}
 # Metrics of the first attempt, comparable across clean and fault runs alike.
-ANY_SCENARIO = {"queue_s", "queue_admission_s", "handover_s", "startup_s", "launch_s", "rendezvous_s", "first_step_s",
+ANY_SCENARIO = {"queue_s", "queue_admission_s", "first_log_s", "handover_s", "startup_s", "launch_s", "rendezvous_s",
+                "first_step_s",
                 "sweep_s", "allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "step_time_s",
                 "cost_per_step_steady_usd"}
-QUEUE = {"queue_s", "queue_admission_s"}
+# Waits a contention run's blocker lengthens: its own figure there.
+QUEUE = {"queue_s", "queue_admission_s", "first_log_s"}
+# Families later issues add (upgrades: 13, inference: 14), kept apart per scenario like recovery.
+PER_SCENARIO_PREFIXES = ("upgrade_", "serve_")
 HIGHER_IS_BETTER = {"allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "goodput"}
 # Below this many runs a side the report prints no interval and draws no verdict. A percentile
 # bootstrap of a median from 3 runs can only return those 3 values (its "95%" interval is the
@@ -32,9 +37,11 @@ MIN_N = 5
 
 
 def metric_key(name: str, scenario: str) -> str | None:
+    if is_probe(scenario):   # a user-mistake probe is no training run: its figures are the UX section's
+        return None
     if name in QUEUE and scenario == "contention":   # a wait behind another job is its own figure
         return f"{name}:contention"
-    if name in BY_SCENARIO:
+    if name in BY_SCENARIO or name.startswith(PER_SCENARIO_PREFIXES):
         return name if scenario == "clean" else f"{name}:{scenario}"
     if name in ANY_SCENARIO:
         return name

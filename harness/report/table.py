@@ -21,6 +21,7 @@ from msgspec.structs import astuple
 
 from ..provenance import BUILD_KEYS
 from ..store import runs_files
+from .extras import Extras, is_probe
 from .records import METRICS, PHASES, Record, from_dicts, read_files
 
 # Environment facts worth showing; secrets never reach the records in the first place.
@@ -103,13 +104,24 @@ class RunTable:
     transport: list                # per run: the all-reduce transport the workload recorded, or None
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     pricing: dict[str, dict] = field(default_factory=dict)   # platform -> its cost metric's detail
+    # issue 12, per run (extras.py): the audit answers and UX counts (shared tuples, None where absent),
+    # whether the run is a user-mistake probe, and each probe's outcome
+    audit: list = field(default_factory=list)
+    ux: list = field(default_factory=list)
+    probe: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    mistakes: dict[int, dict] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.run_id)
 
     @property
-    def ok(self) -> np.ndarray:
+    def status_ok(self) -> np.ndarray:
         return self.status.where("ok")
+
+    @property
+    def ok(self) -> np.ndarray:
+        """The training runs that succeeded: a user-mistake probe is no training run, whatever its status."""
+        return self.status_ok & ~self.probe
 
 
 def read(results_dir: str) -> RunTable:
@@ -276,6 +288,7 @@ class _Columns:
         self.build: list = []
         self.transport: list = []
         self.pricing: dict[str, dict] = {}
+        self.extras = Extras()
         self._decode_dict = msgspec.json.Decoder(dict[str, Any]).decode
 
     def add(self, row: int, rec: Record, env: Environment) -> None:
@@ -298,7 +311,7 @@ class _Columns:
                 self.curve_bytes.extend(map(_BYTES, curve.curve))
                 self.curve_busbw.extend(map(_BUSBW, curve.curve))
                 transport = None if curve.transport in _EMPTY else _hashable(curve.transport)
-            if rec.platform not in self.pricing and rec.status == "ok":
+            if rec.platform not in self.pricing and rec.status == "ok" and not is_probe(rec.scenario):
                 self.pricing[rec.platform] = self._pricing(m.cost_per_step_usd.detail)
             steps = m.step_time_s.detail
             if steps is not None:
@@ -315,6 +328,7 @@ class _Columns:
         self.torch.append(env.torch)
         self.build.append(env.build)
         self.transport.append(transport)
+        self.extras.add(row, rec)
 
     def _pricing(self, raw: msgspec.Raw) -> dict:
         try:
@@ -339,6 +353,8 @@ class _Columns:
         def pick(items: list) -> list:
             return [items[i] for i in last_row] if retried else items
 
+        audit, ux, probe, mistakes = self.extras.take(last_row, retried)
+
         return RunTable(
             run_id=pick(self.run_id), campaign=pick(self.campaign),
             platform=self.platform.labels(rows), scenario=self.scenario.labels(rows), status=self.status.labels(rows),
@@ -350,7 +366,8 @@ class _Columns:
             harness_error=np.frombuffer(self.harness_error, dtype=np.bool_)[rows],
             gpus_visible=np.frombuffer(self.gpus_visible, dtype=np.bool_)[rows],
             harness_host=pick(self.harness_host), torch=pick(self.torch), build=pick(self.build),
-            transport=pick(self.transport), settings=settings, pricing=self.pricing)
+            transport=pick(self.transport), settings=settings, pricing=self.pricing, audit=audit, ux=ux,
+            probe=np.frombuffer(bytes(probe), dtype=np.bool_), mistakes=mistakes)
 
 
 def _settings_of(records: Iterable[Record], latest: set[int], pos_of: dict[tuple, int],

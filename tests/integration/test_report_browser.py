@@ -1,4 +1,5 @@
-"""report.html in a real browser (Debian's headless Chromium): every chart loads, nothing logs an error."""
+"""report.html in a real browser (Debian's headless Chromium): the decision summary opens it, every chart
+loads, nothing logs an error."""
 import shutil
 from pathlib import Path
 
@@ -42,9 +43,29 @@ def test_report_html_in_chromium(tmp_path):
         shutil.copy(tmp_path / "report.png", shot_dir / "report-screenshot.png")
         title = page.title()
         headline_rows = page.eval_on_selector_all("table tr", "rows => rows.length")
+        # the first section: its heading, its table's criteria, the reading after it, its chart
+        first = page.evaluate("""() => {
+            const h2 = document.querySelector('h2'); const out = {heading: h2.textContent, criteria: [],
+                paragraphs: [], image: null};
+            for (let el = h2.nextElementSibling; el && el.tagName !== 'H2'; el = el.nextElementSibling) {
+                if (el.tagName === 'TABLE')
+                    out.criteria = [...el.querySelectorAll('tr')].slice(1).map(r => r.cells[0].textContent);
+                if (el.tagName === 'P') out.paragraphs.push(el.textContent);
+                if (el.tagName === 'IMG')
+                    out.image = [el.alt, el.complete, el.naturalWidth, el.naturalHeight];
+            }
+            return out; }""")
         browser.close()
     assert title == "Kubernetes vs Slurm report"
-    assert len(images) == len(charts) == 6, (images, charts)
+    assert first["heading"].startswith("Decision summary"), first
+    assert first["criteria"] == ["queue", "startup", "NCCL (all-reduce bus bandwidth)", "recovery", "contention",
+                                 "user experience", "auditing", "upgrades", "cost", "inference"], first
+    assert any(p.startswith("Prefer Slurm when") for p in first["paragraphs"]), first
+    assert any(p.startswith("Prefer Kubernetes when") for p in first["paragraphs"]), first
+    assert any(p.startswith("A hybrid costs") for p in first["paragraphs"]), first
+    alt, complete, w, h = first["image"]
+    assert alt == "Kubernetes / Slurm per criterion" and complete and w > 300 and h > 200, first["image"]
+    assert len(images) == len(charts) == 7, (images, charts)
     for alt, complete, w, h in images:
         assert complete and w > 300 and h > 200, f"chart {alt!r} did not load ({w}x{h})"
     assert headline_rows > 15   # 20 metrics across local, Slurm and Kubernetes

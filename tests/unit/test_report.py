@@ -32,11 +32,11 @@ def test_report_writes_four_outputs(results, tmp_path):
     for name in ("report.md", "report.html", "summary.csv"):
         assert (out / name).stat().st_size > 0
     pngs = sorted(p.name for p in (out / "charts").glob("*.png"))
-    assert pngs == ["busbw.png", "cost.png", "metrics.png", "step_times.png", "timeline.png"]
+    assert pngs == ["busbw.png", "cost.png", "decision.png", "metrics.png", "step_times.png", "timeline.png"]
     for p in (out / "charts").glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 5 and "src=\"charts/" not in html  # self-contained
+    assert html.count("data:image/png;base64,") == 6 and "src=\"charts/" not in html  # self-contained
     md = (out / "report.md").read_text()
     assert "`recovery_s:kill_rank`" in md and "local (baseline)" in md
 

@@ -1,0 +1,248 @@
+"""The decision summary that opens the report: one row per criterion of the POC, Kubernetes against Slurm,
+and a short reading generated from those rows.
+
+Every verdict here is one the comparisons already drew (compare.py, Holm-adjusted rank-sum tests with
+bootstrap intervals); this module adds none. What has no test (one probe per mistake, counts of audit
+answers) is labelled descriptive, and a criterion without data says "not measured".
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import audit as auditmod
+from . import ux as uxmod
+from .compare import Comparison, verdict_metrics
+from .sections import fmt, headline_cell, ratio_cell
+from .stats import MIN_N, PLATFORM_LABEL, Groups, SummaryRow, base_metric
+from .table import RunTable
+from .verdicts import detectable_text
+
+A, B = "k8s", "slurm"   # the pair the POC decides between: ratios are Kubernetes / Slurm
+HEADER = ["criterion", "evidence (median ± resolution [p05–p95] (n))", "Kubernetes / Slurm (95% CI)", "ahead"]
+
+
+@dataclass
+class Row:
+    criterion: str
+    evidence: list[str] = field(default_factory=list)
+    ratios: list[str] = field(default_factory=list)
+    ahead: list[str] = field(default_factory=list)
+    comps: list[Comparison] = field(default_factory=list)   # the comparisons behind it, for the reading and chart
+    measured: bool = False
+
+    def cells(self) -> list[str]:
+        if not self.measured:
+            return [self.criterion, "not measured", "–", "not measured"]
+        return [self.criterion, "; ".join(self.evidence), "; ".join(self.ratios) or "–", "; ".join(self.ahead)]
+
+
+def _label(p: str) -> str:
+    return PLATFORM_LABEL.get(p, p)
+
+
+def ahead_text(c: Comparison) -> str:
+    if c.better:
+        return f"{_label(c.better)} ahead"
+    return {"resolution": "no clear difference (below the measurement resolution)",
+            "none": f"no clear difference (detectable at this n: {detectable_text(c)})",
+            "few": f"no verdict: n {c.n_num}/{c.n_den}, below {MIN_N} a side",
+            "descriptive": "no verdict (shown, not tested)",
+            "refused": f"no verdict: {c.refused}"}.get(c.verdict, c.verdict)
+
+
+def _metric_rows(row: Row, keys: list[str], summ: dict, comps: dict) -> None:
+    for k in keys:
+        have = [p for p in (B, A) if (p, k) in summ]
+        if not have:
+            continue
+        row.measured = True
+        multi = len(keys) > 1
+        row.evidence.append(f"`{k}` " + ", ".join(f"{_label(p)} {headline_cell(summ[(p, k)])}" for p in have))
+        c = comps.get(k)
+        prefix = "" if not multi else f"{k.split(':', 1)[1] if ':' in k else k}: "
+        if c is None:
+            row.ahead.append(prefix + f"measured on {_label(have[0])} only")
+            continue
+        row.comps.append(c)
+        row.ratios.append(prefix + ratio_cell(c))
+        row.ahead.append(prefix + ahead_text(c))
+
+
+def _keys(gs: Groups, pick: Callable[[str], bool]) -> list[str]:
+    return sorted({k for p, k in gs if p in (A, B) and pick(k)})
+
+
+def _ux_row(row: Row, table: RunTable, summ: dict, comps: dict) -> None:
+    _metric_rows(row, ["first_log_s"] if any(k == "first_log_s" for _, k in summ) else [], summ, comps)
+    probes = uxmod.probes(table)
+    mine = [p for p in probes if p.platform in (A, B)]
+    if mine:
+        row.measured = True
+        by_kind: dict[str, dict[str, str]] = {}
+        for p in mine:
+            by_kind.setdefault(p.kind, {})[p.platform] = fmt(p.seconds) if p.clear else "not clear"
+        row.evidence.append("time to a clear error (s, one probe each): " + "; ".join(
+            f"`{k}` " + ", ".join(f"{_label(p)} {v.get(p, '–')}" for p in (B, A)) for k, v in by_kind.items()))
+        row.ahead.append("time to a clear error: descriptive, no verdict from one probe per mistake; clear before "
+                         "the deadline: " + ", ".join(f"{_label(p)} {n_clear(mine, p)}" for p in (B, A)))
+    pats = uxmod.clean_patterns(table)
+    if any(p in pats for p in (A, B)):
+        row.measured = True
+        row.evidence.append(f"a user writes ({uxmod.WRITTEN_FORM}): " + ", ".join(
+            f"{_label(p)} {uxmod.written_text(uxmod.written(pats[p]))}" for p in (B, A) if p in pats))
+        row.evidence.append("calls to submit / watch / read logs / cancel (median): " + ", ".join(
+            f"{_label(p)} " + " / ".join(uxmod.count(sum(uxmod.stage_calls(pats[p], s).values()))
+                                         for s in uxmod.UX_STAGES)
+            for p in (B, A) if p in pats))
+
+
+def n_clear(probes: list, platform: str) -> str:
+    mine = [p for p in probes if p.platform == platform]
+    return f"{sum(p.clear for p in mine)}/{len(mine)}" if mine else "–"
+
+
+def _audit_row(row: Row, table: RunTable) -> None:
+    counts = auditmod.answered_counts(table)
+    have = [p for p in (B, A) if p in counts]
+    if not have:
+        return
+    row.measured = True
+    row.evidence.append("questions the platform's own records answered in every run (in some): " + ", ".join(
+        f"{_label(p)} {counts[p][0]}/{counts[p][2]} ({counts[p][1]}) from "
+        + (", ".join(f"`{s}`" for s in counts[p][3]) or "no source") for p in have))
+    if len(have) == 2 and counts[A][0] != counts[B][0]:
+        more = A if counts[A][0] > counts[B][0] else B
+        row.ahead.append(f"descriptive: {_label(more)}'s records answer more questions "
+                         f"({counts[more][0]} vs {counts[B if more == A else A][0]} of {counts[more][2]})")
+    else:
+        row.ahead.append("descriptive: " + ("the same number of questions answered" if len(have) == 2
+                                            else f"audited on {_label(have[0])} only"))
+
+
+def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Comparison]) -> list[Row]:
+    s = {(r.platform, r.metric): r for r in summ}
+    c = {x.metric: x for x in comps if (x.numerator, x.denominator) == (A, B)}
+    bw = "allreduce_avg_busbw_gbps" if "allreduce_avg_busbw_gbps" in verdict_metrics(gs) else "allreduce_busbw_gbps"
+    plain = {
+        "queue": _keys(gs, lambda k: k == "queue_s"),
+        "startup": _keys(gs, lambda k: k == "startup_s"),
+        "NCCL (all-reduce bus bandwidth)": _keys(gs, lambda k: k == bw),
+        "recovery": _keys(gs, lambda k: base_metric(k) == "recovery_s"),
+        "contention": _keys(gs, lambda k: k in ("queue_s:contention", "handover_s")),
+        "upgrades": _keys(gs, lambda k: k.startswith("upgrade_")),
+        "cost": _keys(gs, lambda k: k == "cost_per_step_usd"),
+        "inference": _keys(gs, lambda k: k.startswith("serve_")),
+    }
+    out = []
+    for name in ("queue", "startup", "NCCL (all-reduce bus bandwidth)", "recovery", "contention", "user experience",
+                 "auditing", "upgrades", "cost", "inference"):
+        row = Row(name)
+        if name == "user experience":
+            _ux_row(row, table, s, c)
+        elif name == "auditing":
+            _audit_row(row, table)
+        else:
+            _metric_rows(row, plain[name], s, c)
+        out.append(row)
+    return out
+
+
+def table_of(rs: list[Row]) -> tuple[list[str], list[list[str]]]:
+    return HEADER, [r.cells() for r in rs]
+
+
+# What each criterion means to a user choosing, for the reading.
+WHEN = {"queue": "jobs must start soon after submission", "startup": "startup time counts",
+        "NCCL (all-reduce bus bandwidth)": "collective bandwidth limits training",
+        "recovery": "jobs must recover fast from a lost rank or node", "contention": "jobs queue behind each other",
+        "user experience": "users must see their logs soon", "upgrades": "the platform must upgrade under load",
+        "cost": "cost per step decides", "inference": "the cluster also serves models"}
+
+
+def _cite(c: Comparison) -> str:
+    return (f"`{c.metric}` {fmt(c.median_num, c.unit)} vs {fmt(c.median_den, c.unit)} {c.unit}".rstrip()
+            + f" (Kubernetes / Slurm {c.ratio:.2f}, 95% CI {c.ci_low:.2f}–{c.ci_high:.2f})")
+
+
+def reading(rs: list[Row], table: RunTable) -> list[str]:
+    """Three sentences in the POC's terms, each built from the rows; nothing the intervals do not support."""
+    wins: dict[str, list[str]] = {A: [], B: []}
+    for r in rs:
+        for c in r.comps:
+            if c.better in wins:
+                wins[c.better].append(f"{WHEN.get(r.criterion, r.criterion)}: {_cite(c)}")
+    undecided = [r.criterion for r in rs if r.measured and not any(c.better for c in r.comps)]
+    out = []
+    for p in (B, A):
+        if wins[p]:
+            out.append(f"Prefer {_label(p)} when " + "; when ".join(wins[p]) + ".")
+        else:
+            out.append(f"Prefer {_label(p)} when …: this campaign shows no criterion on which {_label(p)} is ahead "
+                       "beyond its intervals.")
+    if not wins[A] and not wins[B]:
+        out.append("The campaign does not separate the platforms on any criterion it measured"
+                   + (f" ({', '.join(undecided)})" if undecided else "") + ".")
+    elif undecided:
+        out.append(f"No clear difference, or no verdict at this n, on: {', '.join(undecided)}.")
+    described = descriptive(table)
+    if described:
+        out.append("Without a verdict (descriptive): " + "; ".join(described) + ".")
+    out.append(hybrid(table))
+    missing = [r.criterion for r in rs if not r.measured]
+    if missing:
+        out.append(f"Not measured in this campaign, so it says nothing about them: {', '.join(missing)}.")
+    return out
+
+
+def descriptive(table: RunTable) -> list[str]:
+    """What the campaign shows without a test: audit answers counted, one probe per mistake."""
+    out = []
+    counts = auditmod.answered_counts(table)
+    if any(p in counts for p in (A, B)):
+        out.append("the platforms' own records answered " + ", ".join(
+            f"{counts[p][0]} of {counts[p][2]} audit questions in every run on {_label(p)}" for p in (B, A)
+            if p in counts))
+    probes = [p for p in uxmod.probes(table) if p.platform in (A, B)]
+    if probes:
+        parts = []
+        for plat in (B, A):
+            mine = [p for p in probes if p.platform == plat]
+            if mine:
+                times = [p.seconds for p in mine if p.clear]
+                median = f", median {fmt(float(np.median(times)))} s to it" if times else ""
+                parts.append(f"{_label(plat)} for {n_clear(probes, plat)}{median}")
+        out.append("a user was told clearly what was wrong, within the probes' deadline, " + ", ".join(parts)
+                   + " (one probe per mistake)")
+    return out
+
+
+def hybrid(table: RunTable) -> str:
+    """What running both costs, from what the campaign recorded: fixed overheads, two job formats, two audit trails."""
+    parts = []
+    over = {p: float(d["overhead_usd_per_hour"]) for p, d in table.pricing.items()
+            if p in (A, B) and isinstance(d.get("overhead_usd_per_hour"), int | float)}
+    if any(over.values()):
+        parts.append("both platforms' fixed overhead (" + ", ".join(
+            f"{_label(p)} {fmt(over[p])} USD/h" for p in (B, A) if p in over) + " in this campaign's pricing model)")
+    elif over:
+        parts.append("both platforms' fixed overhead (none is set in this campaign's pricing model, so it shows none)")
+    pats = uxmod.clean_patterns(table)
+    if all(p in pats for p in (A, B)):
+        parts.append(f"two ways to write and run the same job ({uxmod.WRITTEN_FORM}: " + ", ".join(
+            f"{_label(p)} {uxmod.written_text(uxmod.written(pats[p]))}" for p in (B, A)) + ")")
+    counts = auditmod.answered_counts(table)
+    if all(p in counts for p in (A, B)):
+        parts.append("two audit trails with different sources and retention (" + "; ".join(
+            f"{_label(p)}: " + ", ".join(f"`{s}`" for s in counts[p][3]) for p in (B, A)) + ")")
+    if not parts:
+        return "A hybrid costs running and knowing two platforms; this campaign measured nothing more specific."
+    return "A hybrid costs " + ", ".join(parts) + "."
+
+
+def ratio_points(rs: list[Row]) -> list[tuple[str, Comparison]]:
+    """The comparisons a ratio chart can draw (a finite ratio), labelled by criterion."""
+    return [(f"{r.criterion}: {c.metric}", c) for r in rs for c in r.comps if math.isfinite(c.ratio)]
