@@ -63,7 +63,9 @@ def _metric_rows(row: Row, keys: list[str], summ: dict, comps: dict) -> None:
         multi = len(keys) > 1
         row.evidence.append(f"`{k}` " + ", ".join(f"{_label(p)} {headline_cell(summ[(p, k)])}" for p in have))
         c = comps.get(k)
-        prefix = "" if not multi else f"{k.split(':', 1)[1] if ':' in k else k}: "
+        # recovery's keys differ only by fault kind: name the kind; other rows name the metric
+        one_base = len({base_metric(x) for x in keys}) == 1
+        prefix = "" if not multi else f"{k.split(':', 1)[1] if one_base and ':' in k else k}: "
         if c is None:
             row.ahead.append(prefix + f"measured on {_label(have[0])} only")
             continue
