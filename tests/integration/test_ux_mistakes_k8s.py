@@ -68,8 +68,10 @@ def store(tmp_path_factory, tenant):
 
 
 def leftovers(t: dict, name: str) -> dict:
-    """What of run `name` is still in the restricted user's namespace (read as that user)."""
-    c = K8sClient(t["kubeconfig"])
+    """What of run `name` is still in the restricted user's namespace (read as the cluster's admin:
+    the user's Role may not list ConfigMaps)."""
+    from harness.clusters import native_k8s as nk
+    c = K8sClient(str(nk.info().kubeconfig))
     ns = t["namespace"]
     try:
         js = [o["metadata"]["name"] for o in c.list("LIST jobsets", JOBSETS, ns) if o["metadata"]["name"] == name]
@@ -90,6 +92,8 @@ def test_the_platform_names_the_mistake_before_the_deadline_and_nothing_is_left(
     rec = probe.run(cfg, "k8s", run_id, kind, s, make_backend)
     m = rec["mistake"]
     said = "\n".join(f"+{x['at_s']}s [{x['source']}] {x['text'][:200]}" for x in m["messages"])
+    print(f"\n{kind}: clear={m['clear']} after {m['time_to_error_s']} s (resolution {m['resolution_s']} s) "
+          f"[{m['source']}] {str(m['message'])[:300]!r}; calls {rec['ux']['calls']}")
     assert rec["status"] == "ok", rec.get("error")
     assert m["clear"], f"no clear message within {m['deadline_s']} s; the user saw:\n{said}"
     source, words = EXPECTED[kind]
