@@ -108,8 +108,9 @@ def _what(audit: dict, first: dict) -> dict:
                           f"{str(rec.get('sha256'))[:16]}) by `{line}` in {first.get('WorkDir') or '?'}",
                           f"{SCRIPT}{how}; {SACCT}: SubmitLine/WorkDir", note=note)
     return no(f"{SACCT}: SubmitLine/WorkDir",
-              "slurmdbd kept only the submit line and directory, not the script "
-              "(slurm.conf AccountingStoreFlags lacks job_script)", value=f"`{line}` in {first.get('WorkDir') or '?'}")
+              "slurmdbd gave only the submit line and directory, not the script: it keeps scripts only with "
+              "slurm.conf AccountingStoreFlags=job_script, and returns one to its owner only when it has a user "
+              "record (association) for them", value=f"`{line}` in {first.get('WorkDir') or '?'}")
 
 
 def _where(jobs: list[dict], steps: list[dict]) -> dict:

@@ -87,8 +87,30 @@ def slim(ev: dict) -> dict:
     return out
 
 
-def read(path: Path, objs: dict, since: float) -> dict:
-    """Scan the log files for the run's events; counts say what the window cost in log volume."""
+def _created(e: dict, resource: str) -> bool:
+    ref = e.get("objectRef") or {}
+    code = int((e.get("responseStatus") or {}).get("code") or 0)
+    return e.get("verb") == "create" and ref.get("resource") == resource and not ref.get("subresource") \
+        and 200 <= code < 300
+
+
+def own(events: list[dict], submitted_at: float) -> list[dict]:
+    """The events from this run's own start on: its JobSet's creation nearest the submit stamp, and the
+    ConfigMap created just before it. An earlier run of the same name (another campaign, a resumed run)
+    may have been torn down inside the margin before the submit; its events are not this run's."""
+    creates = [e for e in events if _created(e, "jobsets")]
+    if not creates:
+        return events
+    t = {id(e): parse_time(e.get("requestReceivedTimestamp")) or 0.0 for e in events}
+    start = t[id(min(creates, key=lambda e: abs(t[id(e)] - submitted_at)))]
+    cms = [t[id(e)] for e in events if _created(e, "configmaps") and t[id(e)] <= start]
+    start = max(cms) if cms else start
+    return [e for e in events if t[id(e)] >= start]
+
+
+def read(path: Path, objs: dict, since: float, submitted_at: float | None = None) -> dict:
+    """Scan the log files for the run's events (those of its own start on, given its submit stamp);
+    the counts say what the window cost in log volume."""
     matched, stats = [], {"files": [], "lines_scanned": 0, "window_lines": 0, "window_bytes": 0, "bad_lines": 0}
     needles = (f'"namespace":"{objs["namespace"]}"',)
     for f in files(path, since):
@@ -112,6 +134,8 @@ def read(path: Path, objs: dict, since: float) -> dict:
                 if about_run(ev, objs):
                     matched.append(slim(ev))
     matched.sort(key=lambda e: (str(e.get("requestReceivedTimestamp")), str(e.get("stageTimestamp"))))
+    if submitted_at is not None:
+        matched = own(matched, submitted_at)
     stats["matched_bytes"] = sum(len(json.dumps(e, separators=(",", ":"))) for e in matched)
     return {"events": matched, "stats": stats}
 
@@ -126,7 +150,7 @@ def gather(backend, handle, clock=time.time) -> dict:
     since = handle.submitted_at - SUBMIT_MARGIN_S
     out.update(path=str(path), since=since)
     try:
-        got = read(path, objs, since)
+        got = read(path, objs, since, handle.submitted_at)
     except OSError as exc:
         return {**out, "readable": False, "note": f"the audit log {path} could not be read: {exc}"}
     if not got["stats"]["files"]:
