@@ -6,19 +6,20 @@ cancel and cleanup by backends/<platform>/auditlog.py, plus what collect kept) i
 question out, each ``{"answered", "value", "source", "note"}``. An answer the records (readable to
 the user who ran the job, or to the admin on the project's local clusters) do not give is
 ``answered: false`` with a note saying why. ``RETENTION`` says how long each source is kept by
-default and which setting changes it; ``retention_of(answers)`` picks the entries an answer set
-names. ``poc rederive`` recomputes the answers from the stored raw file and compares.
+default and which setting changes it ({source: text}); ``SOURCES`` has the same with its parts and the
+reference it was checked against; ``retention_of(answers)`` picks the entries an answer set names.
+``poc rederive`` recomputes the answers from the stored raw file and compares.
 """
 from __future__ import annotations
 
 from . import k8s, slurm
 from .common import no
-from .retention import RETENTION, sources
+from .retention import RETENTION, SOURCES, sources
 
 QUESTIONS = ("who_submitted", "what", "when", "where", "usage", "outcome", "who_cancelled")
 _READERS = {"slurm": slurm.answers, "k8s": k8s.answers}
 
-__all__ = ["QUESTIONS", "RETENTION", "answers", "retention_of"]
+__all__ = ["QUESTIONS", "RETENTION", "SOURCES", "answers", "retention_of"]
 
 
 def answers(platform: str, raw: dict) -> dict:
@@ -37,6 +38,6 @@ def answers(platform: str, raw: dict) -> dict:
 
 
 def retention_of(result: dict) -> dict[str, dict]:
-    """The RETENTION entries the answers' sources name: what the report shows beside the table."""
+    """The SOURCES entries (default, setting, reference) the answers' sources name."""
     names = {k for a in (result.get("answers") or {}).values() for k in sources(a.get("source") or "")}
-    return {k: RETENTION[k] for k in RETENTION if k in names}
+    return {k: SOURCES[k] for k in SOURCES if k in names}

@@ -69,8 +69,9 @@ def answers(raw: dict) -> dict:
         "where": _where(raw),
         "usage": _usage(raw),
         "outcome": _outcome(raw, deleted),
-        "who_cancelled": answer(f"{_who(deleted[0])} deleted the JobSet at {deleted[0].get('requestReceivedTimestamp')}"
-                                + _cascade(events), f"{AUDIT}: delete jobsets {ns}/{name}, user") if deleted
+        "who_cancelled": answer(_who(deleted[0]), f"{AUDIT}: delete jobsets {ns}/{name}, user",
+                                note=f"deleted the JobSet at {deleted[0].get('requestReceivedTimestamp')}"
+                                + _cascade(events)) if deleted
         else no(AUDIT, why if not readable else f"no delete of JobSet {ns}/{name} in the audit log"),
     }
 

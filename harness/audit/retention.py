@@ -5,8 +5,8 @@ build, the Slurm ones from the slurm.conf(5)/slurmdbd.conf(5) man pages of Slurm
 local cluster's image."""
 from __future__ import annotations
 
-# source name (as the answers write it, before any detail in parentheses) -> retention
-RETENTION: dict[str, dict[str, str]] = {
+# source name (the answers' sources start with or contain one) -> platform, default, setting, reference
+SOURCES: dict[str, dict[str, str]] = {
     # ---- Slurm
     "sacct (slurmdbd)": {
         "platform": "slurm",
@@ -65,6 +65,10 @@ RETENTION: dict[str, dict[str, str]] = {
 }
 
 
+# source -> "default retention (setting: what changes it)": what the report shows beside each answer
+RETENTION: dict[str, str] = {k: f"{v['default']} (setting: {v['setting']})" for k, v in SOURCES.items()}
+
+
 def sources(source: str) -> list[str]:
-    """The RETENTION entries an answer's source names (a source may combine several, "A; B")."""
-    return [k for k in RETENTION if k in source]
+    """The sources an answer's source text names (a source may combine several, "A; B")."""
+    return [k for k in SOURCES if k in source]

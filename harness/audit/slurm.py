@@ -140,24 +140,25 @@ def _usage(jobs: list[dict]) -> dict:
 
 
 def _cancelled(last: dict, users: dict, log_lines: list[str], log: dict) -> dict:
+    """The value is who (stable across runs, so the report can list the users it saw); the note has the
+    controller's kill requests, with their times."""
     state = last.get("State") or ""
     kills = [(m.group(1), ln[1:24]) for ln in log_lines if (m := _KILL.search(ln))]
     by_log = "; ".join(f"kill request by uid {u} ({users.get(u, '?')}) at {t}" for u, t in kills)
+    logged = f"; {CTLD}: _slurm_rpc_kill_job" if kills else ""
+    unread = None if log.get("readable") else log.get("note")
     if state.startswith("CANCELLED"):
         m = _BY_UID.search(state)
         if m is None:
             return no(f"{SACCT}: State", f"{state} names no uid")
         uid = m.group(1)
         who = users.get(uid)
-        value = f"{who or 'uid ' + uid} (uid {uid}) cancelled it"
-        src = f"{SACCT}: State 'CANCELLED by {uid}'" + (f"; {CTLD}: _slurm_rpc_kill_job" if kills else "")
-        return answer(value + (f" [{CTLD}: {by_log}]" if by_log else ""), src,
-                      note=None if who else "the uid is not in sacct's or getent's records")
-    value = f"nobody: it ended {state}"
-    if kills:
-        value += f" (a later cancel found it ended: {by_log})"
-    src = f"{SACCT}: State" + (f"; {CTLD}: _slurm_rpc_kill_job" if kills else "")
-    return answer(value, src, note=None if log.get("readable") else log.get("note"))
+        notes = [f"{CTLD}: {by_log}" if by_log else unread,
+                 None if who else "the uid is not in sacct's or getent's records"]
+        return answer(f"{who or 'uid ' + uid} (uid {uid})", f"{SACCT}: State 'CANCELLED by {uid}'{logged}",
+                      note="; ".join(n for n in notes if n) or None)
+    note = f"a later cancel found it ended: {by_log}" if kills else unread
+    return answer(f"nobody (it ended {state})", f"{SACCT}: State{logged}", note=note)
 
 
 def _from_json(raw: dict, why: str) -> dict:
