@@ -141,8 +141,10 @@ def ensure(L: Layout) -> dict:
     procs.wait("kube-apiserver /readyz after turning on its audit log",
                lambda: procs.https_get(f"https://127.0.0.1:{APISERVER_PORT}/readyz", admin, ca)[0] == 200,
                120, L, ("kube-apiserver",))
+    took = round(time.monotonic() - t0, 1)
     state = load_state(L)
     state.setdefault("repairs", []).append({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                            "restarted": ["kube-apiserver"], "why": "audit log flags"})
+                                            "restarted": ["kube-apiserver"], "why": "audit log flags",
+                                            "seconds": took})
     save_state(L, state)
-    return {"restarted": True, "seconds": round(time.monotonic() - t0, 1)}
+    return {"restarted": True, "seconds": took}
