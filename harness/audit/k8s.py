@@ -55,24 +55,24 @@ def answers(raw: dict) -> dict:
     readable = bool(audit.get("readable"))
     events = audit.get("events") or [] if readable else []
     why = audit.get("note") or "no audit evidence was gathered for this run"
-    ns, name = raw.get("namespace"), raw.get("name")
+    name = raw.get("name")
     created = _find(events, "create", "jobsets", name)
     deleted = _find(events, "delete", "jobsets", name)
     n_events = f"{len(events)} audit events about the run"
     return {
-        "who_submitted": answer(_who(created[0]), f"{AUDIT}: create jobsets {ns}/{name}, user",
+        "who_submitted": answer(_who(created[0]), f"{AUDIT}: create jobsets, user",
                                 note=n_events) if created
-        else no(AUDIT, why if not readable else f"no successful create of JobSet {ns}/{name} in the audit log "
+        else no(AUDIT, why if not readable else "no successful create of the run's JobSet in the audit log "
                 "(the policy does not record it, or the file was rotated away)"),
         "what": _what(created, raw, readable, why),
         "when": _when(created, raw),
         "where": _where(raw),
         "usage": _usage(raw),
         "outcome": _outcome(raw, deleted),
-        "who_cancelled": answer(_who(deleted[0]), f"{AUDIT}: delete jobsets {ns}/{name}, user",
+        "who_cancelled": answer(_who(deleted[0]), f"{AUDIT}: delete jobsets, user",
                                 note=f"deleted the JobSet at {deleted[0].get('requestReceivedTimestamp')}"
                                 + _cascade(events)) if deleted
-        else no(AUDIT, why if not readable else f"no delete of JobSet {ns}/{name} in the audit log"),
+        else no(AUDIT, why if not readable else "no delete of the run's JobSet in the audit log"),
     }
 
 

@@ -32,12 +32,10 @@ SOURCES: dict[str, dict[str, str]] = {
     # ---- Kubernetes
     "API server audit log": {
         "platform": "k8s",
-        "default": "off: nothing is recorded unless kube-apiserver has --audit-policy-file and a backend; with "
-                   "--audit-log-path, files are kept until --audit-log-maxage days (0, the default: no age limit) "
-                   "and --audit-log-maxbackup files (0: no limit), rotated at --audit-log-maxsize MB. The native "
-                   "cluster: 7 days, 5 files of 100 MB. Managed clusters: the provider's log retention",
-        "setting": "kube-apiserver --audit-policy-file, --audit-log-path, --audit-log-maxage, --audit-log-maxbackup, "
-                   "--audit-log-maxsize",
+        "default": "off unless kube-apiserver has an audit policy and backend; a log file is then kept with no age "
+                   "or count limit unless set (the native cluster: 7 days, 5 x 100 MB); managed clusters: the "
+                   "provider's log retention",
+        "setting": "kube-apiserver --audit-policy-file, --audit-log-path, --audit-log-maxage/-maxbackup/-maxsize",
         "cite": "https://kubernetes.io/docs/tasks/debug/debug-cluster/audit/"},
     "Events": {
         "platform": "k8s",

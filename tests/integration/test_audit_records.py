@@ -97,7 +97,7 @@ def test_k8s_run_of_the_restricted_user_is_attributed_to_it_in_the_audit_log(ten
     user = tenant["user"]
     assert a["who_submitted"]["value"].startswith(f"{user} (groups "), a["who_submitted"]
     assert "system:masters" not in a["who_submitted"]["value"]
-    assert a["who_submitted"]["source"].startswith("API server audit log: create jobsets")
+    assert a["who_submitted"]["source"] == "API server audit log: create jobsets, user"
     assert a["who_cancelled"]["value"].startswith(f"{user} (groups "), a["who_cancelled"]
     assert a["who_cancelled"]["note"].startswith("deleted the JobSet at ")
     assert a["what"]["source"].startswith("API server audit log: requestObject")   # the spec as submitted

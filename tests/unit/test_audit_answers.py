@@ -180,6 +180,9 @@ def test_k8s_restricted_users_run_is_theirs_not_an_admins():
         pytest.skip("fixture k8s-tenant not recorded")
     a = ans("k8s", raw_of("k8s-tenant"))
     assert a["who_submitted"]["value"] == "poc-user (groups poc-users)"
+    # sources name the record, not the run (namespace poc-gpu here, poc there): the report groups by them
+    admin = ans("k8s", raw_of("k8s-completed-admin"))
+    assert {q: x["source"] for q, x in a.items()} == {q: x["source"] for q, x in admin.items()}
     assert a["who_cancelled"]["value"] == "poc-user (groups poc-users)"
 
 
