@@ -48,10 +48,14 @@ def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | No
 
 def tenant_probe_settings(tenant: dict) -> dict:
     """ux.kubernetes for the native cluster's restricted user: its kubeconfig, namespace, queue and
-    priority class; the locally built image (no registry: never pulled)."""
+    priority class; the locally built image (no registry: never pulled); and the cluster's audit log,
+    which its admin (this machine) reads for the user's runs as for every other."""
     from .clusters.images import worker_ref  # a content hash of the recipe: no docker call
+    from .clusters.k8s.audit import log_path
+    from .paths import NATIVE_K8S_CLUSTER, cluster_state_dir
 
     return {"kubeconfig": tenant["kubeconfig"], "namespace": tenant["namespace"],
+            "audit_log": str(log_path(cluster_state_dir(NATIVE_K8S_CLUSTER))),
             "local_queue": tenant["local_queue"], "image": worker_ref(), "image_pull_policy": "Never",
             "pod": {"tolerations": [dict(NATIVE_GPU_TOLERATION)], "priority_class": tenant.get("priority_class")}}
 

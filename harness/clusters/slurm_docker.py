@@ -44,7 +44,7 @@ from harness import data
 from harness.clusters import images
 from harness.clusters.base import ComponentStatus, Say
 from harness.clusters.images import run
-from harness.clusters.slurm import compose, restd
+from harness.clusters.slurm import accounts, compose, restd
 from harness.clusters.slurm.compose import run_argv
 from harness.clusters.slurm.secrets import ensure_secrets
 from harness.errors import ClusterError
@@ -275,6 +275,8 @@ def up(state_dir_base: str | os.PathLike | None = None, release: str = images.DE
     started = {n: _started_at(f"poc-slurm-{n}") for n in COMPUTE_NODES}
     _wait("c1..c3 up in Slurm", lambda: _nodes_ready(started), max(10.0, timeout - (t2 - t0)), names)
     timings["nodes_idle"] = round(time.monotonic() - t2, 2)
+    accounts.ensure_association(lambda argv, **kw: _exec(CTLD_CONTAINER, argv, **kw), SSH_USER,
+                                f"docker exec {CTLD_CONTAINER} sacctmgr show assoc")
     port = int(env["POC_SLURM_SSH_PORT"])
     _wait(f"sshd on 127.0.0.1:{port}", lambda: _ssh_banner(port), 30, [LOGIN_CONTAINER])
     rest_port = int(env["POC_SLURM_REST_PORT"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 IMPOSSIBLE = re.compile(r"(node configuration is not available|insufficient|exceed|maximum capacity|"
-                        r"too many|not available|unavailable|no .*flavor|couldn't assign|quota|invalid)", re.I)
+                        r"too many|not available|unavailable|no .*flavor|couldn't assign|invalid)", re.I)
 GPU = re.compile(r"gpu|gres", re.I)
 
 

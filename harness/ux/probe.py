@@ -62,6 +62,7 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
     collected = None
     interrupted = False
     calls: dict[str, dict[str, int]] = {}
+    harness_note = None
     t0 = clock()
     try:
         backend = make_backend(platform, m.cfg)
@@ -73,7 +74,12 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
         try:
             handle = backend.submit(spec, rendered)
         except PocError as exc:   # refused at submit: the user reads this at once
-            seen.add(clock() - t0, clock() - t0, "at submit: " + type(exc).__name__, exc.message)
+            # the platform's own words (sbatch's stderr, the API server's answer), not what the
+            # harness adds to them (what the nodes have), which a user of the platform would not see
+            own = exc.__cause__ if isinstance(exc.__cause__, PocError) else exc
+            seen.add(clock() - t0, clock() - t0, "at submit: " + type(exc).__name__, own.message)
+            if own is not exc:
+                harness_note = exc.message
         footprint.add(calls, "submit", footprint.diff(c0, backend.call_counts()))
         if handle is not None:
             store.mark_inflight(handle.to_json())
@@ -124,7 +130,8 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
     if backend is not None:
         backend.close()
     v = clear.verdict(seen.items, kind, m.wrong)
-    record["mistake"] = {**m.to_json(), "deadline_s": deadline_s, "poll_s": poll_s, **v, "messages": seen.items}
+    record["mistake"] = {**m.to_json(), "deadline_s": deadline_s, "poll_s": poll_s, **v, "messages": seen.items,
+                         **({"harness_note": harness_note} if harness_note else {})}
     if v["time_to_error_s"] is not None:
         record["metrics"] = {f"time_to_error_s:{kind}": _metric(v)}
     record["ux"] = {"calls": calls}

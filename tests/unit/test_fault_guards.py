@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -126,7 +127,8 @@ def test_a_job_squeue_does_not_list_or_that_is_not_running_is_refused():
 def test_without_a_shell_the_other_jobs_cannot_be_checked_and_the_fault_is_refused():
     t = Squeue()
     sched = SimpleNamespace(name="rest", shell=None, squeue=lambda ids: (0, t.job_json, ""),
-                            node_record=lambda n, w: {}, set_node_state=lambda *a, **k: None)
+                            node_record=lambda n, w: {}, set_node_state=lambda *a, **k: None,
+                            calls=Counter())
     cfg = config.from_mapping({"platforms": ["slurm"]})
     be = SlurmBackend(cfg.slurm, t, scheduler=sched, allow_destructive_faults=True)
     with pytest.raises(BackendError, match="files: mount"):
@@ -208,6 +210,9 @@ class FakeClient:
 
     def core(self):
         return self._core
+
+    def count(self, what, n=1):
+        self.log.append(("COUNT", what))
 
     own_core = core
 

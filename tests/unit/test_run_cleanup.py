@@ -195,6 +195,10 @@ class PodApi:
 class Client:
     def __init__(self, api):
         self.api = api
+        self.counted: list[str] = []
+
+    def count(self, what, n=1):
+        self.counted.append(what)
 
     def core(self):
         return self.api

@@ -39,5 +39,6 @@ def test_the_smoke_campaign_probes_every_mistake_as_the_native_clusters_restrict
         "/state/restricted-kubeconfig", "poc-gpu", "poc-gpu-queue")
     assert probe.pod.priority_class == "poc-gpu-normal" and NATIVE_GPU_TOLERATION in probe.pod.tolerations
     assert probe.image and probe.image_pull_policy == "Never"   # the local image, never pulled
+    assert probe.audit_log and probe.audit_log.endswith("audit.log")   # the admin reads the user's runs too
     # without a tenant (a cluster made before it had one) the probes run as the campaign's identity
     assert smoke_config(config.load(None), None, None).ux.kubernetes == {}

@@ -77,6 +77,7 @@ def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, camp
         log = ""
         if phase == "Failed":
             try:
+                client.count("READ pod log")
                 log = str(core.read_namespaced_pod_log(name, ns, _request_timeout=10))[-500:]
             except Exception:  # noqa: BLE001 - the log is a nicety; the phase already says it failed
                 log = ""

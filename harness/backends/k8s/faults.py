@@ -55,6 +55,7 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
     core = client.core()
     if kind == "kill_rank":
         pid = int(ev["pid"])
+        client.count("EXEC pod")
         t = time.time()
         out = stream(client.own_core().connect_get_namespaced_pod_exec, name, ns, container=rj.CONTAINER,
                      command=["sh", "-c", 'kill -9 "$1"', "sh", str(pid)], stderr=True, stdout=True,

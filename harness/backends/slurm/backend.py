@@ -52,7 +52,7 @@ from ..base import (
 )
 from . import connect, gpus, guard, records
 from . import eventfiles as ef
-from .scheduler import CliScheduler, Scheduler
+from .scheduler import CliScheduler, Scheduler, counting
 
 _TAIL_OUTPUTS = 'for f in "$1"/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; tail -c 200000 "$f"; }; done; true'
 _RUNNING_OR_AFTER = {JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED,
@@ -74,8 +74,10 @@ class SlurmBackend(Backend):
         self.cfg = cfg
         self.gpus_per_node = gpus_per_node   # resources.gpus_per_node: preflight checks the nodes can hold it
         self.allow_destructive_faults = allow_destructive_faults   # the config's opt-in, checked again at inject
-        self.t = transport            # files: the run directory, event files, outputs (and srun for kill_rank)
         self.sched = scheduler or CliScheduler(transport)   # slurmctld/slurmdbd: the CLI, or slurmrestd
+        # files: the run directory, event files, outputs (and srun for kill_rank); its commands are
+        # counted with the scheduler's, as what the run asked of the cluster
+        self.t = counting(transport, self.sched.calls)
         self.docker = docker or None   # the local Docker cluster's container names, for node faults
         self.query_budget = query_budget
         self._failed_queries = 0
@@ -155,6 +157,8 @@ class SlurmBackend(Backend):
         try:
             job_id = self.sched.submit(job.script, job.run_dir)
         except SubmitError as exc:   # an impossible GPU request: say what the nodes have
+            # nothing will run in the run directory: it goes (the rendered files are in the results)
+            self.t.run(["rm", "-rf", "--", job.run_dir], timeout=60, check=False)
             raise gpus.explain_refusal(exc, self.t, spec.gpus_per_node, self.cfg.gpu_type, self.cfg.partition) from exc
         returned = time.time()   # with `submitted`, brackets the instant slurmctld took the job
         self._files[spec.run_id] = ef.RunFiles(job.events_dir)   # a resumed run starts over
@@ -257,7 +261,7 @@ class SlurmBackend(Backend):
         return gather(self, handle)
 
     def call_counts(self) -> dict[str, int]:
-        return dict(getattr(self.sched, "calls", None) or {})
+        return dict(self.sched.calls)
 
     def supported_faults(self) -> set[str]:
         return set(getattr(self.sched, "faults", {"kill_rank", "lose_node", "requeue"}))

@@ -56,15 +56,16 @@ class CountingTransport:
     """A Transport that counts each command it runs in ``calls`` (by ``command_name``), before
     running it: a command that failed was still asked of the cluster."""
 
-    def __init__(self, inner: Transport, calls: Counter):
-        self.inner, self.calls = inner, calls
+    def __init__(self, inner: Transport, counts: Counter):
+        # not `calls`: a recording transport (tests) keeps its own `calls`, reached through __getattr__
+        self.inner, self.counts = inner, counts
 
     @property
     def name(self) -> str:
         return self.inner.name
 
     def run(self, argv, *, input=None, env=None, timeout=60, check=True):
-        self.calls[command_name(argv)] += 1
+        self.counts[command_name(argv)] += 1
         return self.inner.run(argv, input=input, env=env, timeout=timeout, check=check)
 
     def describe(self) -> dict:
@@ -74,14 +75,14 @@ class CountingTransport:
         self.inner.close()
 
     def __getattr__(self, attr):   # anything else a transport offers (SshTransport's host, ...)
-        if attr in ("inner", "calls"):   # not set yet (copy, pickle): no recursion through self.inner
+        if attr in ("inner", "counts"):   # not set yet (copy, pickle): no recursion through self.inner
             raise AttributeError(attr)
         return getattr(self.inner, attr)
 
 
 def counting(t: Transport, calls: Counter) -> Transport:
     """``t``, counting into ``calls``; a transport that already counts into ``calls`` as it is."""
-    if isinstance(t, CountingTransport) and t.calls is calls:
+    if isinstance(t, CountingTransport) and t.counts is calls:
         return t
     return CountingTransport(t, calls)
 
