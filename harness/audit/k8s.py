@@ -141,7 +141,26 @@ def _where(raw: dict) -> dict:
     sched = [e.get("message") for e in raw.get("events") or [] if e.get("reason") == "Scheduled"]
     if sched:
         return answer("; ".join(sched), f"{EVENTS}: Scheduled")
+    nowhere = _ran_nowhere(raw)
+    if nowhere:
+        return answer(f"nowhere: {nowhere[0]}", nowhere[1])
     return no(PODS, "no pod of the run was bound to a node")
+
+
+def _ran_nowhere(raw: dict) -> tuple[str, str] | None:
+    """(why, source) when the records show the run never held a node: its Workload was never admitted,
+    or its pods exist and none was ever bound. None when they do not say (nothing was recorded)."""
+    pods = raw.get("pods") or []
+    w = raw.get("workload")
+    conds = {c.get("type"): c for c in _get(w, "status", "conditions", default=[]) or []} if w else {}
+    if w and not pods and not any(conds.get(t, {}).get("status") == "True" for t in ("QuotaReserved", "Admitted")):
+        msg = (conds.get("QuotaReserved") or {}).get("message") or "no QuotaReserved/Admitted condition"
+        return f"the Workload was never admitted ({msg})", f"{WORKLOAD}: QuotaReserved/Admitted conditions"
+    if pods and not any(_get(p, "spec", "nodeName") for p in pods):
+        why = next((c.get("message") for p in pods for c in _get(p, "status", "conditions", default=[]) or []
+                    if c.get("type") == "PodScheduled" and c.get("message")), "unscheduled")
+        return f"its pods were never bound to a node ({why})", f"{PODS}: PodScheduled condition"
+    return None
 
 
 def _pod_interval(p: dict, raw: dict) -> tuple[float, float] | None:
@@ -172,6 +191,9 @@ def _usage(raw: dict) -> dict:
                    for c in _get(p, "spec", "containers", default=[]) or [])
         gpu_s += gpus * (iv[1] - iv[0])
     if not counted:
+        nowhere = _ran_nowhere(raw)
+        if nowhere:   # the records say it never held a node: it used nothing
+            return answer("node-hours 0, GPU-hours 0 (never ran)", nowhere[1], note=nowhere[0])
         return no(PODS, "no pod of the run ran on a node (nothing was used)")
     node_s = sum(_union(ivs) for ivs in per_node.values())
     return answer(f"node-hours {node_s / 3600:.4f}, GPU-hours {gpu_s / 3600:.4f} ({counted} pods on "

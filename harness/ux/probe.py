@@ -96,6 +96,10 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
                 if clear.verdict(seen.items, kind, m.wrong)["clear"] or now - t0 > deadline_s:
                     break
                 sleep(poll_s)
+            try:   # one look as the training pipeline takes them: the job's objects as they stand now go
+                backend.observe([handle])   # into the raw evidence before the cancel removes them
+            except PocError:
+                pass
             footprint.add(calls, "watch", footprint.diff(c1, backend.call_counts()))
         record["status"] = "ok"
     except KeyboardInterrupt:

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.audit import QUESTIONS, RETENTION, SOURCES, answers, retention_of
+from harness.audit import k8s as k8s_audit
 from harness.backends.k8s import auditlog as k8s_log
 from harness.backends.slurm import auditlog as slurm_log
 
@@ -267,3 +268,16 @@ def test_an_earlier_run_of_the_same_name_torn_down_just_before_the_submit_is_not
     deletes = [e for e in mine if e["verb"] == "delete" and e["objectRef"]["resource"] == "jobsets"]
     assert len(deletes) == 1 and deletes[0]["requestReceivedTimestamp"] > mine[0]["requestReceivedTimestamp"]
     assert k8s_log.own(d["events"], d["submitted_at"] + 3600) == mine      # the nearest creation, however far
+
+
+@pytest.mark.parametrize("kind,why", [("wrong_queue", "the Workload was never admitted (LocalQueue"),
+                                      ("missing_checkpoint_volume", "its pods were never bound to a node")])
+def test_a_k8s_run_that_never_held_a_node_is_answered_nowhere_from_its_objects(kind, why):
+    """Recorded on the native cluster (tests/fixtures/k8s/mistakes): the objects as they stood before
+    the cancel. They say the run ran nowhere and used nothing: an answer, not a gap in the records."""
+    snap = json.loads((FIX.parent / "k8s" / "mistakes" / f"{kind}.json").read_text())["snapshots"]["final"]
+    got = k8s_audit.answers({**snap, "audit": {"readable": False, "note": "no log"}})
+    assert got["where"]["answered"] and got["where"]["value"].startswith("nowhere: " + why), got["where"]
+    assert got["usage"]["answered"] and got["usage"]["value"] == "node-hours 0, GPU-hours 0 (never ran)"
+    # with nothing recorded at all there is no answer
+    assert not k8s_audit.answers({"audit": {"readable": False, "note": "no log"}})["where"]["answered"]
