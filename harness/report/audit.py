@@ -7,34 +7,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..audit import QUESTIONS, RETENTION
+from ..audit import sources as source_names
 from .stats import PLATFORM_LABEL, platform_sort_key
 from .table import RunTable
 
-# harness.audit.QUESTIONS, in the issue's order; the report reads the module's own list when it has one
-QUESTIONS = ("who_submitted", "what", "when", "where", "usage", "outcome", "who_cancelled")
 QUESTION_TEXT = {"who_submitted": "who submitted it", "what": "what exactly (the spec)", "when": "when",
                  "where": "on which nodes", "usage": "what it used (node-/GPU-hours)", "outcome": "how it ended",
                  "who_cancelled": "who cancelled or deleted it"}
 SHOWN = 3   # users and sources listed per cell, the most frequent first
 
 
-def _audit_module():
-    try:
-        from .. import audit  # written alongside the backends (issue 12); older harnesses have none
-    except ImportError:
-        return None
-    return audit
-
-
 def retention() -> dict[str, str]:
-    """harness.audit.RETENTION ({source: default retention, with the setting that controls it}), or {}."""
-    r = getattr(_audit_module(), "RETENTION", None)
-    return {str(k): str(v) for k, v in r.items()} if isinstance(r, dict) else {}
+    """harness.audit.RETENTION: {source: default retention, with the setting that controls it}."""
+    return dict(RETENTION)
 
 
 def questions() -> tuple[str, ...]:
-    q = getattr(_audit_module(), "QUESTIONS", None)
-    return tuple(q) if isinstance(q, list | tuple) and q else QUESTIONS
+    return tuple(QUESTIONS)
 
 
 def retention_of(source: str, known: dict[str, str]) -> str:
@@ -119,8 +109,8 @@ def answered_counts(table: RunTable) -> dict[str, tuple[int, int, int, list[str]
         every = sum(1 for a in answers.values() if a.runs and a.answered == a.runs)
         some = sum(1 for a in answers.values() if a.answered)
         sources = Counter()
-        for a in answers.values():
-            sources.update(a.sources)
+        for a in answers.values():   # by record ("sacct (slurmdbd)"), not by the field each answer read
+            sources.update(list(dict.fromkeys(k for s in a.sources for k in (source_names(s) or [s.split(":")[0]]))))
         out[plat] = (every, some, len(answers), [s for s, _ in sources.most_common()])
     return out
 

@@ -80,7 +80,8 @@ def seconds_text(p: Probe) -> str:
     if p.status not in ("ok", None) and not p.clear:
         return f"probe did not complete ({p.status})"
     if p.clear:
-        res = f" (poll ±{fmt(p.resolution / 2)} s)" if p.resolution else ""
+        # the look that showed it came `resolution` after the one that did not: it appeared in between
+        res = f" (appeared after {fmt(max(0.0, p.seconds - p.resolution))} s)" if p.resolution else ""
         return f"{fmt(p.seconds)} s{res}"
     return f"not clear within {fmt(p.deadline)} s" if p.deadline else "not clear"
 

@@ -77,7 +77,8 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
             # the platform's own words (sbatch's stderr, the API server's answer), not what the
             # harness adds to them (what the nodes have), which a user of the platform would not see
             own = exc.__cause__ if isinstance(exc.__cause__, PocError) else exc
-            seen.add(clock() - t0, clock() - t0, "at submit: " + type(exc).__name__, own.message)
+            # seen the moment the call returned: the time is the call's own, exact to the clock
+            seen.add(clock() - t0, 0.0, "at submit: " + type(exc).__name__, own.message)
             if own is not exc:
                 harness_note = exc.message
         footprint.add(calls, "submit", footprint.diff(c0, backend.call_counts()))
