@@ -36,7 +36,8 @@ def test_a_probe_that_did_not_complete_is_listed_but_counts_as_no_training_run(t
     failed = _section(md, "Runs that did not succeed")
     assert failed.count("`k8s-mistake-") == 5 and "slurm-mistake" not in failed
     assert "probe did not complete (failed)" not in _section(md, "User experience")   # its clear message still shows
-    assert "| `wrong_queue` | Kubernetes | `kubernetes.local_queue: poc-queue-typo` | 1.08 s (appeared after 0.08 s) |" in md
+    assert ("| `wrong_queue` | Kubernetes | `kubernetes.local_queue: poc-queue-typo` | 1.08 s (appeared after 0.08 s) |"
+            in md)
 
 
 def test_time_to_a_clear_error_table(tmp_path):
