@@ -19,9 +19,10 @@ MISSING_VENV = "/opt/poc-venv-missing"
 WRONG_PARTITION_SUFFIX = "-typo"
 ENTRYPOINT_TYPO = "ddp_trian.py"
 MISSING_PVC = "poc-checkpoints-missing"
-# a parallel file system that is not mounted on the nodes
-MISSING_CKPT_ROOT = "/lustre"
-MISSING_CKPT_DIR = f"{MISSING_CKPT_ROOT}/poc-missing/ckpt"
+# a file system that is not mounted on the nodes. Under / so that no ordinary user can create it: on
+# a user's shared cluster a probe must not make a directory where their /lustre or /scratch really is
+MISSING_CKPT_ROOT = "/poc-missing-filesystem"
+MISSING_CKPT_DIR = f"{MISSING_CKPT_ROOT}/ckpt"
 
 
 @dataclass(frozen=True)
