@@ -208,10 +208,16 @@ def cmd_render(args) -> int:
         planned = {p.run_id: p for p in plan}
         blocker = want.endswith("-blocker") and want.removesuffix("-blocker") in planned
         p = planned.get(want.removesuffix("-blocker") if blocker else want) or plan[0]._replace(run_id=want)
-        spec = build(cfg, plat, p.run_id, p.fault, p.scenario)
+        run_cfg = cfg
+        if p.scenario.startswith("mistake:"):   # a probe renders with its mistake in it, as it is submitted
+            from .ux import mistakes, probe
+            m = mistakes.make(cfg, plat, p.scenario.split(":", 1)[1])
+            run_cfg, spec = m.cfg, probe.probe_spec(m, p.run_id)
+        else:
+            spec = build(cfg, plat, p.run_id, p.fault, p.scenario)
         if blocker and p.scenario == "contention":
             spec = blocker_spec(spec, cfg.contention.blocker_steps if cfg.contention else None)
-        backend = make_backend(plat, cfg)
+        backend = make_backend(plat, run_cfg)
         rendered = backend.render(spec)
         if args.out:
             d = Path(args.out) / plat if len(plats) > 1 else Path(args.out)

@@ -25,7 +25,8 @@ MAX_MESSAGES = 200      # a looping container error repeats: the first sightings
 MAX_TEXT = 2000
 
 
-def _spec(m: mistakes.Mistake, run_id: str):
+def probe_spec(m: mistakes.Mistake, run_id: str):
+    """The probe's job: the campaign's job from the config with the mistake in it, under the probe's id."""
     return dataclasses.replace(build(m.cfg, m.platform, run_id, None, "mistake"), entrypoint=m.entrypoint)
 
 
@@ -66,7 +67,7 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
     t0 = clock()
     try:
         backend = make_backend(platform, m.cfg)
-        spec = _spec(m, run_id)
+        spec = probe_spec(m, run_id)
         rendered = backend.render(spec)
         files.update({f"rendered/{k}": v for k, v in rendered.files.items()})
         c0 = backend.call_counts()
