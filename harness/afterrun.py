@@ -10,8 +10,10 @@ from .ux import footprint
 def audit_run(backend: Backend, handle: Handle, raw: dict, record: dict) -> None:
     """The platform's own records of the run (after cancel: who deleted it is in them too) into the
     raw evidence, and the answers they give into the record; a failure is noted, never fatal."""
+    from . import audit  # its readers need only the raw evidence; imported where used
+    if (backend.platform or handle.platform) not in audit.PLATFORMS:
+        return   # no scheduler, no records of its own to audit (the local baseline)
     try:
-        from . import audit  # its readers need only the raw evidence; imported where used
         raw["audit"] = redact.scrub(backend.audit_evidence(handle)).data
         record["audit"] = audit.answers(backend.platform or handle.platform, raw)
     except KeyboardInterrupt:

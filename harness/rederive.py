@@ -121,13 +121,14 @@ def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> l
 def check_audit(rec: dict, run_dir: Path) -> list[Finding]:
     """The audit answers again from the stored raw evidence (raw["audit"] and what collect kept) by the
     same pure code (harness/audit); a record stored before audit answers existed has none to check."""
-    stored = rec.get("audit")
-    if stored is None:
-        return []
     from . import audit
-    run_id = rec["run_id"]
+    stored, run_id = rec.get("audit"), rec["run_id"]
     try:
-        again = audit.answers(rec["platform"], load_raw(run_dir))
+        raw = load_raw(run_dir)
+        if stored is None:   # answers are owed only where the audit records were kept
+            return ([Finding(run_id, "audit", "answers", ABSENT, "raw['audit'] is kept", "missing")]
+                    if "audit" in raw and rec["platform"] in audit.PLATFORMS else [])
+        again = audit.answers(rec["platform"], raw)
     except Exception as exc:  # noqa: BLE001 - this run's finding; the others are still checked
         return [Finding(run_id, "audit", "error", f"{type(exc).__name__}: {exc}", None, "error")]
     return [Finding(run_id, "audit", p, a, b) for p, a, b in diff(stored, again)]

@@ -18,8 +18,9 @@ from .retention import RETENTION, SOURCES, sources
 
 QUESTIONS = ("who_submitted", "what", "when", "where", "usage", "outcome", "who_cancelled")
 _READERS = {"slurm": slurm.answers, "k8s": k8s.answers}
+PLATFORMS = frozenset(_READERS)   # the local baseline has no scheduler, so no records to audit
 
-__all__ = ["QUESTIONS", "RETENTION", "SOURCES", "answers", "retention_of"]
+__all__ = ["PLATFORMS", "QUESTIONS", "RETENTION", "SOURCES", "answers", "retention_of"]
 
 
 def answers(platform: str, raw: dict) -> dict:

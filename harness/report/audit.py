@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..audit import QUESTIONS, RETENTION
+from ..audit import PLATFORMS as AUDITED
+from ..audit import QUESTIONS, SOURCES
 from ..audit import sources as source_names
 from .stats import PLATFORM_LABEL, platform_sort_key
 from .table import RunTable
@@ -18,21 +19,8 @@ QUESTION_TEXT = {"who_submitted": "who submitted it", "what": "what exactly (the
 SHOWN = 3   # users and sources listed per cell, the most frequent first
 
 
-def retention() -> dict[str, str]:
-    """harness.audit.RETENTION: {source: default retention, with the setting that controls it}."""
-    return dict(RETENTION)
-
-
 def questions() -> tuple[str, ...]:
     return tuple(QUESTIONS)
-
-
-def retention_of(source: str, known: dict[str, str]) -> str:
-    """The retention of `source`: its own entry, else the longest known source name it starts with or contains."""
-    if source in known:
-        return known[source]
-    near = [k for k in known if k and (source.startswith(k) or k in source)]
-    return known[max(near, key=len)] if near else "not stated"
 
 
 @dataclass
@@ -78,27 +66,30 @@ def _top(c: Counter, total: int) -> str:
     return text + (f", {len(items) - SHOWN} more" if len(items) > SHOWN else "")
 
 
-def tables(table: RunTable) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
-    """(platform label, (header, rows)) per platform with audit records."""
-    known = retention()
-    header = ["question", "answered (runs)", "source", "default retention of that source", "attributed user(s) seen"]
+def tables(table: RunTable) -> list[tuple[str, tuple[list[str], list[list[str]]], tuple[list[str], list[list[str]]]]]:
+    """(platform label, the questions' table, the retention table of the records they came from) per
+    platform the audit reads (the local baseline has no scheduler records: none)."""
+    header = ["question", "answered (runs)", "source", "attributed user(s) seen"]
     out = []
     for plat, answers in sorted(summarise(table).items(), key=lambda kv: platform_sort_key(kv[0])):
-        rows = []
+        if plat not in AUDITED:
+            continue
+        rows, records = [], Counter()
         order = list(questions()) + sorted(set(answers) - set(questions()))
         for q in order:
             a = answers[q]
-            srcs = [s for s, _ in a.sources.most_common()]
-            retained = retention_of(srcs[0], known) if len(srcs) == 1 else "; ".join(
-                f"`{s}`: {retention_of(s, known)}" for s in srcs)
+            for s in a.sources:
+                records.update(source_names(s))
             source = _top(a.sources, a.answered)
             if a.why_not:
                 source = ("" if not a.answered else source + "; ") + "unanswered: " + "; ".join(
                     f"{k}" + ("" if n == a.runs - a.answered else f" ({n})") for k, n in a.why_not.most_common(SHOWN))
-            rows.append([QUESTION_TEXT.get(q, q) + f" (`{q}`)", f"{a.answered} of {a.runs}",
-                         source, retained or "–",
+            rows.append([QUESTION_TEXT.get(q, q) + f" (`{q}`)", f"{a.answered} of {a.runs}", source,
                          _top(a.users, a.answered) if q.startswith("who_") else "–"])
-        out.append((PLATFORM_LABEL.get(plat, plat), (header, rows)))
+        kept = [[f"`{k}`", SOURCES[k]["default"], SOURCES[k]["setting"], SOURCES[k]["cite"]]
+                for k in SOURCES if k in records]
+        out.append((PLATFORM_LABEL.get(plat, plat), (header, rows),
+                    (["record", "kept by default", "the setting that changes it", "reference"], kept)))
     return out
 
 
@@ -106,6 +97,8 @@ def answered_counts(table: RunTable) -> dict[str, tuple[int, int, int, list[str]
     """Per platform: (questions answered in every run, answered in some run, questions, sources used)."""
     out = {}
     for plat, answers in summarise(table).items():
+        if plat not in AUDITED:
+            continue
         every = sum(1 for a in answers.values() if a.runs and a.answered == a.runs)
         some = sum(1 for a in answers.values() if a.answered)
         sources = Counter()

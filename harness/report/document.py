@@ -159,7 +159,9 @@ def _ux_and_audit(table, summ, charts) -> list[tuple[str, list]]:
         out.append(("User experience", blocks))
     audits = auditmod.tables(table)
     if audits:
-        out.append(("Auditing", [b for label, t in audits for b in (("h3", label), ("table", t))]
+        out.append(("Auditing", [b for label, t, kept in audits
+                                 for b in (("h3", label), ("table", t), ("p", "How long those records are kept:"),
+                                           ("table", kept))]
                     + [("p", auditmod.NOTE)]))
     return out
 

@@ -1,5 +1,6 @@
-"""report.html in a real browser (Debian's headless Chromium): the decision summary opens it, every chart
-loads, nothing logs an error."""
+"""report.html in a real browser (Debian's headless Chromium): the decision summary opens it (its user
+experience and auditing rows filled from the campaign's probes and audit answers), every chart loads,
+the user-experience and auditing sections render, nothing logs an error."""
 import shutil
 from pathlib import Path
 
@@ -8,8 +9,9 @@ import pytest
 from harness.report.document import build
 
 pytestmark = pytest.mark.integration
-# the committed smoke campaign: every platform, faults and contention, so every chart has data
-STORED = Path(__file__).parents[2] / "results" / "smoke-2026-12-02"
+# the committed issue-12 smoke campaign: every platform, faults, contention, the mistake probes and
+# every run's audit answers, so every chart and every section has data
+STORED = Path(__file__).parents[2] / "results" / "smoke-2026-12-03-ux-audit"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
@@ -46,10 +48,14 @@ def test_report_html_in_chromium(tmp_path):
         # the first section: its heading, its table's criteria, the reading after it, its chart
         first = page.evaluate("""() => {
             const h2 = document.querySelector('h2'); const out = {heading: h2.textContent, criteria: [],
-                paragraphs: [], image: null};
+                ahead: {}, paragraphs: [], image: null,
+                sections: [...document.querySelectorAll('h2')].map(h => h.textContent)};
             for (let el = h2.nextElementSibling; el && el.tagName !== 'H2'; el = el.nextElementSibling) {
-                if (el.tagName === 'TABLE')
-                    out.criteria = [...el.querySelectorAll('tr')].slice(1).map(r => r.cells[0].textContent);
+                if (el.tagName === 'TABLE') {
+                    const rows = [...el.querySelectorAll('tr')].slice(1);
+                    out.criteria = rows.map(r => r.cells[0].textContent);
+                    for (const r of rows) out.ahead[r.cells[0].textContent] = r.cells[r.cells.length - 1].textContent;
+                }
                 if (el.tagName === 'P') out.paragraphs.push(el.textContent);
                 if (el.tagName === 'IMG')
                     out.image = [el.alt, el.complete, el.naturalWidth, el.naturalHeight];
@@ -65,7 +71,11 @@ def test_report_html_in_chromium(tmp_path):
     assert any(p.startswith("A hybrid costs") for p in first["paragraphs"]), first
     alt, complete, w, h = first["image"]
     assert alt == "Kubernetes / Slurm per criterion" and complete and w > 300 and h > 200, first["image"]
-    assert len(images) == len(charts) == 7, (images, charts)
+    # measured in this campaign: user experience (the probes, first_log_s) and auditing; not: upgrades, inference
+    assert first["ahead"]["user experience"] != "not measured" and first["ahead"]["auditing"] != "not measured"
+    assert first["ahead"]["upgrades"] == first["ahead"]["inference"] == "not measured", first["ahead"]
+    assert {"User experience", "Auditing"} <= set(first["sections"]), first["sections"]
+    assert len(images) == len(charts) == 9, (images, charts)
     for alt, complete, w, h in images:
         assert complete and w > 300 and h > 200, f"chart {alt!r} did not load ({w}x{h})"
     assert headline_rows > 15   # 20 metrics across local, Slurm and Kubernetes

@@ -40,7 +40,7 @@ EXPECTED = {
     "missing_image": ("job output", "/opt/poc-venv-missing/bin/activate: No such file or directory"),
     "wrong_queue": ("at submit: SubmitError", "invalid partition specified: gpu-typo"),
     "entrypoint_typo": ("job output", "can't open file"),
-    "missing_checkpoint_volume": ("job output", "PermissionError: [Errno 13] Permission denied: '/poc-missing-filesystem'"),
+    "missing_checkpoint_volume": ("job output", "Permission denied: '/poc-missing-filesystem'"),
 }
 
 

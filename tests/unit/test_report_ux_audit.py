@@ -74,22 +74,17 @@ def test_audit_table_counts_runs_sources_and_users():
                                            "note": "log not readable"}
     slurm[0]["audit"] = answers
     t = from_records(slurm)
-    (label, (header, rows)), = audit.tables(t)
+    (label, (header, rows), (kept_header, kept)), = audit.tables(t)
     assert label == "Slurm" and header[1] == "answered (runs)"
     by = {r[0].split(" (`")[1].rstrip("`)"): r for r in rows}
     assert list(by) == list(audit.questions())
-    assert by["who_submitted"][1] == "13 of 13" and by["who_submitted"][4] == "`alice` (12), `root` (1)"
+    assert by["who_submitted"][1] == "13 of 13" and by["who_submitted"][3] == "`alice` (12), `root` (1)"
+    # how long each record the answers came from is kept, once per record, from harness.audit.SOURCES
+    assert kept_header[:2] == ["record", "kept by default"]
+    assert "`slurmctld log`" in [k[0] for k in kept] and all(k[1] and k[2] for k in kept)
     assert by["who_cancelled"][1] == "12 of 13"
     assert by["who_cancelled"][2] == "`slurmctld log`; unanswered: slurmctld log: log not readable"
     assert audit.answered_counts(t)["slurm"][:3] == (6, 7, 7)
-
-
-def test_retention_is_the_sources_own_or_the_nearest_named_one():
-    known = {"sacct": "slurmdbd purges nothing by default (PurgeJobAfter)", "API server audit log":
-             "--audit-log-maxage: kept until rotated"}
-    assert audit.retention_of("sacct", known) == known["sacct"]
-    assert audit.retention_of("sacct State/ExitCode", known) == known["sacct"]
-    assert audit.retention_of("Events", known) == "not stated"
 
 
 def test_a_retried_probe_counts_by_its_last_record():

@@ -1,5 +1,6 @@
 """The committed smoke campaigns regenerate their reports from the files alone, with no cluster; the
-issue-10 campaign also re-derives every stored metric from its raw evidence with no mismatch."""
+issue-10 and issue-12 campaigns also re-derive every stored metric (and the issue-12 one every audit
+answer and mistake probe) from their raw evidence with no mismatch."""
 import csv
 import re
 from pathlib import Path
@@ -12,9 +13,10 @@ from harness.store import load_results
 
 RESULTS = Path(__file__).parents[2] / "results"
 OLD, NEW = RESULTS / "smoke-2026-12-02", RESULTS / "smoke-2026-12-03"
+UX = RESULTS / "smoke-2026-12-03-ux-audit"     # issue 12: every run audited, the five mistakes probed
 
 
-@pytest.mark.parametrize("stored", [OLD, NEW], ids=lambda p: p.name)
+@pytest.mark.parametrize("stored", [OLD, NEW, UX], ids=lambda p: p.name)
 def test_committed_campaign_regenerates(tmp_path, stored):
     paths = build(str(stored), str(tmp_path / "report"))
     rows = list(csv.DictReader(paths["summary.csv"].read_text().splitlines()))
@@ -38,15 +40,17 @@ def test_committed_campaign_regenerates(tmp_path, stored):
     assert stamp.sub("", paths["report.md"].read_text()) == stamp.sub("", committed_md)
 
 
-def test_new_campaign_rederives_from_its_raw_evidence_alone():
-    checks = rederive.check(NEW)
+@pytest.mark.parametrize("stored", [NEW, UX], ids=lambda p: p.name)
+def test_new_campaign_rederives_from_its_raw_evidence_alone(stored):
+    checks = rederive.check(stored)
     totals = rederive.totals(checks)
     assert rederive.passed(checks), rederive.table(checks)[-3000:]
     assert totals["mismatches"] == 0 and totals["runs_checked"] >= 30, totals
 
 
-def test_new_campaign_baseline_and_clusters_ran_one_torch_build():
-    runs = [r for r in load_results(NEW) if r.get("status") == "ok"]
+@pytest.mark.parametrize("stored", [NEW, UX], ids=lambda p: p.name)
+def test_new_campaign_baseline_and_clusters_ran_one_torch_build(stored):
+    runs = [r for r in load_results(stored) if r.get("status") == "ok" and r.get("scenario") != "mistake"]
     builds = {r["platform"]: r["environment"]["build"] for r in runs}
     assert set(builds) == {"local", "slurm", "k8s"}
     assert all(provenance.same_build(r["environment"]["build"], builds["local"]) for r in runs)
@@ -57,3 +61,32 @@ def test_new_campaign_baseline_and_clusters_ran_one_torch_build():
             m = r["metrics"][name]
             assert m["lo"] <= m["value"] <= m["hi"] and m["uncertainty"] >= 0, (r["run_id"], name)
         assert r["scheduler"]["stamps"]["submitted"]["source"], r["run_id"]
+
+
+def test_the_issue12_campaign_audits_every_scheduler_run_and_probes_every_mistake():
+    from harness.audit import QUESTIONS
+    from harness.config_ux import MISTAKES
+    runs = load_results(UX)
+    assert all(r["status"] == "ok" for r in runs)
+    probes = {(r["platform"], r["mistake"]["kind"]): r["mistake"] for r in runs if r.get("scenario") == "mistake"}
+    assert set(probes) == {(p, k) for p in ("slurm", "k8s") for k in MISTAKES}
+    assert all(m["clear"] and m["time_to_error_s"] <= m["deadline_s"] for m in probes.values())
+    users = {}
+    for r in runs:
+        if r["platform"] == "local" or (r.get("mistake") or {}).get("at_submit"):
+            continue   # no scheduler records (the baseline), or no job at all (refused at sbatch)
+        answers = r["audit"]["answers"]
+        assert set(answers) == set(QUESTIONS) and all(a["answered"] and a["source"] for a in answers.values())
+        users.setdefault((r["platform"], r.get("scenario") == "mistake"), set()).add(
+            answers["who_submitted"]["value"].split()[0])
+    # the Kubernetes probes ran as the namespace-scoped user, the campaign as the admin; Slurm as poc
+    assert users == {("slurm", False): {"poc"}, ("slurm", True): {"poc"}, ("k8s", False): {"poc-admin"},
+                     ("k8s", True): {"poc-user"}}
+
+
+def test_rederive_flags_a_record_whose_audit_answers_were_removed():
+    rec = next(r for r in load_results(UX) if r["run_id"] == "k8s-clean-01")
+    run_dir = UX / "smoke-poc" / "runs" / rec["run_id"]
+    assert rederive.check_audit(rec, run_dir) == []
+    found = rederive.check_audit({k: v for k, v in rec.items() if k != "audit"}, run_dir)
+    assert [(f.metric, f.kind) for f in found] == [("audit", "missing")]
