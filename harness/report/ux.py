@@ -142,6 +142,8 @@ def written_text(w: dict[str, float], admin: bool = False) -> str:
 
 
 def calls_text(calls: dict[str, float]) -> str:
+    # a call most runs did not make (its median is 0) is not part of the typical step
+    calls = {k: n for k, n in calls.items() if n > 0}
     if not calls:
         return "none"
     total = sum(calls.values())

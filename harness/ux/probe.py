@@ -85,8 +85,8 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
         footprint.add(calls, "submit", footprint.diff(c0, backend.call_counts()))
         if handle is not None:
             store.mark_inflight(handle.to_json())
-            t0 = handle.submitted_at
-            last = clock()
+            # a message the first look shows may have appeared any time since the submit call began
+            t0 = last = handle.submitted_at
             c1 = backend.call_counts()
             while True:
                 view = backend.user_view(handle)

@@ -11,14 +11,14 @@ cluster locks held (`flock /tmp/poc-slurm.lock flock /tmp/poc-k8s.lock pytest te
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
+from _native import native_cluster, restricted_tenant
 
 from harness import config
 from harness.audit import QUESTIONS, retention_of
+from harness.clusters import slurm_docker
 from harness.clusters.k8s.gpu_shape import GPU_TOLERATION
-from harness.errors import ClusterError
 from harness.pipeline import campaign
 from harness.store import Store
 
@@ -26,6 +26,15 @@ pytestmark = [pytest.mark.integration]
 
 if os.geteuid() != 0:  # pragma: no cover - depends on the machine
     pytest.skip("the local clusters need root", allow_module_level=True)
+
+
+RELEASE = os.environ.get("POC_SLURM_RELEASE", "trixie")
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """Brought up when it is not (on a fresh machine this module runs first); left running for the others."""
+    return slurm_docker.up(release=RELEASE, timeout=300)
 
 
 def _cfg(name: str, platform: str, kube: dict | None = None) -> config.Config:
@@ -52,7 +61,7 @@ def _one_run(cfg: config.Config, platform: str, results) -> dict:
 
 
 @pytest.mark.slurm
-def test_slurm_run_is_attributed_to_the_ordinary_user_who_also_cancelled_it(tmp_path):
+def test_slurm_run_is_attributed_to_the_ordinary_user_who_also_cancelled_it(slurm_cluster, tmp_path):
     rec = _one_run(_cfg("audit-slurm", "slurm"), "slurm", tmp_path)
     a = rec["audit"]["answers"]
     assert all(a[q]["answered"] for q in QUESTIONS), a
@@ -69,18 +78,7 @@ def test_slurm_run_is_attributed_to_the_ordinary_user_who_also_cancelled_it(tmp_
 
 @pytest.fixture(scope="module")
 def tenant() -> dict:
-    from harness.clusters import native_k8s as nk
-    last = None
-    for _attempt in range(3):   # the cluster's owner may be restarting it
-        try:
-            info = nk.up(nodes=3) if not nk.is_up() else nk.info()
-            break
-        except ClusterError as exc:
-            last = exc
-            time.sleep(10)
-    else:
-        pytest.fail(f"the native cluster did not come up: {last}")
-    return {**info.restricted, "state_dir": info.state_dir}
+    return restricted_tenant(native_cluster())
 
 
 @pytest.mark.k8s

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _native import native_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.k8s]
 
@@ -30,7 +31,6 @@ from harness import config  # noqa: E402
 from harness.backends.k8s import KubernetesBackend  # noqa: E402
 from harness.clusters.images import worker_ref  # noqa: E402
 from harness.clusters.k8s.gpu_shape import GPU_TOLERATION  # noqa: E402
-from harness.errors import ClusterError  # noqa: E402
 from harness.netutil import free_port  # noqa: E402
 from harness.pipeline import campaign  # noqa: E402
 from harness.store import Store  # noqa: E402
@@ -76,17 +76,7 @@ def run_campaign(cfg: config.Config, results: Path) -> tuple[list[dict], float]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    from harness.clusters import native_k8s as nk
-    last = None
-    for _attempt in range(3):   # the cluster's owner may be restarting it: be patient
-        try:
-            info = nk.up(nodes=3) if not nk.is_up() else nk.info()
-            break
-        except ClusterError as exc:
-            last = exc
-            time.sleep(10)
-    else:
-        pytest.fail(f"the native cluster did not come up: {last}")
+    info = native_cluster()
     # namespace, queues and the worker image, as a plain `poc run --platform k8s` would create them
     setup = KubernetesBackend.from_config(cfg_of("k8s-setup")).preflight()["setup"]
     print(f"\nnative cluster {info.server}; setup {setup}")

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _native import native_cluster, restricted_tenant
 
 pytestmark = [pytest.mark.integration, pytest.mark.k8s]
 
@@ -19,27 +20,14 @@ from harness import config  # noqa: E402
 from harness.backends.k8s import KubernetesBackend, dryrun  # noqa: E402
 from harness.clusters.images import worker_ref  # noqa: E402
 from harness.clusters.k8s.gpu_shape import GPU_TOLERATION  # noqa: E402
-from harness.errors import BackendError, ClusterError  # noqa: E402
+from harness.errors import BackendError  # noqa: E402
 from harness.pipeline import campaign  # noqa: E402
 from harness.store import Store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tenant() -> dict:
-    from harness.clusters import native_k8s as nk
-    last = None
-    for _attempt in range(3):   # the cluster's owner may be restarting it
-        try:
-            info = nk.up(nodes=3) if not nk.is_up() else nk.info()
-            break
-        except ClusterError as exc:
-            last = exc
-            time.sleep(10)
-    else:
-        pytest.fail(f"the native cluster did not come up: {last}")
-    if not info.restricted:
-        pytest.fail("the native cluster has no restricted user (harness/clusters/k8s/tenant.py)")
-    return info.restricted
+    return restricted_tenant(native_cluster())
 
 
 def cfg_of(t: dict, name: str, nodes: int = 2, gpus: int = 2, priority: bool = True, **kube) -> config.Config:

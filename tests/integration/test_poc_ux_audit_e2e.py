@@ -17,7 +17,7 @@ from harness.smoke import native_tenant, smoke_config
 
 pytestmark = pytest.mark.integration
 
-from tests.integration._poc import poc_argv, write_config  # noqa: E402
+from _poc import poc_argv, write_config  # noqa: E402
 
 MISTAKES = ["wrong_queue", "entrypoint_typo"]
 

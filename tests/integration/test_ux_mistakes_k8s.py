@@ -13,6 +13,7 @@ import os
 import time
 
 import pytest
+from _native import native_cluster, restricted_tenant
 
 pytestmark = [pytest.mark.integration, pytest.mark.k8s]
 
@@ -23,7 +24,6 @@ from harness import config  # noqa: E402
 from harness.backends.factory import make_backend  # noqa: E402
 from harness.backends.k8s.api import JOBSETS, WORKLOADS, K8sClient  # noqa: E402
 from harness.backends.k8s.state import workload_of  # noqa: E402
-from harness.errors import ClusterError  # noqa: E402
 from harness.render import jobset as rj  # noqa: E402
 from harness.smoke import smoke_config  # noqa: E402
 from harness.store import Store  # noqa: E402
@@ -41,20 +41,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def tenant() -> dict:
-    from harness.clusters import native_k8s as nk
-    last = None
-    for _attempt in range(3):   # the cluster's owner may be restarting it
-        try:
-            info = nk.up(nodes=3) if not nk.is_up() else nk.info()
-            break
-        except ClusterError as exc:
-            last = exc
-            time.sleep(10)
-    else:
-        pytest.fail(f"the native cluster did not come up: {last}")
-    if not info.restricted:
-        pytest.fail("the native cluster has no restricted user (harness/clusters/k8s/tenant.py)")
-    return info.restricted
+    return restricted_tenant(native_cluster())
 
 
 @pytest.fixture(scope="module")
