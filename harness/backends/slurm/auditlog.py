@@ -48,7 +48,7 @@ def gather(backend, handle) -> dict:
         controller = (backend.docker or {}).get("controller")
         if not out["batch_script"]["text"].strip() and controller:
             # slurmdbd gives a user its own scripts only when it has a user record (association) for
-            # them; the local cluster has none for poc, so its admin reads it (and the answer says so)
+            # them; where it has none, the local cluster's admin reads it (and the answer says so)
             argv = ["docker", "exec", controller, "sacct", "-j", job_id, "--batch-script"]
             out["batch_script_admin"] = {**_script(_docker_read(backend, argv)),
                                          "source": f"docker exec {controller} (the local cluster's admin)"}
