@@ -10,6 +10,7 @@ import hashlib
 import json
 
 from ..backends.k8s.api import parse_time  # pure: API time text -> epoch seconds
+from ..backends.k8s.state import get  # pure: a nested field or the default
 from .common import answer, no
 
 AUDIT = "API server audit log"
@@ -18,18 +19,6 @@ JOBSET = "JobSet object"
 WORKLOAD = "Kueue Workload"
 PODS = "Pod objects"
 GPU = "nvidia.com/gpu"
-
-
-def _get(o, *path, default=None):
-    for p in path:
-        if not isinstance(o, dict) or p not in o:
-            return default
-        o = o[p]
-    return o
-
-
-def _t(s) -> float | None:
-    return parse_time(s)
 
 
 def _who(ev: dict) -> str:
@@ -41,12 +30,12 @@ def _who(ev: dict) -> str:
 
 
 def _ok(ev: dict) -> bool:
-    return 200 <= int(_get(ev, "responseStatus", "code", default=0) or 0) < 300
+    return 200 <= int(get(ev, "responseStatus", "code", default=0) or 0) < 300
 
 
 def _find(events: list[dict], verb: str, resource: str, name: str | None = None, sub: str | None = None) -> list[dict]:
-    return [e for e in events if e.get("verb") == verb and _get(e, "objectRef", "resource") == resource
-            and _get(e, "objectRef", "subresource") == sub and (name is None or _get(e, "objectRef", "name") == name)
+    return [e for e in events if e.get("verb") == verb and get(e, "objectRef", "resource") == resource
+            and get(e, "objectRef", "subresource") == sub and (name is None or get(e, "objectRef", "name") == name)
             and _ok(e)]
 
 
@@ -79,7 +68,7 @@ def answers(raw: dict) -> dict:
 def _cascade(events: list[dict]) -> str:
     """Who deleted the pods and Jobs after the JobSet (the garbage collector, the kubelet)."""
     who = sorted({(e.get("user") or {}).get("username", "?") for e in events
-                  if e.get("verb") == "delete" and _get(e, "objectRef", "resource") in ("pods", "jobs") and _ok(e)})
+                  if e.get("verb") == "delete" and get(e, "objectRef", "resource") in ("pods", "jobs") and _ok(e)})
     return f"; its Jobs/pods were then deleted by {', '.join(who)}" if who else ""
 
 
@@ -98,25 +87,25 @@ def _what(created: list[dict], raw: dict, readable: bool, why: str) -> dict:
 
 
 def _summary(js: dict) -> str:
-    rjs = _get(js, "spec", "replicatedJobs", default=[]) or []
+    rjs = get(js, "spec", "replicatedJobs", default=[]) or []
     parts = []
     for rj in rjs:
-        pod = _get(rj, "template", "spec", "template", "spec", default={}) or {}
+        pod = get(rj, "template", "spec", "template", "spec", default={}) or {}
         cs = pod.get("containers") or [{}]
         parts.append(f"{rj.get('name')}: {rj.get('replicas', 1)} x parallelism "
-                     f"{_get(rj, 'template', 'spec', 'parallelism', default=1)}, image {cs[0].get('image')}, "
-                     f"limits {json.dumps(_get(cs[0], 'resources', 'limits', default={}), sort_keys=True)}")
-    queue = _get(js, "metadata", "labels", "kueue.x-k8s.io/queue-name")
+                     f"{get(rj, 'template', 'spec', 'parallelism', default=1)}, image {cs[0].get('image')}, "
+                     f"limits {json.dumps(get(cs[0], 'resources', 'limits', default={}), sort_keys=True)}")
+    queue = get(js, "metadata", "labels", "kueue.x-k8s.io/queue-name")
     return "; ".join(parts) + (f"; queue {queue}" if queue else "")
 
 
 def _conditions(o: dict | None) -> dict[str, dict]:
-    return {c.get("type"): c for c in _get(o, "status", "conditions", default=[]) or [] if c.get("status") == "True"}
+    return {c.get("type"): c for c in get(o, "status", "conditions", default=[]) or [] if c.get("status") == "True"}
 
 
 def _when(created: list[dict], raw: dict) -> dict:
     js, wl = raw.get("jobset") or {}, raw.get("workload") or {}
-    sub = created[0].get("requestReceivedTimestamp") if created else _get(js, "metadata", "creationTimestamp")
+    sub = created[0].get("requestReceivedTimestamp") if created else get(js, "metadata", "creationTimestamp")
     src = [f"{AUDIT}: requestReceivedTimestamp" if created else f"{JOBSET}: creationTimestamp"]
     wc, jc = _conditions(wl), _conditions(js)
     admitted = (wc.get("Admitted") or wc.get("QuotaReserved") or {}).get("lastTransitionTime")
@@ -133,7 +122,7 @@ def _when(created: list[dict], raw: dict) -> dict:
 
 def _where(raw: dict) -> dict:
     pods = raw.get("pods") or []
-    nodes = [(_get(p, "metadata", "name"), _get(p, "spec", "nodeName")) for p in pods]
+    nodes = [(get(p, "metadata", "name"), get(p, "spec", "nodeName")) for p in pods]
     placed = [(p, n) for p, n in nodes if n]
     if placed:
         return answer(", ".join(sorted({n for _, n in placed})) + f" ({len(placed)} pods: "
@@ -152,12 +141,12 @@ def _ran_nowhere(raw: dict) -> tuple[str, str] | None:
     or its pods exist and none was ever bound. None when they do not say (nothing was recorded)."""
     pods = raw.get("pods") or []
     w = raw.get("workload")
-    conds = {c.get("type"): c for c in _get(w, "status", "conditions", default=[]) or []} if w else {}
+    conds = {c.get("type"): c for c in get(w, "status", "conditions", default=[]) or []} if w else {}
     if w and not pods and not any(conds.get(t, {}).get("status") == "True" for t in ("QuotaReserved", "Admitted")):
         msg = (conds.get("QuotaReserved") or {}).get("message") or "no QuotaReserved/Admitted condition"
         return f"the Workload was never admitted ({msg})", f"{WORKLOAD}: QuotaReserved/Admitted conditions"
-    if pods and not any(_get(p, "spec", "nodeName") for p in pods):
-        why = next((c.get("message") for p in pods for c in _get(p, "status", "conditions", default=[]) or []
+    if pods and not any(get(p, "spec", "nodeName") for p in pods):
+        why = next((c.get("message") for p in pods for c in get(p, "status", "conditions", default=[]) or []
                     if c.get("type") == "PodScheduled" and c.get("message")), "unscheduled")
         return f"its pods were never bound to a node ({why})", f"{PODS}: PodScheduled condition"
     return None
@@ -165,15 +154,15 @@ def _ran_nowhere(raw: dict) -> tuple[str, str] | None:
 
 def _pod_interval(p: dict, raw: dict) -> tuple[float, float] | None:
     """From binding (PodScheduled) to the last container's finish, else the pod's deletion."""
-    start = next((_t(c.get("lastTransitionTime")) for c in _get(p, "status", "conditions", default=[]) or []
+    start = next((parse_time(c.get("lastTransitionTime")) for c in get(p, "status", "conditions", default=[]) or []
                   if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
     if start is None:
         return None
-    ends = [_t(_get(cs, "state", "terminated", "finishedAt")) for cs in _get(p, "status", "containerStatuses",
+    ends = [parse_time(get(cs, "state", "terminated", "finishedAt")) for cs in get(p, "status", "containerStatuses",
                                                                             default=[]) or []]
     ends = [e for e in ends if e is not None]
-    uid = _get(p, "metadata", "uid")
-    end = max(ends) if ends else (_t(_get(p, "metadata", "deletionTimestamp"))
+    uid = get(p, "metadata", "uid")
+    end = max(ends) if ends else (parse_time(get(p, "metadata", "deletionTimestamp"))
                                   or (raw.get("pod_deleted_seen") or {}).get(uid) or raw.get("collected_at"))
     return (start, float(end)) if end is not None and end >= start else None
 
@@ -182,13 +171,13 @@ def _usage(raw: dict) -> dict:
     per_node: dict[str, list[tuple[float, float]]] = {}
     gpu_s, counted = 0.0, 0
     for p in raw.get("pods") or []:
-        node, iv = _get(p, "spec", "nodeName"), _pod_interval(p, raw)
+        node, iv = get(p, "spec", "nodeName"), _pod_interval(p, raw)
         if not node or iv is None:
             continue
         counted += 1
         per_node.setdefault(node, []).append(iv)
-        gpus = sum(float(_get(c, "resources", "limits", GPU, default=0) or 0)
-                   for c in _get(p, "spec", "containers", default=[]) or [])
+        gpus = sum(float(get(c, "resources", "limits", GPU, default=0) or 0)
+                   for c in get(p, "spec", "containers", default=[]) or [])
         gpu_s += gpus * (iv[1] - iv[0])
     if not counted:
         nowhere = _ran_nowhere(raw)
@@ -224,7 +213,7 @@ def _outcome(raw: dict, deleted: list[dict]) -> dict:
         c = wc["Finished"]
         return answer(f"Finished: {c.get('reason', '')} {c.get('message', '')}".strip(),
                       f"{WORKLOAD}: status.conditions Finished")
-    phases = sorted({_get(p, "status", "phase", default="?") for p in raw.get("pods") or []})
+    phases = sorted({get(p, "status", "phase", default="?") for p in raw.get("pods") or []})
     if deleted:
         return answer(f"deleted before it finished (pods {', '.join(phases) or 'none'})",
                       f"{AUDIT}: delete jobsets; {PODS}: status.phase")

@@ -157,7 +157,7 @@ def gather(client: K8sClient, h: Handle, keeper: RawKeeper, gone: list[tuple[flo
         if get(p, "metadata", "labels", rj.JOBSET_NAME_LABEL) != name:
             continue
         uid = get(p, "metadata", "uid") or get(p, "metadata", "name")
-        if uid in pods or _owned_by(p, jobset):
+        if uid in pods or owned_by(p, jobset):
             pods[uid] = _newer(pods[uid], p) if uid in pods else p
             deleted_seen[uid] = seen_at
     pod_list = sorted(pods.values(), key=lambda p: (str(get(p, "metadata", "creationTimestamp", default="")),
@@ -185,7 +185,7 @@ def gather(client: K8sClient, h: Handle, keeper: RawKeeper, gone: list[tuple[flo
     return slim(raw)
 
 
-def _owned_by(pod: dict, jobset: dict | None) -> bool:
+def owned_by(pod: dict, jobset: dict | None) -> bool:
     """A pod this run created: its JobSet label names the run and, when known, the JobSet uid matches
     (a leftover run of the same name has another uid)."""
     want = get(jobset, "metadata", "uid")

@@ -21,7 +21,7 @@ import weakref
 from ...errors import BackendError
 from ...render import jobset as rj
 from ..base import Handle
-from .evidence_raw import run_events
+from .evidence_raw import owned_by, run_events
 from .state import get, items
 
 LOG_TAIL_LINES = 20         # a failed container's last lines, when torchrun's report is not among them
@@ -124,17 +124,12 @@ def view(backend, handle: Handle) -> list[dict]:
     j = js.get((ns, name))
     if j is not None and get(j, "metadata", "uid") != handle.data.get("uid"):
         j = None            # a different JobSet of the same name
-    w, ps = wl.get((ns, name)), [p for p in pods.get((ns, name), []) if j is None or _owned(p, j)]
+    w, ps = wl.get((ns, name)), [p for p in pods.get((ns, name), []) if j is None or owned_by(p, j)]
     try:
         evs = [c.to_dict(e) for e in c.call("LIST events", c.core().list_namespaced_event, ns).items]
     except BackendError:
         evs = []            # the objects' own words still stand
     return messages(j, w, ps, run_events(evs, ns, name, j, w, ps), log_excerpts(backend, ns, ps))
-
-
-def _owned(pod: dict, jobset: dict) -> bool:
-    have = get(pod, "metadata", "labels", "jobset.sigs.k8s.io/jobset-uid")
-    return have is None or have == get(jobset, "metadata", "uid")
 
 
 def read_log(client, ns: str, pod: dict, cs: dict) -> str:
