@@ -28,6 +28,7 @@ from .config_clusters import (  # noqa: F401
     _image_reference,
     _Model,
 )
+from .config_drills import DRILL_PLATFORMS, Drills
 from .config_ux import UX_PLATFORMS, Ux
 from .errors import ConfigError
 
@@ -224,6 +225,7 @@ class Config(_Model):
     # the run's files on the cluster (Slurm run directory, the Kubernetes checkpoint sub-path)
     keep_run_files: Literal["on_failure", "always", "never"] = "on_failure"
     ux: Ux = Field(default_factory=Ux)
+    drills: Drills = Field(default_factory=Drills)
 
     @field_validator("campaign")
     @classmethod
@@ -282,6 +284,9 @@ class Config(_Model):
 
     def mistakes_for(self, platform: str) -> list[str]:
         return list(self.ux.mistakes) if platform in UX_PLATFORMS else []
+
+    def drills_for(self, platform: str) -> list[str]:
+        return list(self.drills.kinds) if platform in DRILL_PLATFORMS else []
 
     def faults_for(self, platform: str) -> list[Fault]:
         return [f for f in self.faults if platform in FAULT_PLATFORMS[f.kind]]

@@ -129,7 +129,8 @@ class Planned(NamedTuple):
 
 def run_plan(cfg: Config, platform: str) -> list[Planned]:
     """The runs of one platform: the clean repetitions, one run per fault, the contention runs, then
-    one user-experience probe per configured mistake (scenario "mistake:<kind>")."""
+    one user-experience probe per configured mistake (scenario "mistake:<kind>"), then one upgrade drill
+    per configured kind (scenario "drill:<kind>")."""
     plan: list[Planned] = []
     for i in range(cfg.repetitions):
         plan.append(Planned(f"{platform}-clean-{i + 1:02d}"))
@@ -139,6 +140,8 @@ def run_plan(cfg: Config, platform: str) -> list[Planned]:
         plan.append(Planned(f"{platform}-contention-{i + 1:02d}", None, "contention"))
     for kind in cfg.mistakes_for(platform):
         plan.append(Planned(f"{platform}-mistake-{kind.replace('_', '-')}", None, f"mistake:{kind}"))
+    for kind in cfg.drills_for(platform):   # last: an upgrade drill leaves a new cluster behind it
+        plan.append(Planned(f"{platform}-drill-{kind}", None, f"drill:{kind}"))
     return plan
 
 

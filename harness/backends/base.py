@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import DESTRUCTIVE_FAULTS
+from ..errors import BackendError
 from ..spec import JobSpec
 from ..states import JobState
 
@@ -99,7 +100,6 @@ def require_destructive_allowed(kind: str, allowed: bool, platform: str) -> None
     """The backend's own check of the config's opt-in (config validation is the first): a fault that
     takes a node away from a shared cluster is refused unless allow_destructive_faults is true."""
     if kind in DESTRUCTIVE_FAULTS and not allowed:
-        from ..errors import BackendError
         raise BackendError(f"{kind} on {platform} takes a node away from the cluster and "
                            "allow_destructive_faults is false",
                            tip="set allow_destructive_faults: true in the config (the fault touches only nodes "
@@ -175,6 +175,12 @@ class Backend(abc.ABC):
 
     def supported_faults(self) -> set[str]:
         return set()
+
+    def drill(self, drills):
+        """The platform's side of an upgrade drill (harness/drills/base.py PlatformDrill), for the
+        harness's Drills settings. Default: this platform has no control plane to restart."""
+        raise BackendError(f"no upgrade drill on {self.platform or 'this platform'}",
+                           tip="drills run on the slurm and k8s platforms")
 
     def close(self) -> None:  # noqa: B027 - optional hook: a backend without connections inherits this no-op
         """Release connections (SSH, API clients) when the campaign is done with this platform."""
