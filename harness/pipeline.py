@@ -19,7 +19,9 @@ from .afterrun import audit_run, calls_by_phase, cleanup_run
 from .backends.base import Backend, FaultRecord, Handle
 from .config import Config
 from .contention import Blocker, check_contention, start_blocker
+from .drills.runner import Session as DrillSession
 from .errors import BackendError, PocError, RunTimeout
+from .metrics.drill import from_evidence as drill_metrics
 from .order import arrange
 from .spec import FaultPlan, JobSpec, build, run_plan
 from .states import JobState
@@ -120,6 +122,7 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     interrupted = False
     blocker: Blocker | None = None
     stamps: dict | None = None
+    drill: DrillSession | None = None
     try:
         with stages.stage("render"):
             rendered = backend.render(spec)
@@ -128,6 +131,10 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         if spec.scenario == "contention":
             with stages.stage("blocker"):
                 blocker = start_blocker(ctx, spec, files)
+        if spec.scenario.startswith("drill:"):
+            with stages.stage("drill:prepare"):   # refuses a cluster not known to be the user's
+                drill = DrillSession(ctx, spec)
+                drill.open()
         with stages.stage("submit"):
             handle = backend.submit(spec, rendered)
             store.mark_inflight(handle.to_json())
@@ -177,6 +184,9 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                             finally:  # what the fault changed is on disk before anything else can fail
                                 journal(handle)
                         pending = None
+                if drill is not None and drill.due(events):
+                    with stages.stage(f"drill:{drill.kind}"):
+                        drill.start(handle, journal, files)
                 if ctx.clock() > run_deadline:
                     raise RunTimeout(f"run did not finish within {ctx.cfg.timeouts.run_s:g} s (state {state.value})",
                                      tip="raise timeouts.run_s, or look at the run's logs in the results dir")
@@ -188,6 +198,9 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                 last = max((e.get("step", 0) for e in obs.events if e["kind"] == "step"), default=None)
                 ctx.progress(spec.platform, spec.run_id,
                              f"{state.value}" + (f" step {last}" if last else ""), ctx.clock() - t_sub)
+            if drill is not None and not drill.started:
+                raise BackendError(f"the drill did not start: the job ended before rank 0 reached step "
+                                   f"{ctx.cfg.drills.at_step}", tip="lower drills.at_step or raise drills.steps")
             if pending is not None:
                 raise BackendError(f"fault {pending.kind} was not injected: the job ended before rank {pending.rank} "
                                    f"reached step {pending.at_step}", tip="choose an earlier faults[].at_step")
@@ -195,7 +208,10 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
             collected = backend.collect(handle)
             events = evmod.dedupe(events + list(collected.events or []))  # first copy wins: it carries observed_at
             times.update(collected.times)
-        if state != JobState.SUCCEEDED:
+        if drill is not None:
+            with stages.stage("drill:after"):
+                drill.after(handle, state)
+        if state != JobState.SUCCEEDED and drill is None:   # a drill that killed the job is its result
             refused = next((e for e in events if e["kind"] == "workload_error"), None)
             if refused is not None:
                 # the workload stopped before training on purpose (no GPU where GPUs were asked for ...):
@@ -219,8 +235,11 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
             # (from the redacted copy: what is stored is exactly what the stamps were derived from)
             stamps = ctx.stamps(spec.platform, redact.scrub(collected.raw).data)
             record["derive_inputs"] = inputs = derive_inputs(ctx.cfg, spec)
-            m, timeline = metmod.derive(events, stamps, **inputs, faults=[f.to_json() for f in faults],
-                                        contention=blocker.to_json() if blocker else None)
+            m, timeline = ({}, {}) if state != JobState.SUCCEEDED else metmod.derive(
+                events, stamps, **inputs, faults=[f.to_json() for f in faults],
+                contention=blocker.to_json() if blocker else None)
+            if drill is not None:
+                m.update(drill_metrics(ctx.stamps, spec.platform, events, drill.evidence, spec.world_size))
             record["metrics"] = m
             record["timeline"] = timeline
         record["status"] = "ok"
@@ -243,6 +262,8 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                            "message": "interrupted"}
     finally:
         calls_before_cancel = backend.call_counts()
+        if drill is not None:
+            drill.cancel_follower()
         for h in (handle, blocker.handle if blocker is not None else None):  # a finished blocker's objects too
             if h is None:
                 continue
@@ -267,6 +288,10 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         except KeyboardInterrupt:
             record["cleanup"], interrupted = {"warning": "interrupted during cleanup: files kept"}, True
     raw = redact.scrub(collected.raw).data if collected else {}
+    if drill is not None:   # after cleanup: an upgrade leaves a newer cluster, put back as the campaign expects
+        drill.close()
+        raw["drill"] = drill.evidence
+        record["drill"] = drill.summary()
     if handle is not None:
         audit_run(backend, handle, raw, record)
     record.setdefault("ux", {})["calls"] = calls_by_phase(stages.items, cancel_calls)

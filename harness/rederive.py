@@ -106,8 +106,14 @@ def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> l
         raw = load_raw(run_dir)
         inputs = derive_inputs(rec, config)
         st = stamps_fn(rec["platform"], raw)
-        metrics, _timeline = derive_fn(events, st, **inputs, faults=rec.get("faults") or [],
-                                       contention=rec.get("contention"))
+        drill = raw.get("drill") if str(rec.get("scenario", "")).startswith("drill:") else None
+        metrics = {}
+        if drill is None or drill.get("job_state") == "succeeded":
+            metrics, _timeline = derive_fn(events, st, **inputs, faults=rec.get("faults") or [],
+                                           contention=rec.get("contention"))
+        if drill is not None:
+            from .metrics.drill import from_evidence
+            metrics.update(from_evidence(stamps_fn, rec["platform"], events, drill, inputs["world"]))
     except Exception as exc:  # noqa: BLE001 - whatever broke, it is this run's finding, and the others are still checked
         return [Finding(run_id, "-", "error", f"{type(exc).__name__}: {exc}", None, "error")]
     found = compare_metrics(run_id, rec.get("metrics") or {}, metrics)

@@ -154,6 +154,8 @@ def blocker_spec(spec: JobSpec, steps: int | None = None) -> JobSpec:
 
 def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scenario: str | None = None) -> JobSpec:
     w, r = cfg.workload, cfg.resources
+    # a drilled job runs long enough to outlast the drill, on whole nodes so the job queued behind it waits
+    drill = scenario.split(":", 1)[1] if scenario and scenario.startswith("drill:") else None
     max_restarts = {"local": TORCHRUN_RESTARTS["local"], "slurm": cfg.slurm.max_restarts,
                     "k8s": cfg.kubernetes.max_restarts}[platform]
     return JobSpec(
@@ -166,7 +168,7 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         gpus_per_node=r.gpus_per_node,
         cpus_per_node=r.cpus_per_node,
         memory_mb=r.memory_mb,
-        steps=w.steps,
+        steps=cfg.drills.steps_for(drill) if drill else w.steps,
         batch=w.batch,
         model_params=w.model_params,
         layers=w.layers,
@@ -186,4 +188,5 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         precision=w.precision,
         simulated_gpus=w.simulated_gpus,
         fabric_env=tuple(cfg.fabric.env.items()),
+        exclusive=drill is not None,
     )

@@ -16,6 +16,11 @@ UNITS = {
     "allreduce_avg_busbw_gbps": "GB/s",   # nccl-tests' "Avg bus bandwidth" (metrics/bandwidth.py)
     # issue 12: user experience
     "first_log_s": "s", "time_to_error_s": "s",
+    # issue 13: upgrade drills (metrics/drill.py); yes/no figures are 1/0 so runs can be summed and compared
+    "upgrade_job_survived": "yes=1", "upgrade_job_restarts": "count", "upgrade_steps_lost": "steps",
+    "upgrade_max_step_gap_s": "s", "upgrade_submit_refused_s": "s", "upgrade_status_refused_s": "s",
+    "upgrade_submit_slowest_s": "s", "upgrade_queued_delay_s": "s", "upgrade_leftovers": "count",
+    "upgrade_records_intact": "yes=1", "upgrade_drill_s": "s",
 }
 HEADLINE = ("queue_s", "startup_s", "allreduce_busbw_gbps", "recovery_s", "cost_per_step_usd", "goodput")
 
