@@ -106,6 +106,9 @@ def _record_line(rec: dict) -> str:
         s += f"  recovery {v('recovery_s')}s  lost {v('lost_steps', '{:.0f}')} steps"
     if "handover_s" in m:
         s += f"  handover {v('handover_s')}s (behind the blocker)"
+    if "upgrade_job_survived" in m:
+        s += (f"  drill: job {'survived' if m['upgrade_job_survived'].get('value') else 'did not survive'}, "
+              f"submissions refused {v('upgrade_submit_refused_s')}s, queued job {v('upgrade_queued_delay_s')}s late")
     return s
 
 
@@ -113,6 +116,10 @@ def cmd_run(args) -> int:
     cfg = _load(args)
     if args.repetitions is not None:
         cfg.repetitions = args.repetitions
+    if args.drill or args.confirm_cluster:   # validated like the config's own (unknown kind: ERROR/TIP)
+        cfg.drills = type(cfg.drills).model_validate({**cfg.drills.model_dump(), **(
+            {"kinds": args.drill} if args.drill else {}), **(
+            {"confirm_cluster": args.confirm_cluster} if args.confirm_cluster else {})})
     cfg.platforms = _platforms(args, cfg)
     return _run_campaign(args, cfg, Out(args.quiet, args.json))
 
@@ -328,6 +335,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--platform", "-p", action="append", help="local, slurm or k8s (repeatable; default: the config's)")
     r.add_argument("--campaign", help="campaign name (default: the config's)")
     r.add_argument("--repetitions", type=int, help="clean runs per platform (overrides the config)")
+    r.add_argument("--drill", action="append", choices=["restart", "upgrade"],
+                   help="an upgrade drill on each scheduler platform (repeatable; overrides drills.kinds)")
+    r.add_argument("--confirm-cluster", metavar="NAME",
+                   help="the cluster's name (Slurm ClusterName, the kubeconfig context's cluster): your word that "
+                        "it is yours to restart; the local clusters need none")
     r.set_defaults(func=cmd_run)
 
     cu = sub.add_parser("cleanup", parents=[common],

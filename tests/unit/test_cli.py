@@ -1,6 +1,8 @@
 import json
 import shlex
 
+import pytest
+
 from harness.cli import main
 
 
@@ -77,3 +79,20 @@ def test_interrupt_names_the_jobs_it_could_not_cancel(capsys, tmp_path):
     assert "were cancelled" not in err
     assert "1 submitted job(s) may still be running: slurm slurm-contention-01-blocker (42)" in err
     assert "TIP the same command plus --resume cancels them first" in err
+
+
+def test_run_drill_and_confirm_cluster_reach_the_campaigns_config(tmp_path):
+    seen = {}
+
+    def fake(cfg, platforms, store, make_backend, *, resume, **_kw):
+        seen["drills"] = cfg.drills
+        return []
+    assert main(["run", "--results", str(tmp_path), "--drill", "restart", "--drill", "upgrade",
+                 "--confirm-cluster", "gpu-prod"], campaign_fn=fake) == 0
+    assert seen["drills"].kinds == ["restart", "upgrade"] and seen["drills"].confirm_cluster == "gpu-prod"
+
+
+def test_an_unknown_drill_is_refused_by_the_cli(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        main(["run", "--results", str(tmp_path), "--drill", "reboot"])
+    assert "invalid choice: 'reboot'" in capsys.readouterr().err
