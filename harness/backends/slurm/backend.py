@@ -409,3 +409,9 @@ class SlurmBackend(Backend):
         path = guard.run_dir_to_remove(rdir, self.cfg.workdir, handle.data.get("campaign", ""), handle.run_id)
         self.t.run(["rm", "-rf", "--", path], timeout=120)
         return {"removed": [path], "kept": []}
+
+    def drill(self, drills):
+        """The upgrade drills' Slurm side (harness/drills/slurm.py)."""
+        from ...drills.slurm import SlurmDrill
+
+        return SlurmDrill(self, drills)

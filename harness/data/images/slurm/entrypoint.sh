@@ -1,6 +1,6 @@
 #!/bin/bash
 # Entrypoint of the Slurm node image.
-# Usage: poc-entrypoint slurmctld|slurmdbd|slurmd|slurmrestd|login|<cmd...>
+# Usage: poc-entrypoint slurmctld|slurmdbd|slurmd|slurmd-restart|slurmrestd|login|<cmd...>
 # Secrets are bind-mounted read-only from the cluster's state dir (never baked into the image):
 #   /run/poc-secrets/munge.key        shared munge key (every role)
 #   /run/poc-secrets/jwt_hs256.key    JWT signing key (slurmctld, slurmdbd: they mint and check tokens)
@@ -30,6 +30,29 @@ wait_tcp() {  # host port seconds
   done
   log "timed out waiting for $1:$2"
   return 1
+}
+
+# slurmd runs under this loop rather than as the container's main process, so it can be restarted
+# (or upgraded) in place the way a site does it: stopping slurmd leaves the jobs' slurmstepd processes
+# running (they are reparented to the container's init), and the new slurmd finds them again in its
+# spool directory. Before, `exec slurmd` meant a slurmd exit stopped the container and killed every job
+# on the node. `docker stop` (SIGTERM to the loop) stops slurmd and the container at once; `docker kill`
+# (the lose_node fault) is SIGKILL to the container's init, which takes everything down as before.
+SLURMD_PID=/run/poc-slurmd.pid
+run_slurmd() {
+  local child="" rc delay=0.2
+  trap 'log "stopping"; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0' TERM INT
+  while :; do
+    slurmd -D -N "$(hostname)" &
+    child=$!
+    echo "$child" > "$SLURMD_PID"
+    rc=0
+    wait "$child" || rc=$?
+    log "slurmd (pid $child) exited with $rc; starting it again"
+    sleep "$delay"
+    # a slurmd that keeps failing (a bad configuration) is retried once a second, not in a tight loop
+    if ((rc != 0)); then delay=1; else delay=0.2; fi
+  done
 }
 
 case "$role" in
@@ -67,7 +90,12 @@ case "$role" in
   slurmd)
     start_munge
     chown poc:poc /shared 2>/dev/null || true
-    exec slurmd -D -N "$(hostname)"
+    run_slurmd
+    ;;
+  slurmd-restart)
+    # The upgrade drill's in-place restart (`docker exec <node> poc-entrypoint slurmd-restart`):
+    # SIGTERM makes slurmd leave its running slurmstepds alone, and run_slurmd starts it again.
+    kill -TERM "$(cat "$SLURMD_PID")"
     ;;
   slurmrestd)
     # The REST API for the `rest` transport, as an unprivileged user: slurmrestd refuses root and
