@@ -322,6 +322,12 @@ class KubernetesBackend(Backend):
             rs.log_errors[name] = log.notes[-1]
         return events
 
+    def drill(self, drills):
+        """The upgrade drills' Kubernetes side (harness/drills/k8s.py): the native cluster's own restarts,
+        or, on a user's cluster, owned() and the probes through this backend's kubeconfig."""
+        from ...drills.k8s import K8sDrill
+        return K8sDrill(self, drills)
+
     def close(self) -> None:
         """Stop the watches and close the API client (the campaign is done with this platform)."""
         self.looks.stop()

@@ -33,6 +33,12 @@ ETCD_VERSION = "v3.6.4"
 JOBSET_VERSION = "v0.10.1"
 KUEUE_VERSION = "v0.14.5"
 COREDNS_VERSION = "v1.12.1"
+# The upgrade drill's next releases (issue 13): one minor of each. Kubernetes 1.35 (staging v0.35.4);
+# Kueue v0.15.2 (v0.15.3 is not served by the module proxy); JobSet v0.11.1 (k8s.io/* v0.35). All three
+# need Go 1.25, which the machine's Go covers.
+KUBERNETES_UPGRADE_VERSION = "v1.35.4"
+JOBSET_UPGRADE_VERSION = "v0.11.1"
+KUEUE_UPGRADE_VERSION = "v0.15.2"
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
 
@@ -66,6 +72,9 @@ JOBSET = Build("jobset", JOBSET_VERSION, ("jobset-manager",))
 KUEUE = Build("kueue", KUEUE_VERSION, ("kueue-manager",))
 COREDNS = Build("coredns", COREDNS_VERSION, ("coredns",))
 ALL = (ETCD, KUBERNETES, JOBSET, KUEUE, COREDNS)
+UPGRADES = (Build("kubernetes", KUBERNETES_UPGRADE_VERSION, KUBE_COMMANDS),
+            Build("jobset", JOBSET_UPGRADE_VERSION, ("jobset-manager",)),
+            Build("kueue", KUEUE_UPGRADE_VERSION, ("kueue-manager",)))
 
 
 def go_binary() -> str:
@@ -152,34 +161,34 @@ def _build(build: Build, packages: dict[str, str], requires, replaces=(), ldflag
     return time.monotonic() - t0
 
 
-def build_kubernetes(log) -> float:
-    mod = _fetch_mod("k8s.io/kubernetes", KUBERNETES_VERSION)
+def build_kubernetes(log, build: Build = KUBERNETES) -> float:
+    mod = _fetch_mod("k8s.io/kubernetes", build.version)
     staging = sorted(set(re.findall(r"^\s*(k8s\.io/[\w.-]+) => \./staging/", mod, re.M)))
-    staging_version = "v0." + ".".join(KUBERNETES_VERSION.lstrip("v").split(".")[1:])
+    staging_version = "v0." + ".".join(build.version.lstrip("v").split(".")[1:])
     # Only modules kubernetes actually requires (some sample-* modules are not published).
     required = set(re.findall(r"^\s*(k8s\.io/[\w.-]+) v0\.0\.0", mod, re.M))
     replaces = [(m, m, staging_version) for m in staging if m in required]
     packages = {f"k8s.io/kubernetes/cmd/{c}": c for c in KUBE_COMMANDS}
-    return _build(KUBERNETES, packages, [("k8s.io/kubernetes", KUBERNETES_VERSION)], replaces,
-                  _kube_ldflags(KUBERNETES_VERSION), log)
+    return _build(build, packages, [("k8s.io/kubernetes", build.version)], replaces,
+                  _kube_ldflags(build.version), log)
 
 
-def build_etcd(log) -> float:
+def build_etcd(log, build: Build = ETCD) -> float:
     ldflags = "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=poc"
     return _build(ETCD, {"go.etcd.io/etcd/server/v3": "etcd"}, [("go.etcd.io/etcd/server/v3", ETCD_VERSION)],
                   ldflags=ldflags, log=log)
 
 
-def build_jobset(log) -> float:
-    return _build(JOBSET, {"sigs.k8s.io/jobset": "jobset-manager"}, [("sigs.k8s.io/jobset", JOBSET_VERSION)], log=log)
+def build_jobset(log, build: Build = JOBSET) -> float:
+    return _build(build, {"sigs.k8s.io/jobset": "jobset-manager"}, [("sigs.k8s.io/jobset", build.version)], log=log)
 
 
-def build_kueue(log) -> float:
-    return _build(KUEUE, {"sigs.k8s.io/kueue/cmd/kueue": "kueue-manager"}, [("sigs.k8s.io/kueue", KUEUE_VERSION)],
+def build_kueue(log, build: Build = KUEUE) -> float:
+    return _build(build, {"sigs.k8s.io/kueue/cmd/kueue": "kueue-manager"}, [("sigs.k8s.io/kueue", build.version)],
                   log=log)
 
 
-def build_coredns(log) -> float:
+def build_coredns(log, build: Build = COREDNS) -> float:
     return _build(COREDNS, {"github.com/coredns/coredns": "coredns"}, [("github.com/coredns/coredns", COREDNS_VERSION)],
                   log=log)
 
@@ -199,7 +208,7 @@ def module_dir(module: str, version: str) -> Path:
 
 
 def ensure_built(components=None, log_path: Path | None = None, force: bool = False,
-                 say: Say | None = None) -> dict[str, float]:
+                 say: Say | None = None, builds: tuple[Build, ...] = ALL) -> dict[str, float]:
     """Build what is missing, one component at a time. Returns {component: seconds} for what was built.
 
     While a component builds, `say` gets a progress line every ~20 s (default: stderr); timings
@@ -208,7 +217,7 @@ def ensure_built(components=None, log_path: Path | None = None, force: bool = Fa
     cache_dir().mkdir(parents=True, exist_ok=True)
     log_path = log_path or cache_dir() / "build.log"
     times: dict[str, float] = {}
-    wanted = [b for b in ALL if components is None or b.component in components]
+    wanted = [b for b in builds if components is None or b.component in components]
     with open(log_path, "a") as log:
         for b in wanted:
             if b.is_built() and not force:
@@ -216,5 +225,5 @@ def ensure_built(components=None, log_path: Path | None = None, force: bool = Fa
             log.write(f"=== {b.component} {b.version} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
             times[b.component] = timed_build(
                 say, "k8s", b.component, b.version, f"{b.component} {b.version}",
-                lambda b=b: BUILDERS[b.component](log), log=log_path)
+                lambda b=b: BUILDERS[b.component](log, b), log=log_path)
     return times

@@ -219,12 +219,14 @@ def kueue_config(L: Layout) -> Path:
 KUEUE_WEBHOOK_GROUPS = {"batch", "jobset.x-k8s.io", "kueue.x-k8s.io"}
 
 
-def webhook_manifests(L: Layout, certs: dict) -> Path:
-    """JobSet's and Kueue's webhook configurations, rewritten from service to url + caBundle."""
+def webhook_manifests(L: Layout, certs: dict, jobset_version: str = builds.JOBSET_VERSION,
+                      kueue_version: str = builds.KUEUE_VERSION) -> Path:
+    """JobSet's and Kueue's webhook configurations, rewritten from service to url + caBundle
+    (the versions: the pinned ones, or the upgrade drill's next ones)."""
     ca_b64 = pki.ca_bundle_b64(certs["ca"])
     out = []
-    for who, version, ports, prefix in (("jobset", builds.JOBSET_VERSION, JOBSET_PORTS, "jobset-"),
-                                        ("kueue", builds.KUEUE_VERSION, KUEUE_PORTS, "kueue-")):
+    for who, version, ports, prefix in (("jobset", jobset_version, JOBSET_PORTS, "jobset-"),
+                                        ("kueue", kueue_version, KUEUE_PORTS, "kueue-")):
         src = builds.module_dir(f"sigs.k8s.io/{who}", version) / "config/components/webhook/manifests.yaml"
         for original in yaml.safe_load_all(src.read_text()):
             if not original:
@@ -251,17 +253,42 @@ def webhook_manifests(L: Layout, certs: dict) -> Path:
     return path
 
 
-def crd_manifests(L: Layout) -> Path:
+def crd_manifests(L: Layout, jobset_version: str = builds.JOBSET_VERSION,
+                  kueue_version: str = builds.KUEUE_VERSION) -> Path:
     docs = []
-    for who, version in (("jobset", builds.JOBSET_VERSION), ("kueue", builds.KUEUE_VERSION)):
-        bases = builds.module_dir(f"sigs.k8s.io/{who}", version) / "config/components/crd/bases"
-        for f in sorted(bases.glob("*.yaml")):
-            docs.extend(d for d in yaml.safe_load_all(f.read_text()) if d)
+    for who, version, ports in (("jobset", jobset_version, JOBSET_PORTS), ("kueue", kueue_version, KUEUE_PORTS)):
+        crd_dir = builds.module_dir(f"sigs.k8s.io/{who}", version) / "config/components/crd"
+        converted = _conversion_webhook_crds(crd_dir)
+        for f in sorted((crd_dir / "bases").glob("*.yaml")):
+            for d in yaml.safe_load_all(f.read_text()):
+                if not d:
+                    continue
+                if d["metadata"]["name"] in converted and len(d["spec"].get("versions", [])) > 1:
+                    # Kueue v0.15+ serves v1beta1 and v1beta2: the API server converts through the
+                    # controller's /convert, reached like its other webhooks (url + caBundle)
+                    d["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+                        "conversionReviewVersions": ["v1"],
+                        "clientConfig": {"url": f"https://127.0.0.1:{ports['webhook']}/convert",
+                                         "caBundle": pki.ca_bundle_b64(pki.ensure_ca(L.pki))}}}
+                docs.append(d)
     docs.extend({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
                 for ns in ("jobset-system", "kueue-system"))
     path = L.manifests / "crds.yaml"
     path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
     return path
+
+
+def _conversion_webhook_crds(crd_dir: Path) -> set[str]:
+    """CRD names the upstream kustomization gives a conversion webhook (its enabled webhook_in_* patches)."""
+    kust = crd_dir / "kustomization.yaml"
+    if not kust.exists():
+        return set()
+    names = set()
+    for p in (yaml.safe_load(kust.read_text()) or {}).get("patches") or []:
+        path = p.get("path", "") if isinstance(p, dict) else ""
+        if Path(path).name.startswith("webhook_in_") and (crd_dir / path).exists():
+            names.add(yaml.safe_load((crd_dir / path).read_text())["metadata"]["name"])
+    return names
 
 
 # Kueue v0.14 reads its metrics certificate from this fixed path when internal certificate
