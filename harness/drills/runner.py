@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from ..pipeline import RunContext
 
 
+LEFTOVER_SETTLE_S = 60.0
+
+
 def queued_spec(spec: JobSpec, steps: int) -> JobSpec:
     """The job that waits behind the drilled one: the same shape, short, holding whole nodes (so
     Slurm, like Kueue's quota, cannot start it beside the running one)."""
@@ -191,10 +194,20 @@ class Session:
                 q["first_step"] = min((e["ts_ns"] / 1e9 for e in got.events if e["kind"] == "step"), default=None)
             except Exception as exc:  # noqa: BLE001 - without its records the delay is unknown, not a crash
                 q["collect_error"] = f"{type(exc).__name__}: {exc}"[:300]
-        try:
-            ev["leftovers"] = redact.scrub(self.drill.leftovers([h for h in (handle, self.follower) if h])).data
-        except Exception as exc:  # noqa: BLE001
-            ev["leftovers"] = [{"what": "leftovers check failed", "error": f"{type(exc).__name__}: {exc}"[:300]}]
+        # a cancelled job takes seconds to let go of its nodes (Slurm: COMPLETING until the epilog ends):
+        # what is left is what is still there once the platform had LEFTOVER_SETTLE_S to finish
+        t0, first = ctx.clock(), None
+        while True:
+            try:
+                got = redact.scrub(self.drill.leftovers([h for h in (handle, self.follower) if h])).data
+            except Exception as exc:  # noqa: BLE001 - a check that failed is listed, not raised
+                got = [{"what": "leftovers check failed", "error": f"{type(exc).__name__}: {exc}"[:300]}]
+            first = got if first is None else first
+            if not got or ctx.clock() - t0 >= LEFTOVER_SETTLE_S:
+                break
+            ctx.sleep(2.0)
+        ev["leftovers"], ev["leftovers_first_look"] = got, first
+        ev["leftovers_settle_s"] = round(ctx.clock() - t0, 3)
 
     def cancel_follower(self) -> None:
         if self.follower is None or self._cancelled:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..backends.base import Handle
 from ..errors import BackendError, PocError
+from . import commands
 from .base import Step
 from .slurm_text import (
     bad_nodes,
@@ -130,7 +131,7 @@ class SlurmDrill:
     def plan(self, kind: str) -> list[str]:
         if self.docker:
             return list(self._containers())
-        return [s["component"] for s in (self.d.commands.get("slurm") or {}).get(kind) or []]
+        return commands.plan(self.d.commands, "slurm", kind)   # a user's cluster: their commands, their order
 
     def versions(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -167,9 +168,9 @@ class SlurmDrill:
         return dict(self._next)
 
     def step(self, kind: str, component: str) -> Step:
-        if not self.docker:
-            raise BackendError(f"the built-in {kind} steps are for the harness's local cluster only",
-                               tip="on your cluster give drills.commands.slurm.<kind> (harness/drills/commands.py)")
+        if not self.docker:   # a user's cluster: their commands, back when their health check answers
+            return commands.step(self.d.commands, "slurm", kind, component, status=self.try_status,
+                                 timeout_s=self.d.component_timeout_s, clock=self._clock, sleep=self._sleep)
         if kind == "upgrade" and not self._next:
             raise BackendError("the upgrade drill needs prepare('upgrade') first")
         name, _, node = component.partition("@")

@@ -113,12 +113,53 @@ def queued_delay(events: list[dict], world: int, queued_stamps: dict | None, que
                         queued_run_id=queued.get("run_id"), waited_before_drill=queued.get("waiting_before"))
 
 
+def identity(snap: dict) -> dict[str, object]:
+    """What must not change about the jobs while the platform restarts or upgrades, flattened to
+    "path": value. Slurm (sacct -D and scontrol show job): every record and step row with its id, name,
+    user, account and submit time, and for what was running, its start and nodes. Kubernetes (the
+    runs' JobSets, Jobs, pods, Workloads): every object's uid, a running pod's node, an admitted
+    Workload's ClusterQueue. States, end times and resourceVersions may change: the job goes on."""
+    if "identity" in snap:
+        return dict(snap["identity"])
+    out: dict[str, object] = {}
+    if "sacct" in snap:
+        for r in (snap.get("sacct") or {}).get("rows") or []:
+            k = f"sacct/{r.get('JobID')}"
+            for f in ("JobName", "User", "Account", "Submit"):
+                out[f"{k}/{f}"] = r.get(f)
+            if r.get("State", "").split()[0:1] == ["RUNNING"]:
+                out[f"{k}/Start"], out[f"{k}/NodeList"] = r.get("Start"), r.get("NodeList")
+        for jid, j in (snap.get("scontrol") or {}).items():
+            f = j.get("fields") or {}
+            if j.get("rc") == 0:
+                out[f"scontrol/{jid}/SubmitTime"] = f.get("SubmitTime")
+                if f.get("JobState") == "RUNNING":
+                    out[f"scontrol/{jid}/StartTime"], out[f"scontrol/{jid}/NodeList"] = f.get("StartTime"), \
+                        f.get("NodeList")
+        return out
+    for run_id, objs in snap.items():
+        if not isinstance(objs, dict) or run_id == "versions" or "error" in objs:
+            continue
+        if objs.get("jobset"):
+            out[f"{run_id}/jobset/{objs['jobset']['name']}"] = objs["jobset"]["uid"]
+        for kind in ("jobs", "pods", "workloads"):
+            for o in objs.get(kind) or []:
+                out[f"{run_id}/{kind}/{o['name']}"] = o["uid"]
+                if kind == "pods" and o.get("phase") == "Running":
+                    out[f"{run_id}/pods/{o['name']}/node"] = o.get("node")
+                if kind == "workloads" and o.get("clusterQueue"):
+                    out[f"{run_id}/workloads/{o['name']}/clusterQueue"] = o["clusterQueue"]
+    return out
+
+
 def intact(before: dict | None, after: dict | None) -> dict:
-    """Whether what the platform kept about the jobs before the drill is still there, unchanged where it
-    must not change ("identity": ids, uids, submit records), after it."""
+    """Whether what the platform kept about the jobs before the drill (identity()) is still there, and
+    unchanged, after it."""
     if not before or not after or "error" in before or "error" in after:
         return _metric("upgrade_records_intact", None, {}, why="no snapshot to compare")
-    b, a = before.get("identity", before), after.get("identity", after)
+    b, a = identity(before), identity(after)
+    if not b:
+        return _metric("upgrade_records_intact", None, {}, why="the snapshot before the drill named nothing")
     missing = sorted(k for k in b if k not in a)
     changed = sorted(k for k in b if k in a and a[k] != b[k])
     return _metric("upgrade_records_intact", 0.0 if missing or changed else 1.0, {},

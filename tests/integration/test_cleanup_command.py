@@ -18,8 +18,8 @@ from _poc import ACTIVE_SLURM_STATES, inflight, login, poc_argv, records, squeue
 
 from harness import config
 from harness.backends.base import Handle
-from harness.slurm_parse import node_usable
 from harness.clusters import slurm_docker
+from harness.slurm_parse import node_usable
 from harness.store import Store
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]

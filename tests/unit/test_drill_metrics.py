@@ -1,9 +1,12 @@
 """The drill's figures from probes and events (harness/metrics/drill.py): bounds, not just values."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from harness.metrics.drill import derive_drill, intact, outages, refused, steps_lost
+from harness.metrics.drill import derive_drill, identity, intact, outages, refused, steps_lost
 
 
 def P(what, t0, t1, err=None):
@@ -50,3 +53,24 @@ def test_a_component_that_never_came_back_leaves_the_drill_time_unknown():
     m = derive_drill([], drill, 2, None)
     assert m["upgrade_drill_s"]["value"] is None and m["upgrade_drill_s"]["detail"]["failed"] == ["b"]
     assert m["upgrade_queued_delay_s"]["value"] is None
+
+
+FIX = Path(__file__).parents[1] / "fixtures"
+
+
+def test_slurm_records_are_intact_across_a_real_restart_drill_and_a_lost_step_row_is_not():
+    # recorded by a real restart drill on the local cluster: job 16 running (batch step and srun step 0), 17 queued
+    before, after = (json.loads((FIX / "slurm/drill" / f"snapshot_{w}.json").read_text()) for w in ("before", "after"))
+    ids = identity(before)
+    assert ids["sacct/16.0/NodeList"] == "c[1-2]" and "sacct/17/Submit" in ids and "sacct/17/Start" not in ids
+    assert intact(before, after)["value"] == 1.0
+    broken = json.loads(json.dumps(after))
+    broken["sacct"]["rows"] = [r for r in broken["sacct"]["rows"] if r["JobID"] != "16.0"]
+    m = intact(before, broken)
+    assert m["value"] == 0.0 and "sacct/16.0/NodeList" in m["detail"]["missing"]
+
+
+def test_the_outage_of_a_real_slurmctld_restart():
+    probes = json.loads((FIX / "slurm/drill/probes.json").read_text())
+    m = refused(probes, "status", "upgrade_status_refused_s")
+    assert m["lo"] <= m["value"] <= m["hi"] and m["detail"]["outages"] >= 1
