@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import audit as auditmod
+from . import drills as drillmod
 from . import ux as uxmod
 from .compare import Comparison, verdict_metrics
 from .sections import fmt, headline_cell, ratio_cell
@@ -125,7 +126,63 @@ def _audit_row(row: Row, table: RunTable) -> None:
                                             else f"audited on {_label(have[0])} only"))
 
 
-def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Comparison]) -> list[Row]:
+def _upgrade_row(row: Row, keys: list[str], summ: dict, comps: dict, drills: list | None) -> None:
+    """The drills, one per platform and kind by design: what each platform's jobs went through, without a
+    verdict. A campaign with MIN_N drill runs a side on some figure gets the usual comparison instead."""
+    n = {p: max((summ[(p, k)].n for k in keys if (p, k) in summ), default=0) for p in (A, B)}
+    if drills is None or min(n.values()) >= MIN_N:
+        _metric_rows(row, keys, summ, comps)
+        return
+    mine = [d for d in drills if d.platform in (A, B)]
+    if not mine:
+        _metric_rows(row, keys, summ, comps)
+        return
+    row.measured = True
+    for kind in dict.fromkeys(d.kind for d in mine):
+        by = {d.platform: d for d in mine if d.kind == kind}
+        row.evidence.append(f"{kind} drill — " + "; ".join(f"{_label(p)}: {drill_text(by[p])}" for p in (B, A)
+                                                            if p in by))
+    per = max(sum(1 for d in mine if d.platform == p and d.kind == k) for p in (A, B) for k in {d.kind for d in mine})
+    row.ahead.append("descriptive: one drill per platform" if per <= 1 else f"descriptive: {per} drills per platform")
+
+
+def drill_text(d) -> str:
+    """One drill in a few words: survived, steps lost, refused seconds, the queued job, what broke."""
+    if not d.ok:   # the section's table gives the message; here only where it stopped
+        return f"did not complete ({d.status} at `{(d.error or {}).get('stage', '?')}`)"
+    survived = d.value("upgrade_job_survived")
+    restarts = d.value("upgrade_job_restarts")
+    parts = ["job survived" if survived and survived >= 1 else "job did not survive" if survived is not None
+             else "survival unknown"]
+    if restarts:
+        parts[0] += f" ({restarts:g} restart{'s' if restarts != 1 else ''})"
+    parts.append(f"{drillmod.count(d.value('upgrade_steps_lost'))} steps lost")
+    sub = d.metrics.get("upgrade_submit_refused_s") or {}
+    hi = sub.get("hi")
+    bounds = f" [{fmt(sub.get('lo'))}–{'open' if hi is None else fmt(hi)}]" if sub.get("lo") is not None else ""
+    parts.append(f"submissions refused {fmt(d.value('upgrade_submit_refused_s'))} s{bounds}")
+    parts.append(f"status refused {fmt(d.value('upgrade_status_refused_s'))} s")
+    slow = d.value("upgrade_submit_slowest_s")
+    if slow is not None and slow >= 1:   # a Slurm client waiting for slurmctld: a wait, not a refusal
+        parts.append(f"slowest submission {fmt(slow)} s")
+    delay = d.value("upgrade_queued_delay_s")
+    started = drillmod.started_cell(d)
+    parts.append(f"queued job's delay {fmt(delay)} s" if delay is not None
+                 else f"queued job started: {started}")
+    intact = d.value("upgrade_records_intact")
+    parts.append("–" if intact is None else "records intact" if intact >= 1 else "records changed")
+    left = d.value("upgrade_leftovers")
+    parts.append("no leftovers" if left == 0 else f"{left:g} left inconsistent" if left is not None else "–")
+    failed = d.detail("upgrade_drill_s").get("failed") or []
+    if failed:
+        parts.append("not back: " + ", ".join(f"`{c}`" for c in failed))
+    return ", ".join(p for p in parts if p != "–")
+
+
+def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Comparison],
+         drills: list | None = None) -> list[Row]:
+    """drills: the campaign's drill runs (report/drills.py load), for the upgrades row; None leaves that row
+    to the upgrade_* figures alone."""
     s = {(r.platform, r.metric): r for r in summ}
     c = {x.metric: x for x in comps if (x.numerator, x.denominator) == (A, B)}
     bw = "allreduce_avg_busbw_gbps" if "allreduce_avg_busbw_gbps" in verdict_metrics(gs) else "allreduce_busbw_gbps"
@@ -147,6 +204,8 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
             _ux_row(row, table, s, c)
         elif name == "auditing":
             _audit_row(row, table)
+        elif name == "upgrades":
+            _upgrade_row(row, plain[name], s, c, drills)
         else:
             _metric_rows(row, plain[name], s, c)
         out.append(row)

@@ -18,7 +18,9 @@ from ..store import atomic_write
 from . import audit as auditmod
 from . import charts as chartmod
 from . import charts_decision as chartdec
+from . import charts_drill as chartdrill
 from . import decision
+from . import drills as drillmod
 from . import sections as sec
 from . import table as tablemod
 from . import ux as uxmod
@@ -37,8 +39,9 @@ CHART_TITLES = {
     "recovery": "Recovery broken down",
     "decision": "Kubernetes / Slurm per criterion",
     "errors": "Time to a clear error per mistake",
+    "drills": "Upgrade drills: components, probes and the running job's steps",
 }
-OWN_SECTION = {"recovery", "decision", "errors"}   # charts shown in their sections, not under "Charts"
+OWN_SECTION = {"recovery", "decision", "errors", "drills"}   # charts shown in their sections, not under "Charts"
 HARNESS_ERRORS = "Harness errors — not counted against any platform"
 HARNESS_ERRORS_WHY = ("These runs stopped because the harness itself raised an unexpected error (a bug in the harness, "
                       "not a failure of the platform or the job); no platform's counts above include them.")
@@ -86,7 +89,11 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     summ = summary(gs)
     comps = comparisons(gs, table)
     charts = chartmod.all_charts(table, gs, out / "charts")
-    rows = decision.rows(table, gs, summ, comps)
+    drill_runs = drillmod.load(results_dir)   # [] for most campaigns: the section and its chart stay out
+    drill_chart = chartdrill.timeline(drill_runs, out / "charts" / "drills.png")
+    if drill_chart is not None:
+        charts["drills"] = drill_chart
+    rows = decision.rows(table, gs, summ, comps, drills=drill_runs)
     charts["decision"] = chartdec.ratios(decision.ratio_points(rows), out / "charts" / "decision.png")
     probes = uxmod.probes(table)
     if probes:
@@ -124,6 +131,7 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     if pricing or cost_rows[1]:
         secs.append(("Cost and goodput", ([("p", "Pricing model:"), ("ul", pricing)] if pricing else [])
                      + ([("table", cost_rows)] if cost_rows[1] else [])))
+    secs += drillmod.section(drill_runs, summ, drill_chart)
     secs += _ux_and_audit(table, summ, charts)
     secs.append(("Charts", [("img", (k, p)) for k, p in charts.items() if k not in OWN_SECTION]))
     secs.append(("Settings that shaped the numbers", [
