@@ -40,7 +40,8 @@ def timeline(drills: list[Drill], out: Path) -> Path | None:
     kinds = list(dict.fromkeys(d.kind for d in drills))
     plats = sorted({d.platform for d in drills}, key=platform_sort_key)
     heights = [max(len(d.components()) + 2 for d in runs) * 0.27 + 0.5, 1.5]
-    fig = plt.figure(figsize=(7.0 * len(plats), len(kinds) * (sum(heights) + 1.0) + 0.8))
+    # two columns wide at least: the legend and title are one line each (one platform alone was cut off)
+    fig = plt.figure(figsize=(7.0 * max(2, len(plats)), len(kinds) * (sum(heights) + 1.0) + 0.8))
     outer = fig.add_gridspec(len(kinds), len(plats), hspace=0.28, wspace=0.42)
     for i, kind in enumerate(kinds):
         for j, plat in enumerate(plats):
