@@ -191,6 +191,13 @@ class K8sDrill:
     def _state(self) -> dict:
         return load_state(self.L)
 
+    def _admin(self) -> K8sClient:
+        """The native cluster's admin: nodes are read as the cluster's owner even when the campaign
+        runs as the namespace-scoped user (who may not read them). The runner's thread only."""
+        if getattr(self, "_admin_client", None) is None:
+            self._admin_client = K8sClient(str(self.L.admin_kubeconfig), timeout_s=5)
+        return self._admin_client
+
     def owned(self) -> tuple[bool, str]:
         c = self.backend.client
         doc = None
@@ -296,7 +303,8 @@ class K8sDrill:
         def kubelet_back() -> bool:
             if procs.http_get(url)[0] != 200:
                 return False
-            n = self.backend.client.to_dict(self.backend.client.core().read_node(node, _request_timeout=5))
+            a = self._admin()
+            n = a.to_dict(a.core().read_node(node, _request_timeout=5))
             ready = [c for c in n["status"].get("conditions", []) if c["type"] == "Ready"]
             beat = parse_time(ready[0].get("lastHeartbeatTime")) if ready else None
             return bool(ready and ready[0]["status"] == "True" and beat is not None and beat >= int(started) + 1
@@ -389,7 +397,7 @@ class K8sDrill:
     def _cluster_leftovers(self) -> list[dict]:
         """Nodes not Ready and (native) components not healthy, once, without waiting."""
         out = []
-        c = self.backend.client
+        c = self._admin() if self.native else self.backend.client
         try:
             for n in c.to_dict(c.call("LIST nodes", c.core().list_node))["items"]:
                 if not is_true(n, "Ready"):
