@@ -18,8 +18,8 @@ class Drills(_Model):
     kinds: list[str] = Field(default_factory=list)       # one drill run per kind and scheduler platform
     at_step: int = Field(5, ge=1)       # the drill starts once rank 0 has reached this step
     # the training job's steps: long enough to outlast the drill (about 0.4 s a step on the smoke workload)
-    steps: int = Field(300, ge=1)
-    upgrade_steps: int = Field(1500, ge=1)
+    steps: int = Field(250, ge=1)
+    upgrade_steps: int = Field(500, ge=1)
     probe_s: float = Field(0.5, gt=0, le=30)   # how often submissions and status queries are tried
     component_timeout_s: float = Field(300, gt=0, le=3600)   # one component's bound to be healthy again
     # the cluster's own name (Slurm's ClusterName, the kubeconfig context's cluster): the user's word

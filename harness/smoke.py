@@ -21,6 +21,7 @@ SMOKE_REPETITIONS = 8
 # kill_rank three times, so recovery has a spread and a ratio; the slower node loss once.
 SMOKE_FAULTS = [Fault(kind="kill_rank", at_step=15, rank=1)] * 3 + [Fault(kind="lose_node", at_step=15, rank=1)]
 SMOKE_CONTENTION = Contention(runs=1)
+SMOKE_DRILLS = ("restart",)
 # the native cluster's nodes advertise fake GPUs and carry the GPU node taint (as GKE's and AKS's GPU
 # pools do): the CPU smoke pods tolerate it, like any pod that may land on a GPU node
 NATIVE_GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -41,6 +42,10 @@ def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | No
     cfg.contention = cfg.contention or SMOKE_CONTENTION.model_copy()
     # every mistake once per scheduler platform: descriptive (n = 1), what a user meets first
     cfg.ux.mistakes = cfg.ux.mistakes or list(MISTAKES)
+    # the control-plane restart drill once per scheduler, on the clusters `poc smoke` made; the
+    # version-upgrade drill builds newer releases (minutes to half an hour) and replaces the clusters
+    # afterwards: benchmarks/upgrade_drill.py runs it, or drills.kinds in the config
+    cfg.drills.kinds = cfg.drills.kinds or list(SMOKE_DRILLS)
     if tenant and cfg.kubernetes.native and not cfg.ux.kubernetes:
         cfg.ux.kubernetes = tenant_probe_settings(tenant)
     return cfg

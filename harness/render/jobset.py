@@ -139,7 +139,8 @@ def rdzv_endpoint(spec: JobSpec) -> str:
 def labels(spec: JobSpec) -> dict[str, str]:
     out = {k: v for k, v in spec.labels}
     out["poc/platform"] = spec.platform
-    out["poc/scenario"] = spec.scenario.replace("_", "-")
+    # a label value allows no ':' ("drill:restart" -> "drill-restart")
+    out["poc/scenario"] = re.sub(r"[^A-Za-z0-9.-]+", "-", spec.scenario.replace("_", "-"))
     return out
 
 

@@ -34,7 +34,7 @@ def campaign(tmp_path_factory):
     data.update(campaign="drill-e2e", faults=[], contention=None, order="blocked")
     data["ux"]["mistakes"] = []
     data["workload"]["steps"] = 12           # the queued job's
-    data["drills"].update(kinds=["restart"], steps=250, at_step=5)
+    data["drills"].update(kinds=["restart"], steps=200, at_step=5)
     tmp = tmp_path_factory.mktemp("drill")
     path = write_config(tmp / "poc.json", data)
     res = tmp / "results"

@@ -401,3 +401,10 @@ def test_host_network_tells_the_first_pod_to_host_the_rendezvous():
                              capture_output=True, text=True, check=True).stdout
         assert out.strip() == (f"python3 -m torch.distributed.run --rdzv_conf={want} --local_addr=10.0.0.7 "
                                "--nnodes=2 a b")
+
+
+def test_a_drill_scenario_is_a_valid_label_value():
+    from harness.render.jobset import labels
+    cfg = config.from_mapping({"drills": {"kinds": ["restart"]}})
+    s = spec.build(cfg, "k8s", "k8s-drill-restart", None, "drill:restart")
+    assert labels(s)["poc/scenario"] == "drill-restart"

@@ -32,7 +32,8 @@ def test_the_smoke_campaign_probes_every_mistake_as_the_native_clusters_restrict
               "local_queue": "poc-gpu-queue", "priority_class": "poc-gpu-normal"}
     cfg = smoke_config(config.load(None), None, None, tenant=tenant)
     assert cfg.ux.mistakes == list(MISTAKES)
-    assert [p.scenario for p in spec.run_plan(cfg, "slurm")][-len(MISTAKES):] == [f"mistake:{k}" for k in MISTAKES]
+    scenarios = [p.scenario for p in spec.run_plan(cfg, "slurm")]
+    assert scenarios[-len(MISTAKES) - 1:-1] == [f"mistake:{k}" for k in MISTAKES]   # then the drill
     config.from_mapping(cfg.model_dump(mode="json"))          # stored with the results, loads again
     probe = mistakes.probe_config(cfg, "k8s").kubernetes
     assert (probe.kubeconfig, probe.namespace, probe.local_queue) == (
@@ -42,3 +43,11 @@ def test_the_smoke_campaign_probes_every_mistake_as_the_native_clusters_restrict
     assert probe.audit_log and probe.audit_log.endswith("audit.log")   # the admin reads the user's runs too
     # without a tenant (a cluster made before it had one) the probes run as the campaign's identity
     assert smoke_config(config.load(None), None, None).ux.kubernetes == {}
+
+
+def test_the_smoke_campaign_ends_each_scheduler_with_the_restart_drill_and_never_the_upgrade():
+    cfg = smoke_config(config.load(None), None, None)
+    for plat in ("slurm", "k8s"):
+        assert spec.run_plan(cfg, plat)[-1].scenario == "drill:restart"
+    assert not [p for p in spec.run_plan(cfg, "local") if p.scenario.startswith("drill:")]
+    assert smoke_config(config.from_mapping({"drills": {"kinds": ["upgrade"]}}), None, None).drills.kinds == ["upgrade"]
