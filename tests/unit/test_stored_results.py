@@ -1,6 +1,7 @@
 """The committed smoke campaigns regenerate their reports from the files alone, with no cluster; the
 issue-10 and issue-12 campaigns also re-derive every stored metric (and the issue-12 one every audit
-answer and mistake probe) from their raw evidence with no mismatch."""
+answer and mistake probe) from their raw evidence with no mismatch; so does the issue-13 drills
+campaign, every drill figure included."""
 import csv
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ from harness.store import load_results
 RESULTS = Path(__file__).parents[2] / "results"
 OLD, NEW = RESULTS / "smoke-2026-12-02", RESULTS / "smoke-2026-12-03"
 UX = RESULTS / "smoke-2026-12-03-ux-audit"     # issue 12: every run audited, the five mistakes probed
+DRILLS = RESULTS / "drills-2026-12-03"         # issue 13: both upgrade drills on both schedulers
 
 
 @pytest.mark.parametrize("stored", [OLD, NEW, UX], ids=lambda p: p.name)
@@ -90,3 +92,33 @@ def test_rederive_flags_a_record_whose_audit_answers_were_removed():
     assert rederive.check_audit(rec, run_dir) == []
     found = rederive.check_audit({k: v for k, v in rec.items() if k != "audit"}, run_dir)
     assert [(f.metric, f.kind) for f in found] == [("audit", "missing")]
+
+
+def test_the_drills_campaign_regenerates_and_rederives_every_drill_figure(tmp_path):
+    paths = build(str(DRILLS), str(tmp_path / "report"))
+    for name in ("summary.csv", "comparisons.csv"):
+        assert paths[name].read_text() == (DRILLS / "report" / name).read_text(), name
+    stamp = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+    committed = (DRILLS / "report" / "report.md").read_text()
+    assert stamp.sub("", paths["report.md"].read_text()) == stamp.sub("", committed)
+    checks = rederive.check(DRILLS)
+    assert rederive.passed(checks) and rederive.totals(checks)["runs_checked"] == 6, rederive.table(checks)[-3000:]
+
+
+def test_the_drills_campaign_drilled_every_component_in_order_during_training():
+    runs = {r["run_id"]: r for r in load_results(DRILLS)}
+    assert set(runs) == {f"{p}-{s}" for p in ("slurm", "k8s") for s in ("contention-01", "drill-restart",
+                                                                         "drill-upgrade")}
+    for plat in ("slurm", "k8s"):
+        for kind in ("restart", "upgrade"):
+            r = runs[f"{plat}-drill-{kind}"]
+            d, m = r["drill"], r["metrics"]
+            assert r["status"] == "ok" and d["queued"]["waiting_before"]
+            assert [s["component"] for s in d["steps"]] == d["plan"] and all(s["ok"] for s in d["steps"])
+            changed = {s["component"] for s in d["steps"] if s["version_before"] != s["version_after"]}
+            assert changed == (set(d["plan"]) if kind == "upgrade" else set()), (plat, kind, changed)
+            for k in ("upgrade_submit_refused_s", "upgrade_status_refused_s", "upgrade_queued_delay_s"):
+                assert m[k]["lo"] <= m[k]["value"] <= m[k]["hi"], (plat, kind, k)
+            assert m["upgrade_records_intact"]["value"] == 1.0 and m["upgrade_leftovers"]["value"] == 0
+    assert runs["slurm-drill-upgrade"]["drill"]["versions_after"]["slurmctld"].startswith("26.05")
+    assert runs["k8s-drill-upgrade"]["drill"]["versions_after"]["kube-apiserver"] == "v1.35.4"
