@@ -288,12 +288,12 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         except KeyboardInterrupt:
             record["cleanup"], interrupted = {"warning": "interrupted during cleanup: files kept"}, True
     raw = redact.scrub(collected.raw).data if collected else {}
-    if drill is not None:   # after cleanup: an upgrade leaves a newer cluster, put back as the campaign expects
+    if handle is not None:
+        audit_run(backend, handle, raw, record)
+    if drill is not None:   # after the audit: putting an upgraded cluster back may start it afresh
         drill.close()
         raw["drill"] = drill.evidence
         record["drill"] = drill.summary()
-    if handle is not None:
-        audit_run(backend, handle, raw, record)
     record.setdefault("ux", {})["calls"] = calls_by_phase(stages.items, cancel_calls)
     record["finished_at"] = ctx.clock()
     usage1 = provenance.own_usage()

@@ -35,6 +35,7 @@ class FakeDrill:
         self.down = threading.Event()
         self.calls: list[str] = []
         self.refusals: list[float] = []
+        self.order: list[str] = []
 
     def owned(self):
         return (self._owned, "the harness's own cluster (test)" if self._owned else "no marker of ours")
@@ -85,6 +86,7 @@ class FakeDrill:
 
     def restore(self, kind):
         self.calls.append(f"restore:{kind}")
+        self.order.append("restore")
         return {"did": "nothing"}
 
 
@@ -105,6 +107,10 @@ class DrilledScheduler(ScriptedBackend):
 
     def drill(self, drills):
         return self.fake
+
+    def audit_evidence(self, handle):
+        self.fake.order.append(f"audit:{handle.run_id}")
+        return {}
 
     def submit(self, spec_, rendered):
         h = super().submit(spec_, rendered)
@@ -175,6 +181,8 @@ def test_a_drill_runs_during_the_job_with_one_queued_and_every_figure_is_derived
     assert rec["status"] == "ok", rec.get("error")
     assert backend.submitted == ["slurm-drill-restart", "slurm-drill-restart-queued"]
     assert backend.fake.calls == ["prepare:restart", "restart:ctl", "restart:node@c1", "restore:restart"]
+    # the platform's records are read before the cluster is put back (a restore may start it afresh)
+    assert backend.fake.order == ["audit:slurm-drill-restart", "restore"]
     names = [s["name"] for s in rec["stages"]]
     assert names.index("drill:prepare") < names.index("submit") < names.index("drill:restart") \
         < names.index("drill:after")
