@@ -120,5 +120,7 @@ def test_the_drills_campaign_drilled_every_component_in_order_during_training():
             for k in ("upgrade_submit_refused_s", "upgrade_status_refused_s", "upgrade_queued_delay_s"):
                 assert m[k]["lo"] <= m[k]["value"] <= m[k]["hi"], (plat, kind, k)
             assert m["upgrade_records_intact"]["value"] == 1.0 and m["upgrade_leftovers"]["value"] == 0
+            # audited before the cluster was put back (an upgraded Slurm is started afresh afterwards)
+            assert all(a["answered"] for a in r["audit"]["answers"].values()), (plat, kind)
     assert runs["slurm-drill-upgrade"]["drill"]["versions_after"]["slurmctld"].startswith("26.05")
     assert runs["k8s-drill-upgrade"]["drill"]["versions_after"]["kube-apiserver"] == "v1.35.4"
