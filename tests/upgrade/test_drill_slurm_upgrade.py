@@ -4,19 +4,15 @@ the newer image with their volumes (the accounting database converted by slurmdb
 by slurmctld), each slurmd is upgraded in place, and a real 2-node job keeps running through it, its
 24.11 slurmstepd under 26.05's slurmd. Then the cluster is recreated at the pinned release.
 
-Not in the default run (it fetches packages once, builds an image and recreates the cluster, minutes
-of CI): POC_UPGRADE_DRILL=1 runs it. The skip is at collection, so CI's rule that a skipped
-integration test fails (tests/conftest.py) does not turn it into a failure."""
+Not in the default run (it fetches packages once, builds an image and recreates the cluster: minutes
+of CI): tests/upgrade is collected only by name, `flock /tmp/poc-slurm.lock .venv/bin/pytest
+tests/upgrade/test_drill_slurm_upgrade.py`; benchmarks/upgrade_drill.py runs the same drill through
+`poc run` and its output is committed with results/drills-2026-12-03."""
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
-
-if os.environ.get("POC_UPGRADE_DRILL") != "1":
-    pytest.skip("the version-upgrade drill runs with POC_UPGRADE_DRILL=1", allow_module_level=True)
-
 from _drill_slurm import Probes, backend, handle, step_pids, submit_pair
 from _poc import login, squeue_state, wait_for
 
