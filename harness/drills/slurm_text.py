@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import re
 
-
-def parse_show_config(text: str) -> dict[str, str]:
-    out = {}
-    for line in (text or "").splitlines():
-        m = re.match(r"^([A-Za-z][A-Za-z0-9_]*)\s*=\s?(.*)$", line)
-        if m:
-            out[m.group(1)] = m.group(2).strip()
-    return out
+from ..slurm_parse import show_config as parse_show_config  # noqa: F401 - the project's one parser, re-exported
 
 
 def parse_kv_line(line: str) -> dict[str, str]:
