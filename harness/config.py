@@ -29,6 +29,7 @@ from .config_clusters import (  # noqa: F401
     _Model,
 )
 from .config_drills import DRILL_PLATFORMS, Drills
+from .config_serve import SERVE_PLATFORMS, Serve
 from .config_ux import UX_PLATFORMS, Ux
 from .errors import ConfigError
 
@@ -226,6 +227,7 @@ class Config(_Model):
     keep_run_files: Literal["on_failure", "always", "never"] = "on_failure"
     ux: Ux = Field(default_factory=Ux)
     drills: Drills = Field(default_factory=Drills)
+    serve: Serve = Field(default_factory=Serve)
 
     @field_validator("campaign")
     @classmethod
@@ -287,6 +289,9 @@ class Config(_Model):
 
     def drills_for(self, platform: str) -> list[str]:
         return list(self.drills.kinds) if platform in DRILL_PLATFORMS else []
+
+    def serve_for(self, platform: str) -> bool:
+        return self.serve.enabled and platform in SERVE_PLATFORMS
 
     def faults_for(self, platform: str) -> list[Fault]:
         return [f for f in self.faults if platform in FAULT_PLATFORMS[f.kind]]

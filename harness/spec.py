@@ -129,8 +129,8 @@ class Planned(NamedTuple):
 
 def run_plan(cfg: Config, platform: str) -> list[Planned]:
     """The runs of one platform: the clean repetitions, one run per fault, the contention runs, then
-    one user-experience probe per configured mistake (scenario "mistake:<kind>"), then one upgrade drill
-    per configured kind (scenario "drill:<kind>")."""
+    one user-experience probe per configured mistake (scenario "mistake:<kind>"), the serving run
+    (scenario "serve"), then one upgrade drill per configured kind (scenario "drill:<kind>")."""
     plan: list[Planned] = []
     for i in range(cfg.repetitions):
         plan.append(Planned(f"{platform}-clean-{i + 1:02d}"))
@@ -140,6 +140,8 @@ def run_plan(cfg: Config, platform: str) -> list[Planned]:
         plan.append(Planned(f"{platform}-contention-{i + 1:02d}", None, "contention"))
     for kind in cfg.mistakes_for(platform):
         plan.append(Planned(f"{platform}-mistake-{kind.replace('_', '-')}", None, f"mistake:{kind}"))
+    if cfg.serve_for(platform):
+        plan.append(Planned(f"{platform}-serve", None, "serve"))
     for kind in cfg.drills_for(platform):   # last: an upgrade drill leaves a new cluster behind it
         plan.append(Planned(f"{platform}-drill-{kind}", None, f"drill:{kind}"))
     return plan
@@ -168,7 +170,7 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         gpus_per_node=r.gpus_per_node,
         cpus_per_node=r.cpus_per_node,
         memory_mb=r.memory_mb,
-        steps=cfg.drills.steps_for(drill) if drill else w.steps,
+        steps=cfg.drills.steps_for(drill) if drill else cfg.serve.train_steps if scenario == "serve" else w.steps,
         batch=w.batch,
         model_params=w.model_params,
         layers=w.layers,

@@ -182,5 +182,11 @@ class Backend(abc.ABC):
         raise BackendError(f"no upgrade drill on {self.platform or 'this platform'}",
                            tip="drills run on the slurm and k8s platforms")
 
+    def serving(self, serve):
+        """The platform's side of the serving scenario (harness/serve/base.py PlatformServe), for the
+        harness's Serve settings. Default: this platform has no way to run a service."""
+        raise BackendError(f"no serving scenario on {self.platform or 'this platform'}",
+                           tip="the serving scenario runs on the slurm and k8s platforms")
+
     def close(self) -> None:  # noqa: B027 - optional hook: a backend without connections inherits this no-op
         """Release connections (SSH, API clients) when the campaign is done with this platform."""

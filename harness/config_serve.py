@@ -1,0 +1,30 @@
+"""The serving scenario's settings (issue 14): serve the checkpoint a short training run wrote, on
+each scheduler platform, and measure it under the same bounded closed-loop load.
+
+Every load phase is bounded in count and time (harness/serve/load.py has the hard caps), and it only
+targets the platform's own addresses on this machine or cluster (PlatformServe.networks()).
+"""
+from __future__ import annotations
+
+from pydantic import Field
+
+from .config_clusters import _Model
+
+SERVE_PLATFORMS = {"slurm", "k8s"}    # the local baseline has no scheduler to host a service
+
+
+class Serve(_Model):
+    enabled: bool = False               # one serving run per scheduler platform (scenario "serve")
+    train_steps: int = Field(20, ge=1)  # the short training job whose newest checkpoint is served
+    clients: int = Field(4, ge=1, le=64)            # the closed loop's concurrency, the same on both
+    phase_s: float = Field(15, gt=0, le=300)        # each steady load phase
+    fault_phase_s: float = Field(90, gt=0, le=600)  # each fault phase: long enough to see recovery
+    fault_after_s: float = Field(5, ge=0, le=60)    # into a fault phase, the fault
+    max_requests: int = Field(50_000, ge=1, le=100_000)   # per phase
+    request_timeout_s: float = Field(5, gt=0, le=60)
+    ready_timeout_s: float = Field(300, gt=0, le=1800)    # submit -> first successful response
+    scale_timeout_s: float = Field(300, gt=0, le=1800)    # second replica asked -> it answers
+    rows: int = Field(8, ge=1, le=64)   # rows per request
+    faults: list[str] = Field(default_factory=lambda: ["kill_server", "node_loss"])
+    scale_out: bool = True
+    port: int = Field(8000, ge=1, le=65535)   # the server's port in the pod / on the compute node
