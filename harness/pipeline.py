@@ -23,6 +23,8 @@ from .drills.runner import Session as DrillSession
 from .errors import BackendError, PocError, RunTimeout
 from .metrics.drill import from_evidence as drill_metrics
 from .order import arrange
+from .serve.metrics import from_evidence as serve_metrics
+from .serve.session import Session as ServeSession
 from .spec import FaultPlan, JobSpec, build, run_plan
 from .states import JobState
 from .store import Store
@@ -123,6 +125,7 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     blocker: Blocker | None = None
     stamps: dict | None = None
     drill: DrillSession | None = None
+    serve: ServeSession | None = None
     try:
         with stages.stage("render"):
             rendered = backend.render(spec)
@@ -131,6 +134,10 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         if spec.scenario == "contention":
             with stages.stage("blocker"):
                 blocker = start_blocker(ctx, spec, files)
+        if spec.scenario == "serve":
+            with stages.stage("serve:open"):      # refuses a platform with no way to run a service
+                serve = ServeSession(ctx, spec)
+                serve.open()
         if spec.scenario.startswith("drill:"):
             with stages.stage("drill:prepare"):   # refuses a cluster not known to be the user's
                 drill = DrillSession(ctx, spec)
@@ -230,6 +237,11 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                                                   tip="read the run's logs under the results dir"
                                                   + ("" if events else "; the job never started: its request "
                                                      "(resources, queue, image) is what to check")))
+        if serve is not None:   # the training job's checkpoint is still there: cleanup comes after
+            with stages.stage("serve"):
+                serve.run(handle)
+            with stages.stage("serve:teardown"):
+                serve.close()
         with stages.stage("metrics"):
             # every time-stamp from the raw scheduler records, by the same pure code `poc rederive` runs
             # (from the redacted copy: what is stored is exactly what the stamps were derived from)
@@ -240,6 +252,8 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                 contention=blocker.to_json() if blocker else None)
             if drill is not None:
                 m.update(drill_metrics(ctx.stamps, spec.platform, events, drill.evidence, spec.world_size))
+            if serve is not None:
+                m.update(serve_metrics(serve.evidence, inputs["price"], spec.gpus_per_node))
             record["metrics"] = m
             record["timeline"] = timeline
         record["status"] = "ok"
@@ -262,6 +276,8 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                            "message": "interrupted"}
     finally:
         calls_before_cancel = backend.call_counts()
+        if serve is not None:
+            serve.close()       # idempotent; a failed or interrupted serving run leaves nothing behind
         if drill is not None:
             drill.cancel_follower()
         for h in (handle, blocker.handle if blocker is not None else None):  # a finished blocker's objects too
@@ -294,6 +310,9 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         drill.close()
         raw["drill"] = drill.evidence
         record["drill"] = drill.summary()
+    if serve is not None:
+        raw["serve"] = redact.scrub(serve.evidence).data
+        record["serve"] = serve.summary()
     record.setdefault("ux", {})["calls"] = calls_by_phase(stages.items, cancel_calls)
     record["finished_at"] = ctx.clock()
     usage1 = provenance.own_usage()

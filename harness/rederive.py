@@ -114,6 +114,9 @@ def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> l
         if drill is not None:
             from .metrics.drill import from_evidence
             metrics.update(from_evidence(stamps_fn, rec["platform"], events, drill, inputs["world"]))
+        if rec.get("scenario") == "serve" and raw.get("serve"):
+            from .serve.metrics import from_evidence as serve_from_evidence
+            metrics.update(serve_from_evidence(raw["serve"], inputs["price"], inputs["gpus_per_node"]))
     except Exception as exc:  # noqa: BLE001 - whatever broke, it is this run's finding, and the others are still checked
         return [Finding(run_id, "-", "error", f"{type(exc).__name__}: {exc}", None, "error")]
     found = compare_metrics(run_id, rec.get("metrics") or {}, metrics)

@@ -16,6 +16,12 @@ UNITS = {
     "allreduce_avg_busbw_gbps": "GB/s",   # nccl-tests' "Avg bus bandwidth" (metrics/bandwidth.py)
     # issue 12: user experience
     "first_log_s": "s", "time_to_error_s": "s",
+    # issue 14: the serving scenario (serve/metrics.py); a fault or two-replica phase's figure is keyed
+    # "name:phase" with the same unit
+    "serve_ready_s": "s", "serve_latency_p50_s": "s", "serve_latency_p95_s": "s", "serve_latency_p99_s": "s",
+    "serve_throughput_rps": "req/s", "serve_availability": "ratio", "serve_failed_requests": "count",
+    "serve_degraded_s": "s", "serve_scaleout_s": "s", "serve_scaleout_p50_ratio": "ratio",
+    "serve_cost_per_1k_usd": "USD",
     # issue 13: upgrade drills (metrics/drill.py); yes/no figures are 1/0 so runs can be summed and compared
     "upgrade_job_survived": "yes=1", "upgrade_job_restarts": "count", "upgrade_steps_lost": "steps",
     "upgrade_max_step_gap_s": "s", "upgrade_submit_refused_s": "s", "upgrade_status_refused_s": "s",

@@ -3,7 +3,7 @@
 Pure, so `poc rederive` can recompute them from the raw evidence. Every figure is named serve_*:
 the report keeps those apart per scenario ("serve_degraded_s:kill_server"). Each is the project's
 metric record ({value, unit, lo, hi, uncertainty, sources, stamps, detail}; harness/metrics/common.py),
-with this module's units (UNITS: merge them into common.UNITS when the scenario is wired in).
+with the units common.UNITS gives them.
 
 serve_ready_s        submitted -> the first successful response (the load generator's clock when the
                      answer arrived; the harness's submit stamp as the platform's backend took it).
@@ -31,12 +31,7 @@ from ..metrics.cost import rate
 from ..timing import Span, Stamp, stamp_of
 from .load import histogram
 
-UNITS = {
-    "serve_ready_s": "s", "serve_latency_p50_s": "s", "serve_latency_p95_s": "s", "serve_latency_p99_s": "s",
-    "serve_throughput_rps": "req/s", "serve_availability": "ratio", "serve_failed_requests": "count",
-    "serve_degraded_s": "s", "serve_scaleout_s": "s", "serve_scaleout_p50_ratio": "ratio",
-    "serve_cost_per_1k_usd": "USD",
-}
+UNITS = {k: v for k, v in COMMON_UNITS.items() if k.startswith("serve_")}
 # for the report's direction of "better" (stats.HIGHER_IS_BETTER)
 HIGHER_IS_BETTER = {"serve_throughput_rps", "serve_availability"}
 LOAD_CLOCK = "load generator clock (time.time start + monotonic latency)"
@@ -44,8 +39,8 @@ LOAD_CLOCK = "load generator clock (time.time start + monotonic latency)"
 
 def record(name: str, value, lo=None, hi=None, sources: dict | None = None,
            stamps: dict[str, Stamp | None] | None = None, **detail) -> dict:
-    """common._record's shape, with this module's units (common.UNITS does not name serve_* yet)."""
-    unit = {**COMMON_UNITS, **UNITS}[name]
+    """common._record's shape (a "name:phase" key has its name's unit)."""
+    unit = COMMON_UNITS[name.split(":", 1)[0]]
     if value is not None and lo is None and hi is None:
         lo = hi = value             # an exact figure: its interval is the value itself
     unc = None if lo is None or hi is None else _r((hi - lo) / 2)
@@ -185,3 +180,82 @@ def from_load(result: dict, window: tuple[float, float] | None = None) -> dict[s
     """What one load result gives alone: latency, throughput, availability, failures, degraded time."""
     return {**latency(result), "serve_throughput_rps": throughput(result), **availability(result, window),
             "serve_degraded_s": degraded(result, window)}
+
+
+def _fault_window(phase: dict) -> tuple[float, float] | None:
+    """From the fault to the end of its phase's load: the requests a fault can have touched."""
+    fault, res = phase.get("fault") or {}, phase["load"]
+    if fault.get("t") is None:
+        return None
+    return float(fault["t"]), res["started"] + res["elapsed_s"] + res["plan"]["timeout_s"]
+
+
+def _billed(ev: dict) -> list[tuple[Stamp, Stamp]]:
+    """Each replica's held time: the first from its submit, the second from when it was asked for,
+    both until teardown began (a replica holds its node until it is deleted or cancelled)."""
+    dep, td, scale = ev.get("deploy") or {}, ev.get("teardown") or {}, ev.get("scale") or {}
+    end_lo, end_hi = td.get("t0"), td.get("t")
+    if dep.get("submitted") is None or end_lo is None or end_hi is None:
+        return []
+    end = Stamp.between(float(end_lo), float(end_hi), "harness clock around the teardown")
+    spans = [(submitted(dep), end)]
+    if scale.get("asked") is not None:
+        spans.append((Stamp.exact(float(scale["asked"]), "harness clock: second replica asked for"), end))
+    return spans
+
+
+def submitted(dep: dict) -> Stamp:
+    """The deploy call's instant, bracketed by the harness clock before and after it."""
+    a = float(dep["submitted"])
+    return Stamp.between(a, float(dep.get("submitted_after", a)), "harness clock around the deploy call")
+
+
+def from_evidence(ev: dict, price: dict, gpus_per_node: int = 0) -> dict[str, dict]:
+    """Every serve_* figure from raw["serve"] (pure: `poc rederive` runs this on the stored copy).
+    Keys: the steady phase's figures plain; a fault phase's "name:kill_server", "name:node_loss";
+    the two-replica phase's "name:two_replicas"."""
+    out: dict[str, dict] = {}
+    phases = {p["name"]: p for p in ev.get("phases") or []}
+    if "ready" in phases and ev.get("deploy"):
+        out["serve_ready_s"] = ready(submitted(ev["deploy"]), first_ok(phases["ready"]["load"]))
+    if "steady" in phases:
+        out.update(from_load(phases["steady"]["load"]))
+    for name in ("kill_server", "node_loss"):
+        if name in phases:
+            figs = from_load(phases[name]["load"], _fault_window(phases[name]))
+            out.update({f"{k}:{name}": v for k, v in figs.items()
+                        if k in ("serve_availability", "serve_failed_requests", "serve_degraded_s")})
+    if "two_replicas" in phases:
+        two = phases["two_replicas"]["load"]
+        figs = {**latency(two), "serve_throughput_rps": throughput(two)}
+        out.update({f"{k}:two_replicas": v for k, v in figs.items()})
+    scale = ev.get("scale") or {}
+    if scale.get("asked") is not None:
+        out.update(scaleout(Stamp.exact(float(scale["asked"]), "harness clock: second replica asked for"),
+                            Stamp.exact(float(scale["second_ready"]), f"{LOAD_CLOCK}: the new replica's first answer")
+                            if scale.get("second_ready") is not None else None,
+                            phases["steady"]["load"] if "steady" in phases else None,
+                            phases["two_replicas"]["load"] if "two_replicas" in phases else None))
+    spans = _billed(ev)
+    if spans:
+        ok = sum(p["load"]["ok"] for p in phases.values())
+        steady_rps = (phases.get("steady") or {}).get("load", {}).get("throughput_rps")
+        out["serve_cost_per_1k_usd"] = cost_per_1k_spans(price, gpus_per_node, spans, ok, steady_rps)
+    return out
+
+
+def cost_per_1k_spans(price: dict, gpus_per_node: int, spans: list[tuple[Stamp, Stamp]], ok_requests: int,
+                      throughput_rps: float | None) -> dict:
+    """cost_per_1k over several replicas' held spans (one node each): the sum of their seconds."""
+    per_s, how = rate(price, 1, gpus_per_node)
+    sps = [Span.between(a, b) for a, b in spans]
+    billed, lo, hi = sum(s.value for s in sps), sum(max(s.lo, 0.0) for s in sps), sum(s.hi for s in sps)
+    steady = per_s / throughput_rps * 1000 if throughput_rps else None
+    stamps = {f"replica{i + 1}_{k}": s for i, (a, b) in enumerate(spans) for k, s in (("from", a), ("to", b))}
+    detail = {**how, "usd_per_node_s": per_s, "ok_requests": ok_requests, "steady": steady, "billed_s": billed,
+              "replica_spans_s": [s.value for s in sps]}
+    if ok_requests <= 0:
+        return record("serve_cost_per_1k_usd", None, stamps=stamps, **detail, note="no successful request")
+    k = per_s * 1000 / ok_requests
+    return record("serve_cost_per_1k_usd", billed * k, lo * k, hi * k, {n: s.t for n, s in stamps.items()},
+                  stamps, **detail)
