@@ -15,6 +15,7 @@ import numpy as np
 
 from . import audit as auditmod
 from . import drills as drillmod
+from . import serving as servemod
 from . import ux as uxmod
 from .compare import Comparison, verdict_metrics
 from .sections import fmt, headline_cell, ratio_cell
@@ -179,10 +180,34 @@ def drill_text(d) -> str:
     return ", ".join(p for p in parts if p != "–")
 
 
+def _inference_row(row: Row, keys: list[str], summ: dict, comps: dict, serves: list | None) -> None:
+    """The serve runs, one per platform by design: each platform's figures side by side without a verdict,
+    and what Slurm needed beyond itself. With MIN_N serve runs a side the usual comparison replaces the
+    figures (the second-platform line stays: it is a fact of the runs, not a measurement to test)."""
+    mine = [s for s in serves or [] if s.platform in (A, B)]
+    n = {p: sum(1 for s in mine if s.platform == p and s.ok) for p in (A, B)}
+    tested = min(n.values()) >= MIN_N and any((p, k) in summ for p in (A, B) for k in keys)
+    if tested or not mine:
+        _metric_rows(row, keys, summ, comps)
+        if not mine:
+            return
+    else:
+        row.measured = True
+        latest = {s.platform: s for s in mine}   # report order: the last run a platform has is its latest
+        row.evidence += [f"{_label(p)}: {servemod.decision_text(latest[p])}" for p in (B, A) if p in latest]
+        per = max(n.values())
+        row.ahead.append("descriptive: " + ("one serve run per platform" if per <= 1 else
+                                            f"{per} serve runs per platform, below {MIN_N} a side"))
+    need = servemod.needed_text(mine)
+    if need:
+        row.measured = True
+        row.ahead.append(need)
+
+
 def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Comparison],
-         drills: list | None = None) -> list[Row]:
+         drills: list | None = None, serves: list | None = None) -> list[Row]:
     """drills: the campaign's drill runs (report/drills.py load), for the upgrades row; None leaves that row
-    to the upgrade_* figures alone."""
+    to the upgrade_* figures alone. serves: the serve runs (report/serving.py load), likewise for inference."""
     s = {(r.platform, r.metric): r for r in summ}
     c = {x.metric: x for x in comps if (x.numerator, x.denominator) == (A, B)}
     bw = "allreduce_avg_busbw_gbps" if "allreduce_avg_busbw_gbps" in verdict_metrics(gs) else "allreduce_busbw_gbps"
@@ -206,6 +231,8 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
             _audit_row(row, table)
         elif name == "upgrades":
             _upgrade_row(row, plain[name], s, c, drills)
+        elif name == "inference":
+            _inference_row(row, plain[name], s, c, serves)
         else:
             _metric_rows(row, plain[name], s, c)
         out.append(row)

@@ -19,9 +19,11 @@ from . import audit as auditmod
 from . import charts as chartmod
 from . import charts_decision as chartdec
 from . import charts_drill as chartdrill
+from . import charts_serve as chartserve
 from . import decision
 from . import drills as drillmod
 from . import sections as sec
+from . import serving as servemod
 from . import table as tablemod
 from . import ux as uxmod
 from .compare import Comparison, comparisons
@@ -40,8 +42,11 @@ CHART_TITLES = {
     "decision": "Kubernetes / Slurm per criterion",
     "errors": "Time to a clear error per mistake",
     "drills": "Upgrade drills: components, probes and the running job's steps",
+    "serve_cdf": "Serving latency CDF per platform",
+    "serve_timeline": "Serving: requests and errors per second through each fault and the scale-out",
 }
-OWN_SECTION = {"recovery", "decision", "errors", "drills"}   # charts shown in their sections, not under "Charts"
+# charts shown in their sections, not under "Charts"
+OWN_SECTION = {"recovery", "decision", "errors", "drills", "serve_cdf", "serve_timeline"}
 HARNESS_ERRORS = "Harness errors — not counted against any platform"
 HARNESS_ERRORS_WHY = ("These runs stopped because the harness itself raised an unexpected error (a bug in the harness, "
                       "not a failure of the platform or the job); no platform's counts above include them.")
@@ -93,7 +98,10 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     drill_chart = chartdrill.timeline(drill_runs, out / "charts" / "drills.png")
     if drill_chart is not None:
         charts["drills"] = drill_chart
-    rows = decision.rows(table, gs, summ, comps, drills=drill_runs)
+    serve_runs = servemod.load(results_dir)   # [] without serve runs: no section, no charts
+    serve_charts = chartserve.all_charts(serve_runs, out / "charts")
+    charts.update(serve_charts)
+    rows = decision.rows(table, gs, summ, comps, drills=drill_runs, serves=serve_runs)
     charts["decision"] = chartdec.ratios(decision.ratio_points(rows), out / "charts" / "decision.png")
     probes = uxmod.probes(table)
     if probes:
@@ -132,6 +140,7 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
         secs.append(("Cost and goodput", ([("p", "Pricing model:"), ("ul", pricing)] if pricing else [])
                      + ([("table", cost_rows)] if cost_rows[1] else [])))
     secs += drillmod.section(drill_runs, summ, drill_chart)
+    secs += servemod.section(serve_runs, serve_charts)
     secs += _ux_and_audit(table, summ, charts)
     secs.append(("Charts", [("img", (k, p)) for k, p in charts.items() if k not in OWN_SECTION]))
     secs.append(("Settings that shaped the numbers", [

@@ -28,7 +28,7 @@ QUEUE = {"queue_s", "queue_admission_s", "first_log_s"}
 # Families later issues add (upgrades: 13, inference: 14), kept apart per scenario like recovery.
 PER_SCENARIO_PREFIXES = ("upgrade_", "serve_")
 HIGHER_IS_BETTER = {"allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "goodput", "upgrade_job_survived",
-                    "upgrade_records_intact"}
+                    "upgrade_records_intact", "serve_throughput_rps", "serve_availability"}
 # Below this many runs a side the report prints no interval and draws no verdict. A percentile
 # bootstrap of a median from 3 runs can only return those 3 values (its "95%" interval is the
 # range, and covers far less than 95%); the exact rank-sum test cannot reach p < 0.05 two-sided

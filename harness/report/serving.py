@@ -1,0 +1,407 @@
+"""The online inference section (issue 14): per platform the serve_* figures with their bounds and the
+counts behind them, what serving needed beyond the platform itself, and how it was measured.
+
+Read from the stored runs alone: a serve run (scenario "serve", run id "<platform>-serve") keeps its
+figures in record["metrics"] (harness/serve/metrics.py: {value, lo, hi, detail}; the fault phases' keyed
+"serve_degraded_s:kill_server"), and its load results, fault and scale stamps and the platform's own
+account of what it needed in its raw evidence (raw["serve"]). Only lines that name the serve scenario
+are parsed. One serve run per platform is the design: everything here is descriptive.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import StoreError
+from ..store import load_raw, runs_files
+from .sections import fmt
+from .stats import PLATFORM_LABEL, platform_sort_key
+
+SCENARIO = "serve"
+TITLE = "Online inference (serving)"
+FAULTS = ("kill_server", "node_loss")
+FAULT_TEXT = {"kill_server": "serving process killed", "node_loss": "its node lost"}
+FAULT_SHORT = {"kill_server": "server killed", "node_loss": "node lost"}
+NEEDS = ("discovery", "balancing", "restarts", "scaling")
+NEED_TEXT = {"discovery": "endpoint discovery", "balancing": "load balancing", "restarts": "restarts",
+             "scaling": "scaling out"}
+LIST_SHOWN = 6   # files and parts listed per cell
+
+
+@dataclass
+class Serve:
+    """One serve run as the report shows it; `evidence` is {} where the run kept none or it is unreadable."""
+    run_id: str
+    platform: str
+    status: str
+    error: dict | None
+    metrics: dict                  # record["metrics"]: the serve_* records
+    evidence: dict = field(default_factory=dict)   # raw["serve"]: deploy, phases, scale, beyond, platform
+    problem: str | None = None     # why the raw evidence could not be read
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def label(self) -> str:
+        return PLATFORM_LABEL.get(self.platform, self.platform)
+
+    def m(self, name: str) -> dict:
+        v = self.metrics.get(name)
+        return v if isinstance(v, dict) else {}
+
+    def value(self, name: str) -> float | None:
+        return num(self.m(name).get("value"))
+
+    def detail(self, name: str) -> dict:
+        d = self.m(name).get("detail")
+        return d if isinstance(d, dict) else {}
+
+    def phases(self) -> list[dict]:
+        """The load phases with a readable load result, in the order they ran."""
+        out = []
+        for p in self.evidence.get("phases") or []:
+            if isinstance(p, dict) and isinstance(p.get("load"), dict) and isinstance(p["load"].get("started"),
+                                                                                       int | float):
+                out.append(p)
+        return out
+
+    def phase(self, name: str) -> dict | None:
+        return next((p for p in self.phases() if p.get("name") == name), None)
+
+    def beyond(self) -> dict:
+        b = self.evidence.get("beyond")
+        return b if isinstance(b, dict) else {}
+
+
+def num(v) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def load(results_dir: str) -> list[Serve]:
+    """Every serve run under a results dir (a retried run's last record), platforms in report order."""
+    latest: dict[tuple, tuple[dict, Path]] = {}
+    for f in runs_files(results_dir):
+        with open(f, "rb") as fh:
+            for line in fh:
+                if b'"serve"' not in line:   # the cheap test first: most lines are training runs
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:   # a torn last line; the table's reader reports any other
+                    continue
+                if isinstance(rec, dict) and rec.get("scenario") == SCENARIO:
+                    latest[(rec.get("campaign"), rec.get("run_id"))] = (rec, f.parent)
+    out = [_serve(rec, d / "runs" / str(rec.get("run_id"))) for rec, d in latest.values()]
+    return sorted(out, key=lambda s: (platform_sort_key(s.platform), s.run_id))
+
+
+def _serve(rec: dict, run_dir: Path) -> Serve:
+    s = Serve(str(rec.get("run_id")), str(rec.get("platform")), str(rec.get("status")), rec.get("error"),
+              rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {})
+    try:
+        ev = load_raw(run_dir).get("serve")
+        s.evidence = ev if isinstance(ev, dict) else {}
+    except (StoreError, OSError, ValueError) as exc:   # a damaged file costs this run's evidence, not the report
+        s.problem = str(getattr(exc, "message", exc))
+    return s
+
+
+# ---------------------------------------------------------------- cells
+
+def ms(v: float | None) -> str:
+    return "–" if v is None else f"{fmt(v * 1000)} ms"
+
+
+def _bounds(m: dict, scale: float = 1.0) -> str:
+    lo, hi = num(m.get("lo")), num(m.get("hi"))
+    v = num(m.get("value"))
+    if lo is None and hi is None:
+        return ""
+    if lo is not None and hi is not None and v is not None and fmt(lo * scale) == fmt(hi * scale) == fmt(v * scale):
+        return ""   # an exact figure, or bounds finer than it prints
+    return f" [{fmt(lo * scale) if lo is not None else 'open'}–{fmt(hi * scale) if hi is not None else 'open'}]"
+
+
+def _errors(kinds: dict | None) -> str:
+    if not kinds:
+        return ""
+    return " (" + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])) + ")"
+
+
+def latency_cell(s: Serve, name: str) -> str:
+    m, d = s.m(name), s.detail(name)
+    if s.value(name) is None:
+        return "– (" + d["note"] + ")" if d.get("note") else "–"
+    n = d.get("count")
+    tail = f"; {n:g} ok requests, {d.get('clients', '?')} clients" if isinstance(n, int | float) else ""
+    return f"{ms(s.value(name))}{_bounds(m, 1000)}{tail}"
+
+
+def seconds_cell(s: Serve, name: str) -> str:
+    m, d = s.m(name), s.detail(name)
+    v = s.value(name)
+    if v is None:
+        return "– (" + d["note"] + ")" if d.get("note") else "–"
+    tail = []
+    if d.get("failed") is not None:
+        tail.append(f"{d['failed']:g} failed requests")
+    if d.get("first_error"):
+        tail.append(f"first error `{d['first_error']}`")
+    if d.get("successes_in_between"):
+        tail.append(f"{d['successes_in_between']:g} successes in between")
+    if d.get("note"):
+        tail.append(str(d["note"]))
+    return f"{fmt(v)} s{_bounds(m)}" + (f"; {', '.join(tail)}" if tail else "")
+
+
+def throughput_cell(s: Serve, name: str) -> str:
+    d = s.detail(name)
+    v = s.value(name)
+    if v is None:
+        return "–"
+    return (f"{fmt(v)} req/s ({d.get('ok', '?')} ok in {fmt(num(d.get('elapsed_s')))} s, {d.get('clients', '?')} "
+            f"clients, stopped by {d.get('stopped_by', '?')})")
+
+
+def availability_cell(s: Serve, name: str) -> str:
+    d = s.detail(name)
+    v = s.value(name)
+    if v is None:
+        return "– (no request in the window)" if d.get("requests") == 0 else "–"
+    return f"{v:.4f} ({d.get('ok', '?')} of {d.get('requests', '?')} ok){_errors(d.get('errors'))}"
+
+
+def failed_cell(s: Serve, name: str) -> str:
+    v = s.value(name)
+    return "–" if v is None else f"{v:g}{_errors(s.detail(name).get('errors'))}"
+
+
+def ratio_cell(s: Serve, name: str) -> str:
+    d = s.detail(name)
+    v = s.value(name)
+    if v is None:
+        return "–"
+    return (f"{v:.2f} (p50 {ms(num(d.get('p50_one_s')))} → {ms(num(d.get('p50_two_s')))}; throughput "
+            f"{fmt(num(d.get('throughput_one_rps')))} → {fmt(num(d.get('throughput_two_rps')))} req/s)")
+
+
+def cost_cell(s: Serve, name: str) -> str:
+    m, d = s.m(name), s.detail(name)
+    v = s.value(name)
+    if v is None:
+        return "– (" + d["note"] + ")" if d.get("note") else "–"
+    tail = f"; {fmt(num(d.get('billed_s')))} s billed, {d.get('ok_requests', '?')} ok requests"
+    steady = num(d.get("steady"))
+    if steady is not None:
+        tail += f"; while busy {fmt(steady, 'USD')} USD"
+    return f"{fmt(v, 'USD')} USD{_bounds(m)}{tail}"
+
+
+def cell_for(name: str):
+    base = name.split(":", 1)[0]
+    if base.startswith("serve_latency_"):
+        return latency_cell
+    return {"serve_throughput_rps": throughput_cell, "serve_availability": availability_cell,
+            "serve_failed_requests": failed_cell, "serve_scaleout_p50_ratio": ratio_cell,
+            "serve_cost_per_1k_usd": cost_cell}.get(base, seconds_cell)
+
+
+# Rows in reading order: label, metric key. Any other serve_* key a run has follows these, so every
+# figure stored is shown even one a newer harness adds.
+ROWS = [("submitted → first successful response", "serve_ready_s"),
+        *[(f"latency p{p}, one replica (histogram bucket)", f"serve_latency_p{p}_s") for p in (50, 95, 99)],
+        ("throughput, one replica", "serve_throughput_rps"),
+        ("availability, steady load", "serve_availability"),
+        ("failed requests, steady load", "serve_failed_requests"),
+        ("seconds degraded, steady load", "serve_degraded_s"),
+        *[r for f in FAULTS for r in (
+            (f"{FAULT_TEXT[f]}: availability", f"serve_availability:{f}"),
+            (f"{FAULT_TEXT[f]}: failed requests", f"serve_failed_requests:{f}"),
+            (f"{FAULT_TEXT[f]}: seconds degraded [bounds]", f"serve_degraded_s:{f}"))],
+        ("scale-out: second replica asked → its first answer", "serve_scaleout_s"),
+        *[(f"latency p{p}, two replicas", f"serve_latency_p{p}_s:two_replicas") for p in (50, 95, 99)],
+        ("throughput, two replicas", "serve_throughput_rps:two_replicas"),
+        ("p50 two replicas / one", "serve_scaleout_p50_ratio"),
+        ("cost per 1,000 successful requests", "serve_cost_per_1k_usd")]
+
+
+def run_cell(s: Serve) -> str:
+    if s.ok:
+        return "ok" + (f" (raw evidence unreadable: {s.problem})" if s.problem else "")
+    e = s.error if isinstance(s.error, dict) else {}
+    msg = " ".join(str(e.get("message") or "").split())
+    return f"did not complete ({s.status}) at `{e.get('stage', '?')}`: {msg[:200]}"
+
+
+def figures_table(serves: list[Serve]) -> tuple[list[str], list[list[str]]]:
+    plats = sorted({s.platform for s in serves} | {"slurm", "k8s"}, key=platform_sort_key)
+    by = {s.platform: s for s in serves}
+    header = ["figure"] + [PLATFORM_LABEL.get(p, p) for p in plats]
+    rows = [["run"] + [run_cell(by[p]) if p in by else "not run" for p in plats]]
+    known = [k for _, k in ROWS]
+    extra = sorted({k for s in serves for k in s.metrics if k.startswith("serve_") and k not in known})
+    for label, key in ROWS + [(f"`{k}`", k) for k in extra]:
+        if not any(key in s.metrics for s in serves):
+            continue
+        rows.append([label] + [cell_for(key)(by[p], key) if p in by and key in by[p].metrics else "–"
+                               for p in plats])
+    return header, rows
+
+
+# ---------------------------------------------------------------- beyond the platform
+
+def _written(b: dict) -> str:
+    w = b.get("written")
+    if not isinstance(w, dict) or not w:
+        return "–"
+    total = sum(v for v in w.values() if isinstance(v, int | float))
+    items = [f"`{k}` {v:g}" for k, v in list(w.items())[:LIST_SHOWN] if isinstance(v, int | float)]
+    more = f" and {len(w) - LIST_SHOWN} more" if len(w) > LIST_SHOWN else ""
+    return f"{total:g} lines: " + ", ".join(items) + more
+
+
+def _parts(b: dict) -> list[str]:
+    p = b.get("harness_parts")
+    return [str(x) for x in p] if isinstance(p, list) else []
+
+
+def beyond_table(serves: list[Serve]) -> tuple[list[str], list[list[str]]]:
+    plats = sorted({s.platform for s in serves} | {"slurm", "k8s"}, key=platform_sort_key)
+    by = {s.platform: s.beyond() for s in serves}
+    header = ["what serving needs"] + [PLATFORM_LABEL.get(p, p) for p in plats]
+    rows = []
+    for need in NEEDS:
+        rows.append([NEED_TEXT[need]] + [" ".join(str(by[p].get(need) or "–").split()) if p in by else "not run"
+                                         for p in plats])
+    rows.append(["written for it (files: lines)"] + [_written(by[p]) if p in by else "–" for p in plats])
+    rows.append(["parts the harness supplied"] + [
+        (", ".join(_parts(by[p])) or "none") if by.get(p) else "–" for p in plats])
+    return header, rows
+
+
+def second_platform(serves: list[Serve]) -> list[str]:
+    """What a Slurm site would have to build against what Kubernetes gave, stated from the runs' own words."""
+    by = {s.platform: s for s in serves}
+    out = []
+    slurm, k8s = by.get("slurm"), by.get("k8s")
+    if slurm is not None and slurm.beyond():
+        parts = _parts(slurm.beyond())
+        out.append("To serve on Slurm, a site would have to build and run, beside the scheduler, what this harness "
+                   "supplied here: " + (", ".join(parts) if parts else "(the run named no part)") + " — the "
+                   + ", ".join(NEED_TEXT[n] for n in NEEDS) + " that a serving platform provides. That is the "
+                   "\"second platform\" the POC asks about, in its smallest form: one harness process on the login "
+                   "side, with no failover of its own.")
+    if k8s is not None and k8s.beyond():
+        native = [NEED_TEXT[n] for n in NEEDS if k8s.beyond().get(n)]
+        parts = _parts(k8s.beyond())
+        out.append("Kubernetes gave " + (", ".join(native) if native else "none of these") + " from its own objects"
+                   + (f"; the harness still supplied {', '.join(parts)}" if parts else
+                      "; the harness supplied no serving part of its own") + ".")
+    cost = [f"{s.label} {fmt(s.value('serve_cost_per_1k_usd'), 'USD')} USD" for s in serves
+            if s.value("serve_cost_per_1k_usd") is not None]
+    if cost:
+        out.append("Cost per 1,000 successful requests over the whole serve run's billed time: " + ", ".join(cost)
+                   + " (one run each; the second platform's own machines are not in these prices).")
+    return out
+
+
+# ---------------------------------------------------------------- method
+
+def _plans(serves: list[Serve]) -> dict:
+    """The load plans of the steady phases: clients, request and time bounds, timeout, error pause."""
+    out: dict[str, set] = {k: set() for k in ("clients", "requests", "duration_s", "timeout_s", "error_pause_s")}
+    for s in serves:
+        for p in s.phases():
+            plan = p["load"].get("plan") or {}
+            if p.get("name") == "ready":
+                continue
+            for k in out:
+                if isinstance(plan.get(k), int | float):
+                    out[k].add(plan[k])
+    return {k: " / ".join(f"{v:g}" for v in sorted(vs)) or "?" for k, vs in out.items()}
+
+
+def note(serves: list[Serve]) -> list[str]:
+    pl = _plans(serves)
+    return [f"How the load is made: the same closed-loop generator on both platforms (harness/serve/load.py), "
+            f"{pl['clients']} concurrent clients each sending its next request when its last was answered, so a slow "
+            "server is not buried under a queue the generator made. Every phase is bounded twice, by a request count "
+            f"({pl['requests']}) and by time ({pl['duration_s']} s), each under a hard cap; a request times out after "
+            f"{pl['timeout_s']} s and a client pauses {pl['error_pause_s']} s after a failure, which bounds how finely "
+            "a recovery can be timed.",
+            "Latency is that of successful requests only (a refused connection answers in microseconds and would "
+            "make a dead server look fast), recorded in an HdrHistogram of microseconds with 3 significant digits; "
+            "a percentile's bounds are the histogram bucket it fell in. Availability counts the requests started "
+            "inside a fault's window; seconds degraded run from the first failed request to the first success after "
+            "the last one, bounded by the requests around them. Cost per 1,000 requests divides the platform's "
+            "price for the serve run's billed time by its successful requests.",
+            "One serve run per platform: these figures are descriptive, shown side by side, with no verdict."]
+
+
+def section(serves: list[Serve], charts: dict[str, Path]) -> list[tuple[str, list]]:
+    """The report's inference section; [] for a campaign without serve runs."""
+    if not serves:
+        return []
+    blocks: list = [("table", figures_table(serves))]
+    if "serve_cdf" in charts:
+        blocks.append(("img", ("serve_cdf", charts["serve_cdf"])))
+    if "serve_timeline" in charts:
+        blocks.append(("img", ("serve_timeline", charts["serve_timeline"])))
+    if any(s.beyond() for s in serves):
+        blocks += [("h3", "What serving needed beyond the platform"), ("table", beyond_table(serves))]
+        blocks += [("p", x) for x in second_platform(serves)]
+    blocks += [("p", x) for x in note(serves)]
+    return [(TITLE, blocks)]
+
+
+# ---------------------------------------------------------------- the decision summary's words
+
+def _with_bounds(s: Serve, name: str, scale: float = 1.0, unit: str = "s") -> str:
+    return f"{fmt(s.value(name) * scale)} {unit}{_bounds(s.m(name), scale)}"
+
+
+def decision_text(s: Serve) -> str:
+    """One serve run in a line: ready, p50/p99, availability under each fault, scale-out, cost per 1k."""
+    if not s.ok:   # the section's table gives the message; here only where it stopped
+        e = s.error if isinstance(s.error, dict) else {}
+        return f"did not complete ({s.status} at `{e.get('stage', '?')}`)"
+    parts = []
+    if s.value("serve_ready_s") is not None:
+        parts.append(f"ready {_with_bounds(s, 'serve_ready_s')}")
+    lat = [f"p{p} {ms(s.value(f'serve_latency_p{p}_s'))}" for p in (50, 99)
+           if s.value(f"serve_latency_p{p}_s") is not None]
+    if lat:
+        parts.append(" / ".join(lat))
+    for f in FAULTS:
+        av = s.value(f"serve_availability:{f}")
+        if av is None:
+            continue
+        deg = s.value(f"serve_degraded_s:{f}")
+        parts.append(f"{FAULT_SHORT[f]}: availability {av:.3f}" + (
+            f", {_with_bounds(s, f'serve_degraded_s:{f}')} degraded" if deg is not None else
+            ", not healthy again while the load ran" if s.detail(f"serve_degraded_s:{f}").get("failed") else ""))
+    if s.value("serve_scaleout_s") is not None:
+        ratio = s.value("serve_scaleout_p50_ratio")
+        parts.append(f"scale-out to 2 replicas {_with_bounds(s, 'serve_scaleout_s')}"
+                     + (f" (p50 × {ratio:.2f})" if ratio is not None else ""))
+    if s.value("serve_cost_per_1k_usd") is not None:
+        parts.append(f"{fmt(s.value('serve_cost_per_1k_usd'), 'USD')} USD per 1,000 requests")
+    return ", ".join(parts) or "no serving figure stored"
+
+
+def needed_text(serves: list[Serve]) -> str | None:
+    """What Slurm needed beyond itself, in the runs' own words, against Kubernetes; None without that evidence."""
+    by = {s.platform: s.beyond() for s in serves}
+    if not by.get("slurm"):
+        return None
+    parts = _parts(by["slurm"])
+    text = ("Slurm needed beyond itself: " + (", ".join(parts) if parts else "no part named") + " (the harness "
+            "built them: " + ", ".join(NEED_TEXT[n] for n in NEEDS if by["slurm"].get(n)) + ")")
+    if by.get("k8s"):
+        k8s = _parts(by["k8s"])
+        text += "; Kubernetes: " + (", ".join(k8s) if k8s else "nothing beyond its own objects")
+    return text
