@@ -106,6 +106,9 @@ def _record_line(rec: dict) -> str:
         s += f"  recovery {v('recovery_s')}s  lost {v('lost_steps', '{:.0f}')} steps"
     if "handover_s" in m:
         s += f"  handover {v('handover_s')}s (behind the blocker)"
+    if "serve_ready_s" in m:
+        s += (f"  serve: ready {v('serve_ready_s')}s  p50 {v('serve_latency_p50_s', '{:.4f}')}s"
+              f"  {v('serve_throughput_rps', '{:.0f}')} req/s")
     if "upgrade_job_survived" in m:
         s += (f"  drill: job {'survived' if m['upgrade_job_survived'].get('value') else 'did not survive'}, "
               f"submissions refused {v('upgrade_submit_refused_s')}s, queued job {v('upgrade_queued_delay_s')}s late")
@@ -120,6 +123,12 @@ def cmd_run(args) -> int:
         cfg.drills = type(cfg.drills).model_validate({**cfg.drills.model_dump(), **(
             {"kinds": args.drill} if args.drill else {}), **(
             {"confirm_cluster": args.confirm_cluster} if args.confirm_cluster else {})})
+    if args.serve:
+        cfg.serve.enabled = True
+        if "node_loss" in cfg.serve.faults and not cfg.allow_destructive_faults:
+            raise ConfigError("--serve: the serving scenario's node_loss fault takes a node away from the cluster",
+                              tip="set allow_destructive_faults: true (it only touches nodes the run holds), "
+                                  "or leave node_loss out of serve.faults")
     cfg.platforms = _platforms(args, cfg)
     return _run_campaign(args, cfg, Out(args.quiet, args.json))
 
@@ -337,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repetitions", type=int, help="clean runs per platform (overrides the config)")
     r.add_argument("--drill", action="append", choices=["restart", "upgrade"],
                    help="an upgrade drill on each scheduler platform (repeatable; overrides drills.kinds)")
+    r.add_argument("--serve", action="store_true",
+                   help="add the serving scenario on each scheduler platform (overrides serve.enabled)")
     r.add_argument("--confirm-cluster", metavar="NAME",
                    help="the cluster's name (Slurm ClusterName, the kubeconfig context's cluster): your word that "
                         "it is yours to restart; the local clusters need none")

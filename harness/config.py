@@ -271,6 +271,11 @@ class Config(_Model):
         if destructive and not self.allow_destructive_faults:
             raise ValueError(f"fault {destructive[0]} takes a node away from the cluster; set "
                              "allow_destructive_faults: true to allow it (it only touches nodes the run holds)")
+        if self.serve.enabled and "node_loss" in self.serve.faults and SERVE_PLATFORMS & set(self.platforms) \
+                and not self.allow_destructive_faults:
+            raise ValueError("the serving scenario's node_loss fault takes a node away from the cluster; set "
+                             "allow_destructive_faults: true to allow it (it only touches nodes the run holds), "
+                             "or leave node_loss out of serve.faults")
         for f in self.faults:
             if f.rank >= r.world_size:
                 raise ValueError(f"fault rank {f.rank} does not exist: the job has {r.world_size} ranks")

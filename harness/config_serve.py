@@ -6,11 +6,12 @@ targets the platform's own addresses on this machine or cluster (PlatformServe.n
 """
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .config_clusters import _Model
 
 SERVE_PLATFORMS = {"slurm", "k8s"}    # the local baseline has no scheduler to host a service
+FAULTS = ("kill_server", "node_loss")
 
 
 class Serve(_Model):
@@ -28,3 +29,13 @@ class Serve(_Model):
     faults: list[str] = Field(default_factory=lambda: ["kill_server", "node_loss"])
     scale_out: bool = True
     port: int = Field(8000, ge=1, le=65535)   # the server's port in the pod / on the compute node
+
+    @field_validator("faults")
+    @classmethod
+    def _faults(cls, v: list[str]) -> list[str]:
+        for f in v:
+            if f not in FAULTS:
+                raise ValueError(f"unknown serving fault {f!r}; choose from {', '.join(FAULTS)}")
+        if len(set(v)) != len(v):
+            raise ValueError("each fault once")
+        return v

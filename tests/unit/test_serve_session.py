@@ -139,6 +139,7 @@ def ckpt(tmp_path_factory):
 
 
 CFG = {"platforms": ["slurm"], "repetitions": 0, "faults": [], "workload": {"steps": 2},
+       "allow_destructive_faults": True,
        "serve": {"enabled": True, "clients": 2, "phase_s": 1.5, "fault_phase_s": 4, "fault_after_s": 1,
                  "ready_timeout_s": 60, "scale_timeout_s": 60, "rows": 2}}
 
@@ -237,3 +238,13 @@ def test_no_server_is_left_running(ckpt):
 def test_the_default_backend_has_no_serving():
     with pytest.raises(BackendError, match="no serving scenario"):
         ScriptedBackend().serving(None)
+
+
+def test_node_loss_needs_the_destructive_opt_in():
+    with pytest.raises(Exception, match="allow_destructive_faults"):
+        from_mapping({**CFG, "allow_destructive_faults": False})
+    cfg = from_mapping({**CFG, "allow_destructive_faults": False,
+                        "serve": {**CFG["serve"], "faults": ["kill_server"]}})
+    assert cfg.serve.faults == ["kill_server"]
+    with pytest.raises(Exception, match="unknown serving fault"):
+        from_mapping({**CFG, "serve": {"faults": ["meteor"]}})

@@ -33,7 +33,9 @@ def test_the_smoke_campaign_probes_every_mistake_as_the_native_clusters_restrict
     cfg = smoke_config(config.load(None), None, None, tenant=tenant)
     assert cfg.ux.mistakes == list(MISTAKES)
     scenarios = [p.scenario for p in spec.run_plan(cfg, "slurm")]
-    assert scenarios[-len(MISTAKES) - 1:-1] == [f"mistake:{k}" for k in MISTAKES]   # then the drill
+    # the mistakes, then the serving run, then the drill
+    assert scenarios[-len(MISTAKES) - 2:] == [f"mistake:{k}" for k in MISTAKES] + ["serve", "drill:restart"]
+    assert [p.scenario for p in spec.run_plan(cfg, "local")].count("serve") == 0
     config.from_mapping(cfg.model_dump(mode="json"))          # stored with the results, loads again
     probe = mistakes.probe_config(cfg, "k8s").kubernetes
     assert (probe.kubeconfig, probe.namespace, probe.local_queue) == (
