@@ -415,3 +415,9 @@ class SlurmBackend(Backend):
         from ...drills.slurm import SlurmDrill
 
         return SlurmDrill(self, drills)
+
+    def serving(self, serve):
+        """The serving scenario's Slurm side (harness/serve/slurm.py): batch jobs, discovery, the harness's balancer."""
+        from ...serve.slurm import SlurmServe
+
+        return SlurmServe(self, serve)
