@@ -38,7 +38,19 @@ from pathlib import Path
 
 from harness.clusters.base import ComponentStatus, Say
 from harness.clusters.k8s import audit as api_audit
-from harness.clusters.k8s import builds, commands, components, gpu_shape, host, pki, procs, readiness, teardown, tenant
+from harness.clusters.k8s import (
+    builds,
+    commands,
+    components,
+    gpu_shape,
+    host,
+    kube_proxy,
+    pki,
+    procs,
+    readiness,
+    teardown,
+    tenant,
+)
 from harness.clusters.k8s.layout import (
     APISERVER_PORT,
     BRIDGE_PREFIX,
@@ -89,7 +101,7 @@ __all__ = [
 
 # Components `up` restarts in place when they died (or were killed by a fault injection) while
 # the rest of the cluster runs; anything else dead (etcd, apiserver, a containerd) means a new cluster.
-RESTARTABLE = ("kube-controller-manager", "kube-scheduler", "coredns", "jobset", "kueue")
+RESTARTABLE = ("kube-controller-manager", "kube-scheduler", "coredns", "jobset", "kueue", "kube-proxy")
 
 
 def _start(L: Layout, state: dict, cmd: commands.Command) -> int:
@@ -183,6 +195,10 @@ def up(nodes: int = 3, state_dir: str | Path | None = None, say: Say | None = No
     with _locked(L):
         ci = _up(L, nodes, state_dir, say or stderr_say)
         api_audit.ensure(L)   # a running cluster started before the audit policy existed gets it (restart)
+        # a new cluster, and a running one started before kube-proxy was part of it, get it started here
+        kube_proxy.ensure(L, say or stderr_say)
+        st = load_state(L)
+        ci = dataclasses.replace(ci, settings=st.get("settings", ci.settings), versions=st.get("versions", ci.versions))
         # idempotent, so a running cluster started before these existed gets them too
         gpu_shape.apply(L, ci.nodes)
         return dataclasses.replace(ci, restricted=tenant.ensure(L))
@@ -197,7 +213,7 @@ def _settings() -> dict:
         "default_not_ready_toleration_seconds": TOLERATION_SECONDS,
         "default_unreachable_toleration_seconds": TOLERATION_SECONDS,
         "cluster_cidr": CLUSTER_CIDR, "service_cidr": SERVICE_CIDR, "cluster_dns": DNS_IP,
-        "kube_proxy": "none (headless services and DNS only)",
+        "kube_proxy": f"{kube_proxy.MODE} mode, one proxy for the host, clusterCIDR {CLUSTER_CIDR}",
     }
 
 

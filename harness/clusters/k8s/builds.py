@@ -71,7 +71,10 @@ ETCD = Build("etcd", ETCD_VERSION, ("etcd",))
 JOBSET = Build("jobset", JOBSET_VERSION, ("jobset-manager",))
 KUEUE = Build("kueue", KUEUE_VERSION, ("kueue-manager",))
 COREDNS = Build("coredns", COREDNS_VERSION, ("coredns",))
-ALL = (ETCD, KUBERNETES, JOBSET, KUEUE, COREDNS)
+# A Build of its own (same version, same wrapper recipe) rather than one more KUBE_COMMANDS entry:
+# a cache that already holds the other Kubernetes binaries builds only this one.
+KUBE_PROXY = Build("kube-proxy", KUBERNETES_VERSION, ("kube-proxy",))
+ALL = (ETCD, KUBERNETES, JOBSET, KUEUE, COREDNS, KUBE_PROXY)
 UPGRADES = (Build("kubernetes", KUBERNETES_UPGRADE_VERSION, KUBE_COMMANDS),
             Build("jobset", JOBSET_UPGRADE_VERSION, ("jobset-manager",)),
             Build("kueue", KUEUE_UPGRADE_VERSION, ("kueue-manager",)))
@@ -168,7 +171,7 @@ def build_kubernetes(log, build: Build = KUBERNETES) -> float:
     # Only modules kubernetes actually requires (some sample-* modules are not published).
     required = set(re.findall(r"^\s*(k8s\.io/[\w.-]+) v0\.0\.0", mod, re.M))
     replaces = [(m, m, staging_version) for m in staging if m in required]
-    packages = {f"k8s.io/kubernetes/cmd/{c}": c for c in KUBE_COMMANDS}
+    packages = {f"k8s.io/kubernetes/cmd/{c}": c for c in build.binaries}
     return _build(build, packages, [("k8s.io/kubernetes", build.version)], replaces,
                   _kube_ldflags(build.version), log)
 
@@ -199,6 +202,7 @@ BUILDERS = {
     "jobset": build_jobset,
     "kueue": build_kueue,
     "coredns": build_coredns,
+    "kube-proxy": build_kubernetes,     # the same wrapper recipe, only cmd/kube-proxy
 }
 
 

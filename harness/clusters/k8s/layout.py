@@ -28,6 +28,8 @@ KCM_PORT, SCHEDULER_PORT = 20257, 20259
 JOBSET_PORTS = {"webhook": 29443, "metrics": 28443, "health": 28081}
 KUEUE_PORTS = {"webhook": 29444, "metrics": 28444, "health": 28082}
 COREDNS_HEALTH, COREDNS_READY = 28053, 28054
+# one kube-proxy for the host (k8s/kube_proxy.py): its /healthz and /metrics, on loopback only
+KUBE_PROXY_HEALTHZ, KUBE_PROXY_METRICS = 20256, 20249
 
 # How fast a lost node is noticed and its pods are replaced. A recovery-time number means
 # nothing without these beside it.

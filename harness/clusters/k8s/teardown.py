@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from harness.clusters.k8s import host
+from harness.clusters.k8s import host, kube_proxy
 from harness.clusters.k8s.layout import BRIDGE_PREFIX, CGROUP_PARENT, DNS_LINK, IPTABLES_CHAIN, Layout, load_state
 from harness.clusters.k8s.node_images import ctr
 from harness.clusters.k8s.procs import alive
@@ -23,7 +23,7 @@ CNI_CACHE = Path("/var/lib/cni")
 KUBELET_FIXED_DIR = Path("/var/lib/kubelet")
 
 # Controllers first (they would react to what follows), then the kubelets.
-STOP_FIRST = ("kueue", "jobset", "coredns", "kube-scheduler", "kube-controller-manager")
+STOP_FIRST = ("kueue", "jobset", "coredns", "kube-proxy", "kube-scheduler", "kube-controller-manager")
 
 
 def down_layout(L: Layout) -> dict:
@@ -75,6 +75,9 @@ def _remove_host_network(L: Layout, report: dict) -> None:
         host.delete_link(link)
         report["links_removed"].append(link)
     host.remove_forward_accept(IPTABLES_CHAIN)
+    # kube-proxy is stopped by now (STOP_FIRST): its chains would otherwise keep DNAT-ing the Service
+    # range on this host after the cluster is gone
+    report["kube_proxy"] = kube_proxy.cleanup()
     if not host.other_kubelets_running(set()):
         report["iptables_removed"] = host.remove_kubelet_iptables()
 
