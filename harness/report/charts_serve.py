@@ -2,8 +2,11 @@
 generator stored, and a timeline of requests per second through each fault and the scale-out."""
 from __future__ import annotations
 
+import binascii
+import zlib
 from pathlib import Path
 
+from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLengthException
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -25,7 +28,8 @@ def cdf_points(load: dict) -> tuple[list[float], list[float]] | None:
     the histogram's 3 digits."""
     try:
         h = histogram(load)
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, binascii.Error, zlib.error, HdrCookieException,
+            HdrLengthException, HdrHistogramSettingsException):   # a damaged stored histogram: no curve
         return None
     n = h.get_total_count()
     if not n:

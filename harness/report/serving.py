@@ -105,8 +105,10 @@ def _serve(rec: dict, run_dir: Path) -> Serve:
     try:
         ev = load_raw(run_dir).get("serve")
         s.evidence = ev if isinstance(ev, dict) else {}
+        if not s.evidence:
+            s.problem = "no serving evidence stored"
     except (StoreError, OSError, ValueError) as exc:   # a damaged file costs this run's evidence, not the report
-        s.problem = str(getattr(exc, "message", exc))
+        s.problem = f"raw evidence unreadable: {getattr(exc, 'message', exc)}"
     return s
 
 
@@ -231,7 +233,7 @@ ROWS = [("submitted → first successful response", "serve_ready_s"),
 
 def run_cell(s: Serve) -> str:
     if s.ok:
-        return "ok" + (f" (raw evidence unreadable: {s.problem})" if s.problem else "")
+        return "ok" + (f" ({s.problem})" if s.problem else "")
     e = s.error if isinstance(s.error, dict) else {}
     msg = " ".join(str(e.get("message") or "").split())
     return f"did not complete ({s.status}) at `{e.get('stage', '?')}`: {msg[:200]}"
