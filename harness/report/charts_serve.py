@@ -123,6 +123,23 @@ def timeline(serves: list[Serve], out: Path) -> Path | None:
     return out
 
 
+def rates(tl: list[dict], elapsed: float) -> tuple[list[float], list[float], list[float], list[float]]:
+    """(middle of each bin, its width, ok/s, failed/s) from a load's per-second counts. The last second of a
+    phase is cut short: its count over the part that ran is the rate, and a sliver under half a second joins
+    the second before it (a few requests in 5 ms are no rate), or every phase would seem to end in a collapse."""
+    bins: list[list[float]] = []   # [start, width, ok, failed]
+    for row in tl:
+        w = min(1.0, elapsed - row["t"])
+        if w < 0.5 and bins:
+            bins[-1][1] += max(w, 0.0)
+            bins[-1][2] += row.get("ok", 0)
+            bins[-1][3] += row.get("failed", 0)
+        else:
+            bins.append([float(row["t"]), max(w, 0.05), row.get("ok", 0), row.get("failed", 0)])
+    return ([b[0] + b[1] / 2 for b in bins], [b[1] for b in bins], [b[2] / b[1] for b in bins],
+            [b[3] / b[1] for b in bins])
+
+
 def _panel(ax, s: Serve) -> None:
     phases = drawn(s)
     t0 = min(float(p["load"]["started"]) for p in phases)
@@ -130,14 +147,9 @@ def _panel(ax, s: Serve) -> None:
     for p in phases:
         load = p["load"]
         start = float(load["started"]) - t0
-        tl = load["timeline"]
-        elapsed = float(load.get("elapsed_s") or len(tl))
-        # the last second of a phase is cut short: its count over the part that ran is the rate, or a
-        # phase would seem to end in a collapse
-        width = [max(min(1.0, elapsed - row["t"]), 0.05) for row in tl]
-        xs = [start + row["t"] + w / 2 for row, w in zip(tl, width, strict=True)]
-        ok = [row.get("ok", 0) / w for row, w in zip(tl, width, strict=True)]
-        bad = [row.get("failed", 0) / w for row, w in zip(tl, width, strict=True)]
+        elapsed = float(load.get("elapsed_s") or len(load["timeline"]))
+        xs, width, ok, bad = rates(load["timeline"], elapsed)
+        xs = [start + x for x in xs]
         top = max(top, *ok, *bad)
         ax.axvspan(start, start + elapsed, color=PHASE_SHADE.get(p["name"], "#f2f2f2"), zorder=0)
         ax.plot(xs, ok, color=_color(s.platform), lw=1.4, marker=".", ms=3)

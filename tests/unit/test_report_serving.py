@@ -232,3 +232,14 @@ def test_enough_serve_runs_a_side_get_the_usual_comparison():
 
 def test_throughput_and_availability_count_higher_as_better():
     assert {"serve_throughput_rps", "serve_availability"} <= HIGHER_IS_BETTER
+
+
+def test_the_timeline_rate_of_a_cut_short_last_second():
+    tl = [{"t": 0, "ok": 300, "failed": 0}, {"t": 1, "ok": 100, "failed": 50}, {"t": 2, "ok": 2, "failed": 0}]
+    # 2.005 s: the last 5 ms join the second before (402 requests over 1.005 s, not 2 over 5 ms)
+    xs, width, ok, bad = charts_serve.rates(tl, 2.005)
+    assert width == [1.0, pytest.approx(1.005)] and ok == [300.0, pytest.approx(102 / 1.005)]
+    assert bad == [0.0, pytest.approx(50 / 1.005)] and xs == [0.5, pytest.approx(1.5025)]
+    # 2.6 s: the last 0.6 s is a bin of its own, its count over the part that ran
+    _, width, ok, _ = charts_serve.rates(tl, 2.6)
+    assert width == [1.0, 1.0, pytest.approx(0.6)] and ok[2] == pytest.approx(2 / 0.6)
