@@ -295,8 +295,9 @@ def second_platform(serves: list[Serve]) -> list[str]:
         out.append("To serve on Slurm, a site would have to build and run, beside the scheduler, what this harness "
                    "supplied here: " + (", ".join(parts) if parts else "(the run named no part)") + " — the "
                    + ", ".join(NEED_TEXT[n] for n in NEEDS) + " that a serving platform provides. That is the "
-                   "\"second platform\" the POC asks about, in its smallest form: one harness process on the login "
-                   "side, with no failover of its own.")
+                   "\"second platform\" the POC asks about, in the smallest form that served here: parts the harness "
+                   "ran itself for the length of one run, which a site would have to run, and keep available, as a "
+                   "service of its own.")
     if k8s is not None and k8s.beyond():
         native = [NEED_TEXT[n] for n in NEEDS if k8s.beyond().get(n)]
         parts = _parts(k8s.beyond())
