@@ -292,12 +292,13 @@ def second_platform(serves: list[Serve]) -> list[str]:
     slurm, k8s = by.get("slurm"), by.get("k8s")
     if slurm is not None and slurm.beyond():
         parts = _parts(slurm.beyond())
-        out.append("To serve on Slurm, a site would have to build and run, beside the scheduler, what this harness "
-                   "supplied here: " + (", ".join(parts) if parts else "(the run named no part)") + " — the "
-                   + ", ".join(NEED_TEXT[n] for n in NEEDS) + " that a serving platform provides. That is the "
-                   "\"second platform\" the POC asks about, in the smallest form that served here: parts the harness "
-                   "ran itself for the length of one run, which a site would have to run, and keep available, as a "
-                   "service of its own.")
+        if parts:
+            out.append("To serve on Slurm, a site would have to build and run, beside the scheduler, what this harness "
+                       "supplied here: " + ", ".join(parts) + ". That is the \"second platform\" the POC asks about, "
+                       "in the smallest form that served here: parts the harness ran itself for the length of one run, "
+                       "which a site would have to run, and keep available, as a service of its own.")
+        else:
+            out.append("The Slurm run named no part the harness had to supply beyond the platform.")
     if k8s is not None and k8s.beyond():
         native = [NEED_TEXT[n] for n in NEEDS if k8s.beyond().get(n)]
         parts = _parts(k8s.beyond())
@@ -402,8 +403,8 @@ def needed_text(serves: list[Serve]) -> str | None:
     if not by.get("slurm"):
         return None
     parts = _parts(by["slurm"])
-    text = ("Slurm needed beyond itself: " + (", ".join(parts) if parts else "no part named") + " (the harness "
-            "built them: " + ", ".join(NEED_TEXT[n] for n in NEEDS if by["slurm"].get(n)) + ")")
+    text = ("Slurm needed beyond itself, run by the harness: " + ", ".join(parts) if parts
+            else "Slurm named nothing it needed beyond itself")
     if by.get("k8s"):
         k8s = _parts(by["k8s"])
         text += "; Kubernetes: " + (", ".join(k8s) if k8s else "nothing beyond its own objects")

@@ -143,7 +143,8 @@ def test_the_decision_row_is_descriptive_one_run_a_side(report):
     assert f"scale-out to 2 replicas {fmt(_m('k8s', 'serve_scaleout_s')['value'])} s" in k
     assert k.endswith(f"{fmt(_m('k8s', 'serve_cost_per_1k_usd')['value'], 'USD')} USD per 1,000 requests")
     assert cells[2] == "–"
-    assert cells[3].startswith("descriptive: one serve run per platform; Slurm needed beyond itself: a reverse proxy")
+    assert cells[3].startswith("descriptive: one serve run per platform; Slurm needed beyond itself, run by the "
+                               "harness: a reverse proxy")
     assert cells[3].endswith("Kubernetes: nothing beyond its own objects")
 
 
@@ -243,3 +244,12 @@ def test_the_timeline_rate_of_a_cut_short_last_second():
     # 2.6 s: the last 0.6 s is a bin of its own, its count over the part that ran
     _, width, ok, _ = charts_serve.rates(tl, 2.6)
     assert width == [1.0, 1.0, pytest.approx(0.6)] and ok[2] == pytest.approx(2 / 0.6)
+
+
+def test_a_slurm_run_that_names_no_part_claims_no_second_platform():
+    s = servemod.Serve("slurm-serve", "slurm", "ok", None, {},
+                       {"beyond": {"discovery": "a fixed port", "balancing": "none", "harness_parts": []}})
+    assert servemod.second_platform([s]) == ["The Slurm run named no part the harness had to supply beyond the "
+                                             "platform."]
+    assert servemod.needed_text([s]) == "Slurm named nothing it needed beyond itself"
+    assert servemod.needed_text([servemod.Serve("k8s-serve", "k8s", "ok", None, {})]) is None
