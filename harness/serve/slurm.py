@@ -51,8 +51,8 @@ def parse_jobs(text: str) -> dict[str, dict]:
 
 def current_step(text: str, job_id: str) -> str | None:
     """``squeue -h -s -j ID -o %i`` -> the newest numbered step ("ID.N"), which is the running server's."""
-    steps = [int(m.group(1)) for m in (re.fullmatch(rf"{re.escape(job_id)}\.(\d+)", w.strip())
-                                       for w in (text or "").split()) if m]
+    words = [line.split("|")[0].strip() for line in (text or "").splitlines()]   # -o %i, or %i|... (evidence)
+    steps = [int(m.group(1)) for m in (re.fullmatch(rf"{re.escape(job_id)}\.(\d+)", w) for w in words) if m]
     return f"{job_id}.{max(steps)}" if steps else None
 
 
@@ -190,12 +190,18 @@ class SlurmServe:
             ids = [j["job_id"] for j in self.jobs]
             if not ids:
                 return {}
-            q = self._run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%N|%r"], check=False)
-            # every job ended and left slurmctld's memory: squeue says so with an error
-            jobs = parse_jobs(q.stdout) if q.returncode == 0 or "Invalid job id" in q.stderr else None
-            if jobs is None:
-                raise BackendError(f"squeue failed: {q.stderr.strip()[:300]}")
-            evs = event_files(self._run(["sh", "-c", _EVENT_FILES, "sh", self.sdir], check=False).stdout)
+            try:
+                q = self._run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%N|%r"], check=False)
+                # every job ended and left slurmctld's memory: squeue says so with an error
+                if q.returncode != 0 and "Invalid job id" not in q.stderr:
+                    raise BackendError(f"squeue failed: {q.stderr.strip()[:300]}")
+                jobs = parse_jobs(q.stdout)
+                evs = event_files(self._run(["sh", "-c", _EVENT_FILES, "sh", self.sdir], check=False).stdout)
+            except (BackendError, TransportError) as exc:
+                # slurmctld busy with a lost node times out (seen: "slurm_load_jobs error: Socket timed out
+                # on send/recv operation"): what a user sees too; keep the last answer and note it
+                self._changes.append({"t": round(time.time(), 3), "error": str(exc)[:300]})
+                return dict(self._found)
             found = {}
             for j in self.jobs:
                 jid = j["job_id"]
