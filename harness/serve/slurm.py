@@ -173,6 +173,10 @@ class SlurmServe:
             job = {"replica": replica, "job_id": job_id, "script": path, "script_text": text,
                    "submitted": t0, "submitted_after": t1}
             self.jobs.append(job)
+            # in the training run's handle too: whatever cancels that handle (a --resume after a crash,
+            # once the pipeline journals it) scancels the serving jobs with it
+            if job_id not in self.train.ids:
+                self.train.ids.append(job_id)
         return job
 
     def scale(self, n: int) -> dict:
@@ -304,8 +308,22 @@ class SlurmServe:
         f = self._target()
         h = Handle("slurm", f"{self.spec.run_id}-serve-{f['replica']}", [f["job_id"]], time.time(),
                    data={"job_id": f["job_id"], "lost_nodes": []})
+        # the training run's handle names the node first (as inject does for its own handle): whatever
+        # cancels that handle after a crash brings the node back (backend.cancel -> _restore_nodes)
+        lost = self.train.data.setdefault("lost_nodes", [])
+        container = (self.b.docker or {}).get("nodes", {}).get(f["node"])
+        added = f["node"] not in lost
+        if added:
+            lost.append(f["node"])
+            if container:
+                self.train.data.setdefault("stopped_containers", {})[f["node"]] = container
         with self._lock:
-            fr = self.b.inject(h, "lose_node", {"host": f["node"]})
+            try:
+                fr = self.b.inject(h, "lose_node", {"host": f["node"]})
+            except Exception:
+                if added:
+                    self._forget(f["node"])
+                raise
             self._lost.append(h)
         rec = {"t": fr.injected_at, "node": f["node"], "replica": f"job {f['job_id']}", "endpoint": f["endpoint"],
                "how": fr.detail.get("how", ""), "detail": fr.detail}
@@ -318,12 +336,21 @@ class SlurmServe:
             for h in list(self._lost):
                 nodes = list(h.data.get("lost_nodes") or [])
                 self.b._restore_nodes(h)
+                for n in nodes:
+                    self._forget(n)
                 restored += nodes
                 self._lost.remove(h)
                 self._faults.append({"kind": "restore", "t": time.time(), "nodes": nodes,
                                      "node_records": h.data.get("node_records", [])})
             self._addr.clear()   # a restarted container may have a new address
         return {"restored": restored}
+
+    def _forget(self, node: str) -> None:
+        """The node is back (or was never lost): the training run's handle stops naming it."""
+        lost = self.train.data.get("lost_nodes") or []
+        if node in lost:
+            lost.remove(node)
+        (self.train.data.get("stopped_containers") or {}).pop(node, None)
 
     # -------------------------------------------------------------- records
     def evidence(self) -> dict:

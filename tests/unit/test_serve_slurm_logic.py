@@ -243,3 +243,34 @@ def test_discovery_follows_a_requeue_and_keeps_its_last_answer_through_a_squeue_
     assert s._endpoints() == ["172.18.0.7:42835"]          # NodeAddr an IP: no getent for c2
     assert not any(c[:2] == ["getent", "ahostsv4"] and c[-1] == "172.18.0.7" for c in shell.calls)
     assert [c.get("state") for c in s._changes] == ["RUNNING", None, "PENDING", "RUNNING"]
+
+
+def test_lose_node_uses_the_backends_fault_and_the_training_handle_names_the_node_until_restored():
+    from harness.backends.base import FaultRecord
+
+    events = fixture("event_files_after_kill.txt").replace("/events/5/", "/events/10/")
+    answers = {("squeue", "-h", "-j"): fixture("squeue_jobs_running.txt"), ("sh", "-c", ss._EVENT_FILES): events,
+               ("scontrol", "show", "node"): fixture("scontrol_show_node_c1.txt"),
+               ("getent",): fixture("getent_ahostsv4_c1.txt")}
+    s, _, _ = deployed({**answers, ("sbatch",): "10\n"}, docker={"nodes": {"c1": "poc-slurm-c1"}})
+    assert s.train.ids == ["4", "10"]          # the serving job is cancelled with the training run's handle
+    seen = {}
+
+    def inject(h, kind, target):
+        seen["inject"] = (h.data["job_id"], kind, target, list(s.train.data["lost_nodes"]))
+        h.data["lost_nodes"].append(target["host"])
+        return FaultRecord(kind, 123.0, target, {"how": "docker kill of the node's container"})
+
+    def restore(h):
+        seen["restore"] = list(h.data["lost_nodes"])
+        h.data["lost_nodes"].clear()
+
+    s.b.inject, s.b._restore_nodes = inject, restore
+    rec = s.lose_node()
+    # written on the training handle before the node went, so a crash's cancel() brings it back
+    assert seen["inject"] == ("10", "lose_node", {"host": "c1"}, ["c1"])
+    assert rec["t"] == 123.0 and rec["node"] == "c1" and "docker kill" in rec["how"]
+    assert s.train.data["stopped_containers"] == {"c1": "poc-slurm-c1"}
+    assert s.restore() == {"restored": ["c1"]} and seen["restore"] == ["c1"]
+    assert s.train.data["lost_nodes"] == [] and s.train.data["stopped_containers"] == {}
+    assert s._addr == {}                       # a node that came back may have a new address
