@@ -373,9 +373,8 @@ class SlurmServe:
         return rec
 
     def beyond(self) -> dict:
-        written = {}
-        for j in self.jobs[:1]:
-            written[f"serve-N.sbatch ({len(self.jobs)} submitted)"] = len(j["script_text"].splitlines())
+        # one batch script per replica, the same but for its number: counted once, like a Deployment
+        written = {"serve-N.sbatch": len(self.jobs[0]["script_text"].splitlines())} if self.jobs else {}
         return {
             "discovery": "squeue for the job's node, scontrol show node for its NodeAddr (resolved with getent on "
                          "the login node), the port from the server's serve_listening event file; polled every "
