@@ -17,13 +17,10 @@ discovery thread and the session's thread both use it, so every use here holds `
 """
 from __future__ import annotations
 
-import ipaddress
-import re
 import threading
 import time
 
 from .. import data
-from .. import events as evmod
 from ..backends.base import Handle
 from ..backends.slurm.records import TIME_ENV, command
 from ..errors import BackendError, CommandError, TransportError
@@ -31,74 +28,19 @@ from ..render import serving_sbatch as rs
 from ..render.sbatch import ckpt_dir as train_ckpt_dir
 from ..spec import JobSpec
 from .balancer import Balancer
+from .slurm_text import (
+    _EVENT_FILES,
+    current_step,
+    event_files,
+    first_ipv4,
+    is_ip,
+    listening,
+    node_addr,
+    parse_jobs,
+)
 
-_EVENT_FILES = ('for f in "$1"/events/*/*.jsonl; do [ -f "$f" ] || continue; '
-                'printf "\\n@@poc-file %s\\n" "$f"; cat "$f"; done; true')
 _TAILS = 'cd "$1" && tail -c 100000 clock-*.txt slurm-*.out; true'
 SACCT_FIELDS = "JobID,JobName,State,Submit,Start,End,NodeList,ExitCode,Restarts"
-
-
-# ---------------------------------------------------------------- parsing (pure; tests/fixtures/serve/slurm)
-def parse_jobs(text: str) -> dict[str, dict]:
-    """``squeue -h -o %i|%T|%N|%r`` -> {job id: {"state", "node", "reason"}}."""
-    out = {}
-    for line in (text or "").splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 4 and parts[0].isdigit():
-            out[parts[0]] = {"state": parts[1], "node": parts[2] or None, "reason": parts[3]}
-    return out
-
-
-def current_step(text: str, job_id: str) -> str | None:
-    """``squeue -h -s -j ID -o %i`` -> the newest numbered step ("ID.N"), which is the running server's."""
-    words = [line.split("|")[0].strip() for line in (text or "").splitlines()]   # -o %i, or %i|... (evidence)
-    steps = [int(m.group(1)) for m in (re.fullmatch(rf"{re.escape(job_id)}\.(\d+)", w) for w in words) if m]
-    return f"{job_id}.{max(steps)}" if steps else None
-
-
-def node_addr(text: str) -> str | None:
-    """NodeAddr of ``scontrol show node -o NODE``."""
-    m = re.search(r"(?:^|\s)NodeAddr=(\S+)", text or "")
-    return m.group(1) if m else None
-
-
-def first_ipv4(text: str) -> str | None:
-    """The first address of ``getent ahostsv4 NAME``."""
-    for line in (text or "").splitlines():
-        word = line.split()[0] if line.split() else ""
-        try:
-            return str(ipaddress.IPv4Address(word))
-        except ValueError:
-            continue
-    return None
-
-
-def is_ip(word: str) -> bool:
-    try:
-        ipaddress.ip_address(word)
-        return True
-    except ValueError:
-        return False
-
-
-def event_files(text: str) -> dict[str, list[dict]]:
-    """The event-files command's output -> {job id (the directory's name): events}."""
-    out: dict[str, list[dict]] = {}
-    for part in (text or "").split("\n@@poc-file ")[1:]:
-        path, _, body = part.partition("\n")
-        job = path.rsplit("/", 2)[-2] if path.count("/") >= 2 else ""
-        out.setdefault(job, []).extend(evmod.parse_lines(body.splitlines()))
-    return out
-
-
-def listening(events: list[dict], node: str | None) -> dict | None:
-    """The newest serve_listening event from `node` (short names compared): where the server listens now."""
-    if not node:
-        return None
-    short = node.split(".")[0]
-    found = [e for e in events if e.get("kind") == "serve_listening" and str(e.get("host", "")).split(".")[0] == short
-             and isinstance(e.get("port"), int)]
-    return max(found, key=lambda e: e.get("ts_ns") or 0) if found else None
 
 
 # ---------------------------------------------------------------- the platform's side
