@@ -328,6 +328,15 @@ class KubernetesBackend(Backend):
         from ...drills.k8s import K8sDrill
         return K8sDrill(self, drills)
 
+    def serving(self, serve):
+        """The serving scenario's Kubernetes side (harness/serve/k8s.py): a Deployment and a ClusterIP
+        Service through this backend's client; node loss through this backend's power and ledger."""
+        from ...serve.k8s import K8sServe
+        return K8sServe(self.client, self.cfg, image=self.image, checkpoint_root=self.checkpoint_root,
+                        checkpoint_pvc=self.checkpoint_pvc, local=self.local, power=self.power,
+                        ledger=str(Path(self.checkpoint_root) / LEDGER) if self.power is not None else None,
+                        port=serve.port)
+
     def close(self) -> None:
         """Stop the watches and close the API client (the campaign is done with this platform)."""
         self.looks.stop()
