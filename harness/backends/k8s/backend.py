@@ -130,7 +130,8 @@ class KubernetesBackend(Backend):
         return cls(k, K8sClient(kubeconfig, k.context), image=image, checkpoint_root=ckpt,
                    checkpoint_pvc=k.checkpoint_pvc, local_cluster=local, power=power,
                    setup_spec=build(cfg, "k8s", "k8s-setup", None),
-                   node_faults=cfg.allow_destructive_faults and any(f.kind == "lose_node" for f in cfg.faults),
+                   node_faults=cfg.allow_destructive_faults and (any(f.kind == "lose_node" for f in cfg.faults) or (
+                       cfg.serve.enabled and "node_loss" in cfg.serve.faults)),
                    allow_destructive_faults=cfg.allow_destructive_faults)
 
     def render(self, spec: JobSpec) -> Rendered:
