@@ -21,6 +21,8 @@ class Serve(_Model):
     phase_s: float = Field(15, gt=0, le=300)        # each steady load phase
     fault_phase_s: float = Field(90, gt=0, le=600)  # each fault phase: long enough to see recovery
     fault_after_s: float = Field(5, ge=0, le=60)    # into a fault phase, the fault
+    # a fault phase ends once no request has failed for this long (healthy again), else at fault_phase_s
+    settle_s: float = Field(10, ge=0, le=120)
     max_requests: int = Field(50_000, ge=1, le=100_000)   # per phase
     request_timeout_s: float = Field(5, gt=0, le=60)
     ready_timeout_s: float = Field(300, gt=0, le=1800)    # submit -> first successful response

@@ -99,6 +99,9 @@ class Plan:
     timeout_s: float = 5.0      # per request, connect to last byte
     error_pause_s: float = 0.05
     stop_after_ok: int = 0      # > 0: stop at that many successes (a readiness probe: submit -> first answer)
+    # > 0: once a request has failed, stop when none has failed for this long and one succeeded since (a
+    # fault phase ends once the service is healthy again, instead of running out its whole bound)
+    settle_s: float = 0.0
 
     def check(self) -> None:
         bad = []
@@ -110,6 +113,8 @@ class Plan:
             bad.append(f"clients {self.clients} (1..{HARD_MAX_CLIENTS})")
         if not 0 < self.timeout_s <= HARD_MAX_S:
             bad.append(f"timeout_s {self.timeout_s} (0..{HARD_MAX_S:g})")
+        if not 0 <= self.settle_s <= HARD_MAX_S:
+            bad.append(f"settle_s {self.settle_s} (0..{HARD_MAX_S:g})")
         if self.stop_after_ok < 0:
             bad.append(f"stop_after_ok {self.stop_after_ok} (>= 0)")
         if not 0 <= self.error_pause_s <= 10:
@@ -176,18 +181,23 @@ async def run_async(plan: Plan, *, allow: Callable[[str], bool] = loopback_or_pr
     timeout = aiohttp.ClientTimeout(total=plan.timeout_s)
     rec = Recorder()
     issued = 0
+    last_fail: float | None = None      # when the last failed request ended (the clock's)
+    ok_since_fail = False
     stopped_by: list[str] = []
     t0_wall, t0 = wall(), clock()
     deadline = t0 + plan.duration_s
 
     async def client(s: aiohttp.ClientSession) -> None:
-        nonlocal issued
+        nonlocal issued, last_fail, ok_since_fail
         while True:
             if issued >= plan.requests:
                 stopped_by.append("count")
                 return
             if clock() >= deadline:
                 stopped_by.append("time")
+                return
+            if plan.settle_s and last_fail is not None and ok_since_fail and clock() - last_fail >= plan.settle_s:
+                stopped_by.append("settled")
                 return
             if plan.stop_after_ok and rec.hist.get_total_count() >= plan.stop_after_ok:
                 stopped_by.append("ok")
@@ -196,6 +206,10 @@ async def run_async(plan: Plan, *, allow: Callable[[str], bool] = loopback_or_pr
             start_wall, a = wall(), clock()
             status, err = await _one(s, plan.url, data, timeout)
             rec.add(start_wall, clock() - a, status, err)
+            if err is not None:
+                last_fail, ok_since_fail = clock(), False
+            elif last_fail is not None and a >= last_fail:   # started after the last failure ended
+                ok_since_fail = True
             if err is not None and plan.error_pause_s:
                 await asyncio.sleep(max(0.0, min(plan.error_pause_s, deadline - clock())))
 
@@ -214,7 +228,8 @@ async def run_async(plan: Plan, *, allow: Callable[[str], bool] = loopback_or_pr
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=plan.clients)) as s:
             await all_clients(s)
     elapsed = clock() - t0
-    return summarise(rec, plan, addrs, t0_wall, elapsed, next(s for s in ("ok", "count", "time") if s in stopped_by))
+    why = next(s for s in ("ok", "settled", "count", "time") if s in stopped_by)
+    return summarise(rec, plan, addrs, t0_wall, elapsed, why)
 
 
 def run(plan: Plan, **kw) -> dict:

@@ -135,6 +135,7 @@ class Session:
         ph = {x["name"]: x["load"] for x in self.evidence["phases"]}
         return {"url": self.evidence.get("url"), "phases": {n: {"requests": r["requests"], "ok": r["ok"],
                                                                 "failed": r["failed"]} for n, r in ph.items()},
+                "stopped_by": {n: r["stopped_by"] for n, r in ph.items()},
                 "teardown": {k: v for k, v in (self.evidence.get("teardown") or {}).items() if k != "t0"}}
 
     # --- phases ------------------------------------------------------------------------------
@@ -157,10 +158,10 @@ class Session:
                            f"{polls[-1]['status'] or polls[-1]['error'] if polls else 'none'})",
                            tip="read the serving replica's logs (raw evidence) and raise serve.ready_timeout_s")
 
-    def _plan(self, url: str, body: dict, duration: float) -> load.Plan:
+    def _plan(self, url: str, body: dict, duration: float, settle_s: float = 0.0) -> load.Plan:
         c = self.cfg
         return load.Plan(url, body, requests=c.max_requests, duration_s=duration, clients=c.clients,
-                         timeout_s=c.request_timeout_s)
+                         timeout_s=c.request_timeout_s, settle_s=settle_s)
 
     def _phase_done(self, name: str, result: dict, fault: dict | None, extra: dict | None = None) -> None:
         self.evidence["phases"].append({"name": name, "load": result, "fault": fault, **(extra or {})})
@@ -183,7 +184,8 @@ class Session:
 
         def drive() -> None:
             try:
-                box["result"] = load.run(self._plan(url, body, self.cfg.fault_phase_s), allow=allow)
+                box["result"] = load.run(self._plan(url, body, self.cfg.fault_phase_s, self.cfg.settle_s),
+                                         allow=allow)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the session's thread
                 box["error"] = exc
         th = threading.Thread(target=drive, name=f"serve-load-{fault}", daemon=True)

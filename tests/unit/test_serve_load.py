@@ -166,3 +166,14 @@ def test_a_readiness_probe_stops_at_the_first_success():
                             stop_after_ok=1, error_pause_s=0.01)
     assert res["stopped_by"] == "ok" and res["requests"] == len(seen) == 4
     assert res["errors"] == {"http_503": 3} and res["log"]["status"] == [503, 503, 503, 200]
+
+
+def test_a_fault_phase_stops_once_the_service_has_been_healthy_for_settle_s():
+    # 5 failures, then answers: it stops about 0.3 s after the last failure, long before its 10 s bound
+    res, _ = run_against(lambda i: (0.002, 503 if 10 <= i < 15 else 200), requests=100_000, duration_s=10,
+                         clients=1, settle_s=0.3, error_pause_s=0.01)
+    assert res["stopped_by"] == "settled" and res["failed"] == 5
+    assert 0.3 <= res["elapsed_s"] < 3
+    # without a failure there is nothing to settle: the time bound ends it
+    res, _ = run_against(lambda i: (0.002, 200), requests=100_000, duration_s=0.5, clients=1, settle_s=0.1)
+    assert res["stopped_by"] == "time" and res["failed"] == 0

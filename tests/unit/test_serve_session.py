@@ -140,7 +140,8 @@ def ckpt(tmp_path_factory):
 
 CFG = {"platforms": ["slurm"], "repetitions": 0, "faults": [], "workload": {"steps": 2},
        "allow_destructive_faults": True,
-       "serve": {"enabled": True, "clients": 2, "phase_s": 1.5, "fault_phase_s": 4, "fault_after_s": 1,
+       "serve": {"enabled": True, "clients": 2, "phase_s": 1.5, "fault_phase_s": 30, "fault_after_s": 1,
+                 "settle_s": 1,
                  "ready_timeout_s": 60, "scale_timeout_s": 60, "rows": 2}}
 
 
@@ -184,6 +185,8 @@ def test_a_serving_run_measures_every_phase_and_rederives(tmp_path, ckpt):
     raw = json.loads(__import__("gzip").open(tmp_path / "smoke" / "runs" / "slurm-serve" / "raw.json.gz").read())
     serve = raw["serve"]
     assert [p["name"] for p in serve["phases"]] == ["ready", "steady", "kill_server", "node_loss", "two_replicas"]
+    # each fault phase ended once the service had answered for settle_s, well inside its 30 s bound
+    assert [p["load"]["stopped_by"] for p in serve["phases"][2:4]] == ["settled", "settled"]
     assert serve["platform"] == {"processes": ["r1", "r2"]} and serve["teardown"]["removed"] == ["r1", "r2"]
     assert all(p.poll() is not None for p, _ in plat.procs.values())
     (res,) = check(tmp_path / "smoke", stamps_fn=LOCAL_STAMPS)
