@@ -362,10 +362,11 @@ def kueue_objects(spec: JobSpec, k: Kubernetes, jobs: int = 1, cluster_queue: st
     ]
 
 
-def setup_objects(spec: JobSpec, k: Kubernetes, jobs: int = 1, *, node_faults: bool = False) -> list[dict]:
+def setup_objects(spec: JobSpec, k: Kubernetes, jobs: int = 1, *, node_faults: bool = False,
+                  serving: bool = False) -> list[dict]:
     """Namespace, Kueue queues and RBAC, in apply order."""
     return ([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": k.namespace}}]
-            + kueue_objects(spec, k, jobs) + rbac_objects(k, node_faults=node_faults))
+            + kueue_objects(spec, k, jobs) + rbac_objects(k, node_faults=node_faults, serving=serving))
 
 
 class _Dumper(yaml.SafeDumper):

@@ -13,7 +13,18 @@ HARNESS_ROLE = "poc-harness"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 
 
-def role_rules(node_faults: bool = False, cleanup_pod: bool = False) -> list[dict]:
+# the serving scenario (harness/serve/k8s.py): its Deployment, ReplicaSets (evidence), the Service in
+# front and the EndpointSlices that say which replicas are ready
+SERVING_RULES = [
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create", "get", "delete"]},
+    {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["patch"]},
+    {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "get", "delete"]},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
+]
+
+
+def role_rules(node_faults: bool = False, cleanup_pod: bool = False, serving: bool = False) -> list[dict]:
     """Exactly what the harness does in its namespace (submit, watch, logs, kill_rank's exec,
     delete_pod, cleanup). Nothing here reads the Namespace object: a Role cannot grant that.
     cleanup_pod: checkpoints on a PVC, which only a pod can reach, so removing a run's sub-path
@@ -32,6 +43,8 @@ def role_rules(node_faults: bool = False, cleanup_pod: bool = False) -> list[dic
     ]
     if node_faults:   # lose_node evicts the run's pods from the node it takes
         rules.insert(5, {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]})
+    if serving:
+        rules += [dict(r) for r in SERVING_RULES]
     return rules
 
 
@@ -50,18 +63,18 @@ def cluster_rules(reads: bool, node_faults: bool) -> list[dict]:
     return rules
 
 
-def rbac_objects(k: Kubernetes, *, node_faults: bool = False) -> list[dict]:
+def rbac_objects(k: Kubernetes, *, node_faults: bool = False, serving: bool = False) -> list[dict]:
     """A namespaced Role with exactly what the harness does in its namespace, bound to a ServiceAccount
     (rbac_note() says how to bind a user or group instead). A ClusterRole only when
     kubernetes.create_cluster_role is set, or a lose_node fault (allowed by allow_destructive_faults)
-    needs the node rights. node_faults: the config has such a fault."""
+    needs the node rights. node_faults: the config has such a fault; serving: the serving scenario runs."""
     ns = k.namespace
     subject = [{"kind": "ServiceAccount", "name": HARNESS_ROLE, "namespace": ns}]
     out = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": HARNESS_ROLE, "namespace": ns}},
         {"apiVersion": RBAC_API, "kind": "Role",
          "metadata": {"name": HARNESS_ROLE, "namespace": ns},
-         "rules": role_rules(node_faults, cleanup_pod=bool(k.checkpoint_pvc))},
+         "rules": role_rules(node_faults, cleanup_pod=bool(k.checkpoint_pvc), serving=serving)},
         {"apiVersion": RBAC_API, "kind": "RoleBinding",
          "metadata": {"name": HARNESS_ROLE, "namespace": ns},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": HARNESS_ROLE},

@@ -408,3 +408,28 @@ def test_a_drill_scenario_is_a_valid_label_value():
     cfg = config.from_mapping({"drills": {"kinds": ["restart"]}})
     s = spec.build(cfg, "k8s", "k8s-drill-restart", None, "drill:restart")
     assert labels(s)["poc/scenario"] == "drill-restart"
+
+
+def test_the_serving_scenario_adds_exactly_the_rights_its_platform_code_uses():
+    k = config.Kubernetes(namespace="team-a", local_queue="q")
+    plain = rj.rbac_objects(k)[1]["rules"]
+    role = rj.rbac_objects(k, serving=True)[1]["rules"]
+    added = [r for r in role if r not in plain]
+    assert {(g, res) for r in added for g in r["apiGroups"] for res in r["resources"]} == {
+        ("apps", "deployments"), ("apps", "deployments/scale"), ("apps", "replicasets"), ("", "services"),
+        ("discovery.k8s.io", "endpointslices")}
+    assert not any("*" in r["verbs"] for r in role)
+    # every call harness/serve/k8s.py makes on those resources is one the Role grants
+    src = (Path(__file__).resolve().parents[2] / "harness" / "serve" / "k8s.py").read_text()
+    for call, (group, res, verb) in {"create_namespaced_deployment": ("apps", "deployments", "create"),
+                                      "read_namespaced_deployment": ("apps", "deployments", "get"),
+                                      "delete_namespaced_deployment": ("apps", "deployments", "delete"),
+                                      "patch_namespaced_deployment_scale": ("apps", "deployments/scale", "patch"),
+                                      "list_namespaced_replica_set": ("apps", "replicasets", "list"),
+                                      "create_namespaced_service": ("", "services", "create"),
+                                      "read_namespaced_service": ("", "services", "get"),
+                                      "delete_namespaced_service": ("", "services", "delete"),
+                                      "list_namespaced_endpoint_slice": ("discovery.k8s.io", "endpointslices",
+                                                                         "list")}.items():
+        assert call in src, call
+        assert any(group in r["apiGroups"] and res in r["resources"] and verb in r["verbs"] for r in role), call

@@ -81,10 +81,12 @@ class KubernetesBackend(Backend):
     def __init__(self, cfg: Kubernetes, client: K8sClient, *, image: str, checkpoint_root: str,
                  checkpoint_pvc: str | None = None, local_cluster: bool = False, setup_spec: JobSpec | None = None,
                  queue_jobs: int = 1, query_budget: int = 5, use_watches: bool = True, follow_logs: bool = True,
-                 power=None, trace=None, node_faults: bool = False, allow_destructive_faults: bool = False):
+                 power=None, trace=None, node_faults: bool = False, allow_destructive_faults: bool = False,
+                 serving_rbac: bool = False):
         self.cfg = cfg
         self.allow_destructive_faults = allow_destructive_faults   # the config's opt-in, checked again at inject
         self.node_faults = node_faults      # a lose_node fault is configured (and allowed): RBAC for nodes
+        self.serving_rbac = serving_rbac    # the serving scenario runs: RBAC for its Deployment and Service
         self.client = client
         self.image = image
         self.checkpoint_root = checkpoint_root
@@ -132,11 +134,12 @@ class KubernetesBackend(Backend):
                    setup_spec=build(cfg, "k8s", "k8s-setup", None),
                    node_faults=cfg.allow_destructive_faults and (any(f.kind == "lose_node" for f in cfg.faults) or (
                        cfg.serve.enabled and "node_loss" in cfg.serve.faults)),
-                   allow_destructive_faults=cfg.allow_destructive_faults)
+                   allow_destructive_faults=cfg.allow_destructive_faults, serving_rbac=cfg.serve.enabled)
 
     def render(self, spec: JobSpec) -> Rendered:
         job = rj.render_jobset(spec, self.cfg, self.image, self.checkpoint_root, self.checkpoint_pvc)
-        setup = rj.setup_objects(spec, self.cfg, self.queue_jobs, node_faults=self.node_faults)
+        setup = rj.setup_objects(spec, self.cfg, self.queue_jobs, node_faults=self.node_faults,
+                                 serving=self.serving_rbac)
         files = {"jobset.yaml": rj.to_yaml([job.jobset]),
                  "workload-configmap.yaml": rj.to_yaml([job.configmap]),
                  "kueue.yaml": rj.to_yaml(o for o in setup if o["apiVersion"].startswith("kueue")
