@@ -85,7 +85,7 @@ def test_the_report_shows_the_inference_section_and_rederive_finds_no_mismatch(c
     rep = _poc("report", str(campaign["res"]), "--out", str(out), timeout=300)
     assert rep.returncode == 0, rep.stderr[-3000:]
     text = (out / "report.md").read_text()
-    assert "Inference" in text
+    assert "## Online inference (serving)" in text and "| inference | Slurm: ready" in text
     pngs = [p for p in (out / "charts").glob("*.png") if "serv" in p.name or "latency_cdf" in p.name]
     assert len(pngs) >= 2 and all(p.stat().st_size > 10_000 for p in pngs), pngs
     red = _poc("rederive", str(campaign["res"]), "--json", timeout=300)
