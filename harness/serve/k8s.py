@@ -82,6 +82,10 @@ class K8sServe:
         core, apps, ns, c = self.client.core(), self._apps(), s.namespace, self.client
         self._delete_objects(wait_s=60)   # a leftover of the same run (a resumed campaign) goes first
         cm, dep, svc = s.of("ConfigMap"), s.of("Deployment"), s.of("Service")
+        # on the training run's handle (journalled again by the session): a crashed campaign's cancel on
+        # --resume deletes these too
+        train.data["serving"] = {"namespace": ns, "deployment": s.name, "service": s.name,
+                                 "configmap": cm["metadata"]["name"]}
         c.call("CREATE ConfigMap", core.create_namespaced_config_map, ns, cm)
         t0 = self.clock()
         c.call("CREATE Deployment", apps.create_namespaced_deployment, ns, dep)

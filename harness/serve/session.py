@@ -90,6 +90,7 @@ class Session:
         p, ev, cfg = self.platform, self.evidence, self.cfg
         assert p is not None, "open() first"
         ev["deploy"] = p.deploy(train, self.spec)
+        self._journal(train)
         base = p.url(cfg.ready_timeout_s).rstrip("/")
         ev["url"], ev["networks"] = base, p.networks()
         allow = allow_networks(ev["networks"])
@@ -111,7 +112,7 @@ class Session:
         for fault in cfg.faults:
             self._fault_phase(fault, base + PREDICT, body, allow)
         if cfg.scale_out:
-            ev["scale"] = self._scale(body, allow)
+            ev["scale"] = self._scale(body, allow, train)
             self._steady("two_replicas", base + PREDICT, body, allow)
         ev["platform"] = redact.scrub(p.evidence()).data
         ev["beyond"] = p.beyond()
@@ -203,11 +204,18 @@ class Session:
             raise BackendError(f"the {fault} phase's load did not end", tip="report this as a harness bug")
         self._phase_done(fault, box["result"], info, extra={"restored": restored} if restored is not None else None)
 
-    def _scale(self, body: dict, allow) -> dict:
+    def _journal(self, train: Handle) -> None:
+        """The platform names what it made on the training run's handle (Slurm: the serving jobs'
+        ids; Kubernetes: the Deployment, Service, ConfigMap): journal it again, so a crashed campaign's
+        cancel on --resume removes those too."""
+        self.ctx.store.mark_inflight(train.to_json())
+
+    def _scale(self, body: dict, allow, train: Handle) -> dict:
         """Two replicas: asked -> the new replica's first successful answer, asked of it directly."""
         self._progress("scale out")
         before = {r.get("name") for r in self.platform.replicas()}
         asked = self.platform.scale(2)
+        self._journal(train)
         deadline = float(asked["asked"]) + self.cfg.scale_timeout_s
         tries, last_err = 0, None
         while self.clock() < deadline:

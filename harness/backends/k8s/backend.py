@@ -439,6 +439,17 @@ class KubernetesBackend(Backend):
         return {"removed": [], "kept": [where],
                 "reason": "a hostPath on the cluster's nodes is not reachable from here; remove it on each node"}
 
+    def _delete_serving(self, sv: dict | None) -> None:
+        """The serving scenario's objects named on the training run's handle (harness/serve/k8s.py)."""
+        if not sv:
+            return
+        from kubernetes import client as k
+        core, apps, ns = self.client.core(), k.AppsV1Api(self.client.api), sv["namespace"]
+        self.client.call("DELETE Deployment", apps.delete_namespaced_deployment, sv["deployment"], ns,
+                         missing_ok=True, propagation_policy="Background")
+        self.client.call("DELETE Service", core.delete_namespaced_service, sv["service"], ns, missing_ok=True)
+        self.client.call("DELETE ConfigMap", core.delete_namespaced_config_map, sv["configmap"], ns, missing_ok=True)
+
     def cancel(self, handle: Handle) -> None:
         ns, name = handle.data["namespace"], handle.data["name"]
         try:
@@ -447,6 +458,7 @@ class KubernetesBackend(Backend):
             self._delete_run(ns, name)
             self.client.call("DELETE ConfigMap", self.client.core().delete_namespaced_config_map,
                              handle.data["configmap"], ns, missing_ok=True)
+            self._delete_serving(handle.data.get("serving"))
             if self._on_volume(handle):
                 # the checkpoints are spent; the event files beside them stay for collect()
                 shutil.rmtree(Path(handle.data["checkpoint_path"]) / "ckpt", ignore_errors=True)
