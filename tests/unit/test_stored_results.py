@@ -1,7 +1,7 @@
 """The committed smoke campaigns regenerate their reports from the files alone, with no cluster; the
 issue-10 and issue-12 campaigns also re-derive every stored metric (and the issue-12 one every audit
 answer and mistake probe) from their raw evidence with no mismatch; so does the issue-13 drills
-campaign, every drill figure included."""
+campaign, every drill figure included, and the issue-14 serving campaign, every serve_* figure."""
 import csv
 import re
 from pathlib import Path
@@ -16,6 +16,7 @@ RESULTS = Path(__file__).parents[2] / "results"
 OLD, NEW = RESULTS / "smoke-2026-12-02", RESULTS / "smoke-2026-12-03"
 UX = RESULTS / "smoke-2026-12-03-ux-audit"     # issue 12: every run audited, the five mistakes probed
 DRILLS = RESULTS / "drills-2026-12-03"         # issue 13: both upgrade drills on both schedulers
+SERVE = RESULTS / "serve-2026-12-04"           # issue 14: the serving scenario on both schedulers
 
 
 @pytest.mark.parametrize("stored", [OLD, NEW, UX], ids=lambda p: p.name)
@@ -124,3 +125,23 @@ def test_the_drills_campaign_drilled_every_component_in_order_during_training():
             assert all(a["answered"] for a in r["audit"]["answers"].values()), (plat, kind)
     assert runs["slurm-drill-upgrade"]["drill"]["versions_after"]["slurmctld"].startswith("26.05")
     assert runs["k8s-drill-upgrade"]["drill"]["versions_after"]["kube-apiserver"] == "v1.35.4"
+
+
+def test_the_serving_campaign_regenerates_and_rederives_every_serving_figure(tmp_path):
+    paths = build(str(SERVE), str(tmp_path / "report"))
+    stamp = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+    committed = (SERVE / "report" / "report.md").read_text()
+    assert stamp.sub("", paths["report.md"].read_text()) == stamp.sub("", committed)
+    assert "## Online inference (serving)" in committed
+    checks = rederive.check(SERVE)
+    assert rederive.passed(checks) and rederive.totals(checks)["runs_checked"] == 2, rederive.table(checks)[-3000:]
+    runs = {r["run_id"]: r for r in load_results(SERVE)}
+    assert set(runs) == {"slurm-serve", "k8s-serve"}
+    for r in runs.values():
+        m = r["metrics"]
+        assert r["status"] == "ok" and m["serve_availability"]["value"] == 1.0
+        for fault in ("kill_server", "node_loss"):
+            assert m[f"serve_failed_requests:{fault}"]["value"] > 0
+            d = m[f"serve_degraded_s:{fault}"]
+            assert d["lo"] <= d["value"] <= d["hi"] and r["serve"]["stopped_by"][fault] == "settled"
+        assert m["serve_scaleout_s"]["value"] > 0 and m["serve_cost_per_1k_usd"]["value"] > 0
