@@ -94,6 +94,7 @@ def main() -> int:
     data.update(campaign=args.campaign, faults=[], contention={"runs": 1}, order="blocked")
     data["ux"]["mistakes"] = []
     data["drills"]["kinds"] = args.kinds.split(",")
+    data["serve"]["enabled"] = False   # smoke_config serves once per scheduler; this benchmark drills only
     data["timeouts"]["run_s"] = max(data["timeouts"]["run_s"], 3600)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "poc.json"

@@ -33,6 +33,7 @@ def campaign(tmp_path_factory):
     data = cfg.model_dump(mode="json")
     data.update(campaign="drill-e2e", faults=[], contention=None, order="blocked")
     data["ux"]["mistakes"] = []
+    data["serve"]["enabled"] = False         # the serving scenario has its own e2e test (test_poc_serve_e2e.py)
     data["workload"]["steps"] = 12           # the queued job's
     data["drills"].update(kinds=["restart"], steps=200, at_step=5)
     tmp = tmp_path_factory.mktemp("drill")

@@ -38,6 +38,7 @@ def campaign(tmp_path_factory):
     data["workload"]["steps"] = 12
     data["ux"]["mistakes"] = MISTAKES
     data["drills"]["kinds"] = []   # the drills have their own e2e test (test_poc_drill_e2e.py)
+    data["serve"]["enabled"] = False   # so has the serving scenario (test_poc_serve_e2e.py)
     tmp = tmp_path_factory.mktemp("ux-audit")
     path = write_config(tmp / "poc.json", data)
     res = tmp / "results"
