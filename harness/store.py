@@ -239,6 +239,25 @@ def runs_files(path: str | os.PathLike) -> list[Path]:
     return files
 
 
+def latest_records(path: str | os.PathLike, marker: bytes, keep) -> list[tuple[dict, Path]]:
+    """(record, its run directory) of every run under a results dir that `keep(record)` selects, a
+    retried run's last record only. `marker`: bytes every such line contains, a cheap test before the
+    JSON parse (most lines are other runs); a torn last line is skipped (the table's reader reports it)."""
+    latest: dict[tuple, tuple[dict, Path]] = {}
+    for f in runs_files(path):
+        with open(f, "rb") as fh:
+            for line in fh:
+                if marker not in line:
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and keep(rec):
+                    latest[(rec.get("campaign"), rec.get("run_id"))] = (rec, f.parent / "runs" / str(rec.get("run_id")))
+    return list(latest.values())
+
+
 def load_results(path: str | os.PathLike) -> list[dict]:
     """Every run under a results dir (see runs_files), each with its campaign dir as ``_dir``."""
     runs = []

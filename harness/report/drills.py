@@ -9,14 +9,13 @@ substring test a line. One drill per platform and kind is the design: everything
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..drills.base import KINDS
 from ..errors import StoreError
-from ..store import load_events, load_raw, runs_files
+from ..store import latest_records, load_events, load_raw
 from .sections import fmt
 from .stats import PLATFORM_LABEL, SummaryRow, platform_sort_key
 
@@ -61,19 +60,8 @@ class Drill:
 
 def load(results_dir: str) -> list[Drill]:
     """Every drill run under a results dir (a retried run's last record), kinds then platforms in order."""
-    latest: dict[tuple, tuple[dict, Path]] = {}
-    for f in runs_files(results_dir):
-        with open(f, "rb") as fh:
-            for line in fh:
-                if b'"drill:' not in line:   # the cheap test first: most lines are no drill
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError:   # a torn last line; the table's reader reports any other
-                    continue
-                if isinstance(rec, dict) and str(rec.get("scenario") or "").startswith(SCENARIO_PREFIX):
-                    latest[(rec.get("campaign"), rec.get("run_id"))] = (rec, f.parent)
-    out = [_drill(rec, d / "runs" / str(rec.get("run_id"))) for rec, d in latest.values()]
+    out = [_drill(rec, d) for rec, d in latest_records(
+        results_dir, b'"drill:', lambda r: str(r.get("scenario") or "").startswith(SCENARIO_PREFIX))]
     order = {k: i for i, k in enumerate(KINDS)}
     return sorted(out, key=lambda x: (order.get(x.kind, len(order)), x.kind, platform_sort_key(x.platform)))
 

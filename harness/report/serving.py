@@ -9,13 +9,12 @@ are parsed. One serve run per platform is the design: everything here is descrip
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import StoreError
-from ..store import load_raw, runs_files
+from ..store import latest_records, load_raw
 from .sections import fmt
 from .stats import PLATFORM_LABEL, platform_sort_key
 
@@ -83,19 +82,8 @@ def num(v) -> float | None:
 
 def load(results_dir: str) -> list[Serve]:
     """Every serve run under a results dir (a retried run's last record), platforms in report order."""
-    latest: dict[tuple, tuple[dict, Path]] = {}
-    for f in runs_files(results_dir):
-        with open(f, "rb") as fh:
-            for line in fh:
-                if b'"serve"' not in line:   # the cheap test first: most lines are training runs
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError:   # a torn last line; the table's reader reports any other
-                    continue
-                if isinstance(rec, dict) and rec.get("scenario") == SCENARIO:
-                    latest[(rec.get("campaign"), rec.get("run_id"))] = (rec, f.parent)
-    out = [_serve(rec, d / "runs" / str(rec.get("run_id"))) for rec, d in latest.values()]
+    out = [_serve(rec, d) for rec, d in latest_records(results_dir, b'"serve"',
+                                                       lambda r: r.get("scenario") == SCENARIO)]
     return sorted(out, key=lambda s: (platform_sort_key(s.platform), s.run_id))
 
 
