@@ -47,6 +47,7 @@ class CampaignCheck:
     dir: str
     checked: list[str] = field(default_factory=list)           # ok runs re-derived (with or without findings)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (run_id, status) of runs not ok
+    unreadable: list[str] = field(default_factory=list)  # runs.jsonl lines that are not records (torn writes)
     findings: list[Finding] = field(default_factory=list)
 
     def count(self, kind: str) -> int:
@@ -82,7 +83,7 @@ def check_campaign(cdir: Path, *, stamps_fn: Callable[[str, dict], dict] = evide
     config = _config(cdir)
     out = CampaignCheck(campaign=str(config.get("campaign") or cdir.name), dir=str(cdir))
     latest: dict[str, dict] = {}
-    for rec in iter_runs(cdir / "runs.jsonl"):
+    for rec in iter_runs(cdir / "runs.jsonl", out.unreadable.append):
         latest[rec["run_id"]] = rec   # --resume re-runs a failed run under its id: the last record is its dir's
     for run_id, rec in latest.items():
         if rec.get("status") != "ok":
@@ -262,6 +263,7 @@ def to_json(checks: list[CampaignCheck]) -> dict:
     return {"version": 1, "ok": passed(checks), **totals(checks),
             "campaigns": [{"campaign": c.campaign, "dir": c.dir, "runs_checked": c.checked,
                            "runs_skipped": [{"run_id": r, "status": s} for r, s in c.skipped],
+                           **({"lines_unreadable": c.unreadable} if c.unreadable else {}),
                            "findings": [asdict(f) for f in c.findings]} for c in checks]}
 
 
@@ -276,6 +278,7 @@ def table(checks: list[CampaignCheck]) -> str:
     for c in checks:
         lines.append(f"campaign {c.campaign} ({c.dir}): {len(c.checked)} ok run(s) checked"
                      + (f", {len(c.skipped)} not ok skipped" if c.skipped else ""))
+        lines += [f"  WARNING {u}" for u in c.unreadable]
         if not c.findings:
             continue
         rows = [("run", "metric", "field", "stored", "recomputed")]

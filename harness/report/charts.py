@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 
 import matplotlib
@@ -10,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import cbook, mlab
+from matplotlib.ticker import FuncFormatter
 
 from .records import PHASES, RECOVERY_PHASES
 from .stats import PLATFORM_LABEL, Groups, base_metric, platform_sort_key
@@ -43,8 +45,14 @@ def metrics_side_by_side(gs: Groups, out: Path) -> Path:
     if any(base_metric(k) == "allreduce_avg_busbw_gbps" for _, k in gs):   # nccl-tests' figure over the whole sweep
         panels = [("allreduce_avg_busbw_gbps", "avg busbw (GB/s)") if m == "allreduce_busbw_gbps" else (m, t)
                   for m, t in SIDE_BY_SIDE]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4))
-    for ax, (metric, title) in zip(axes, panels, strict=True):
+    # a grid of at most 3 across: one row of 5 panels made a 2200 × 440 strip no page shows readably
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(4 * cols, 3.6 * rows + 0.5), squeeze=False)
+    axes = grid.ravel()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    for ax, (metric, title) in zip(axes, panels, strict=False):
         # recovery exists only per fault kind: show every fault kind's values together per platform;
         # a wait behind a blocking job is not a queue time of the clean job, so contention stays out
         sub = {pk: g for pk, g in gs.items() if base_metric(pk[1]) == metric and not pk[1].endswith(":contention")}
@@ -116,6 +124,14 @@ def timeline(table: RunTable, out: Path) -> Path:
     return _save(fig, out)
 
 
+def size_label(n: float) -> str:
+    """Bytes as a reader names them: 512 B, 4 KiB, 16 MiB, 1 GiB (fractions where a tick falls between)."""
+    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n:g} B"
+
+
 def busbw_curve(table: RunTable, out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     run = table.curve_bytes.row_of_each()
@@ -135,7 +151,8 @@ def busbw_curve(table: RunTable, out: Path) -> Path:
                         color=_color(name), alpha=0.15)
         any_data = True
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: size_label(v)))
+    ax.set_xlabel("message size")
     ax.set_ylabel("busbw (GB/s, 1e9 B)")
     ax.set_title("All-reduce bus bandwidth vs message size (median, band = min..max)")
     if any_data:

@@ -11,25 +11,37 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from .charts import _color, _save, plt
 from .compare import Comparison
+from .equivalence import MARGIN
 from .stats import HIGHER_IS_BETTER, PLATFORM_LABEL, base_metric, platform_sort_key
 from .ux import Probe
 
 
+def _drawn(c: Comparison) -> tuple[float, float, float]:
+    """What a line shows: the tested ratio and its 90% interval (what the verdict rests on), else the ratio
+    of medians and its 95% bootstrap interval."""
+    if c.tested and math.isfinite(c.effect) and math.isfinite(c.eq_low) and math.isfinite(c.eq_high):
+        return c.effect, c.eq_low, c.eq_high
+    return c.ratio, c.ci_low, c.ci_high
+
+
 def ratios(points: list[tuple[str, Comparison]], out: Path) -> Path:
-    """One line per comparison: the ratio of medians, its 95% interval where n allows one (a hollow dot
-    where it does not), on a log scale around 1."""
+    """One line per comparison: its ratio with an interval where n allows one (a hollow dot where it does
+    not), on a log scale around 1, and the margin inside which an interval means equivalence."""
     fig, ax = plt.subplots(figsize=(10, 0.45 * max(4, len(points)) + 1.8))
+    ax.axvspan(1 / MARGIN, MARGIN, color="#e8f0fb", zorder=0)
     for y, (_, c) in enumerate(points):
         color = "#2ca02c" if c.better else "#555555"
-        if math.isfinite(c.ci_low) and math.isfinite(c.ci_high):
-            ax.plot([c.ci_low, c.ci_high], [y, y], color=color, lw=2.2)
-            ax.plot(c.ratio, y, "o", color=color)
+        ratio, lo, hi = _drawn(c)
+        if math.isfinite(lo) and math.isfinite(hi):
+            ax.plot([lo, hi], [y, y], color=color, lw=2.2)
+            ax.plot(ratio, y, "o", color=color)
         else:
-            ax.plot(c.ratio, y, "o", mfc="white", color=color)
+            ax.plot(ratio, y, "o", mfc="white", color=color)
         better = "higher is better" if base_metric(c.metric) in HIGHER_IS_BETTER else "lower is better"
         verdict = f"{PLATFORM_LABEL.get(c.better, c.better)} ahead" if c.better else {
             "few": f"n {c.n_num}/{c.n_den}: no interval", "none": "no clear difference",
-            "resolution": "below resolution", "descriptive": "not tested"}.get(c.verdict, c.verdict)
+            "resolution": "below resolution", "descriptive": "not tested",
+            "equivalent": f"equivalent within ×{MARGIN:g}"}.get(c.verdict, c.verdict)
         ax.annotate(f"{verdict} ({better})", (1, y), xycoords=("axes fraction", "data"), xytext=(6, 0),
                     textcoords="offset points", va="center", fontsize=8)
     ax.axvline(1, color="black", lw=0.8)
@@ -39,7 +51,8 @@ def ratios(points: list[tuple[str, Comparison]], out: Path) -> Path:
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_yticks(range(len(points)), [p[0] for p in points], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("Kubernetes / Slurm, ratio of medians (log scale; line: 95% bootstrap interval)")
+    ax.set_xlabel(f"Kubernetes / Slurm (log scale). Tested: the test's ratio and 90% interval; shaded: the ×{MARGIN:g} "
+                  "margin.\nNot tested: the ratio of medians and its 95% bootstrap interval.")
     ax.set_title("Per criterion: left of 1 Kubernetes is lower, right of 1 higher")
     if not points:
         ax.text(0.5, 0.5, "no comparison between Kubernetes and Slurm", ha="center", transform=ax.transAxes)

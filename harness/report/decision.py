@@ -14,32 +14,58 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import audit as auditmod
+from . import bounds
 from . import drills as drillmod
 from . import serving as servemod
 from . import ux as uxmod
 from .compare import Comparison, verdict_metrics
-from .sections import fmt, headline_cell, ratio_cell
+from .sections import PLACEHOLDER_USD_PER_HOUR, fmt, headline_cell, is_placeholder, ratio_cell, transport_text
 from .stats import MIN_N, PLATFORM_LABEL, Groups, SummaryRow, base_metric
 from .table import RunTable
-from .verdicts import detectable_text
+from .verdicts import effect_text, equivalence_text, p_text, test_text
 
 A, B = "k8s", "slurm"   # the pair the POC decides between: ratios are Kubernetes / Slurm
-HEADER = ["criterion", "evidence (median ± resolution [p05–p95] (n))", "Kubernetes / Slurm (95% CI)", "ahead"]
+E2E = "submit → first step"   # queue and startup together: the edge between them differs per platform
+BW = "all-reduce bus bandwidth"   # over whatever backend and transport the runs recorded (gloo/TCP, NCCL/IB...)
+HEADER = ["criterion", "evidence (median ± resolution [p05–p95] (n))", "Kubernetes / Slurm (95% CI)",
+          "settings that bound it (as the runs recorded them)", "ahead"]
 
 
 @dataclass
 class Row:
+    """One criterion: a line per thing it rests on (a metric, the probes, what a user writes), each with its
+    evidence, ratio and verdict, so no cell carries several measurements at once."""
     criterion: str
-    evidence: list[str] = field(default_factory=list)
-    ratios: list[str] = field(default_factory=list)
-    ahead: list[str] = field(default_factory=list)
+    parts: list[tuple[str, str, list[str]]] = field(default_factory=list)   # (evidence, ratio, verdicts) per line
     comps: list[Comparison] = field(default_factory=list)   # the comparisons behind it, for the reading and chart
     measured: bool = False
+    settings: str = "–"
 
-    def cells(self) -> list[str]:
+    def add(self, evidence: str, ratio: str = "–", ahead: str = "") -> None:
+        self.measured = True
+        self.parts.append((evidence, ratio, [ahead] if ahead else []))
+
+    def note(self, ahead: str) -> None:
+        """A verdict about the lines above as a whole: on the last line, or a line of its own."""
+        if not self.parts:
+            self.add("–", "–", ahead)
+        else:
+            self.parts[-1][2].append(ahead)
+
+    @property
+    def evidence(self) -> list[str]:
+        return [ev for ev, _, _ in self.parts if ev != "–"]
+
+    @property
+    def ahead(self) -> list[str]:
+        return [a for _, _, aheads in self.parts for a in aheads]
+
+    def cells(self) -> list[list[str]]:
+        """Table lines: the criterion and its settings on the first, the other lines under it."""
         if not self.measured:
-            return [self.criterion, "not measured", "–", "not measured"]
-        return [self.criterion, "; ".join(self.evidence), "; ".join(self.ratios) or "–", "; ".join(self.ahead)]
+            return [[self.criterion, "not measured", "–", "–", "not measured"]]
+        return [[self.criterion if i == 0 else "", ev, ratio, self.settings if i == 0 else "", "; ".join(ah) or "–"]
+                for i, (ev, ratio, ah) in enumerate(self.parts)]
 
 
 def _label(p: str) -> str:
@@ -47,10 +73,12 @@ def _label(p: str) -> str:
 
 
 def ahead_text(c: Comparison) -> str:
+    tested = f"{test_text(c)}; Holm p {p_text(c.p_holm)}" if c.tested else ""
     if c.better:
-        return f"{_label(c.better)} ahead"
+        return f"{_label(c.better)} ahead ({effect_text(c)}; {tested})"
     return {"resolution": "no clear difference (below the measurement resolution)",
-            "none": f"no clear difference (detectable at this n: {detectable_text(c)})",
+            "equivalent": f"{equivalence_text(c)} ({tested})",
+            "none": f"no clear difference ({tested}); {equivalence_text(c)}",
             "few": f"no verdict: n {c.n_num}/{c.n_den}, below {MIN_N} a side",
             "descriptive": "no verdict (shown, not tested)",
             "refused": f"no verdict: {c.refused}"}.get(c.verdict, c.verdict)
@@ -61,19 +89,13 @@ def _metric_rows(row: Row, keys: list[str], summ: dict, comps: dict) -> None:
         have = [p for p in (B, A) if (p, k) in summ]
         if not have:
             continue
-        row.measured = True
-        multi = len(keys) > 1
-        row.evidence.append(f"`{k}` " + ", ".join(f"{_label(p)} {headline_cell(summ[(p, k)])}" for p in have))
+        evidence = f"`{k}` " + ", ".join(f"{_label(p)} {headline_cell(summ[(p, k)])}" for p in have)
         c = comps.get(k)
-        # recovery's keys differ only by fault kind: name the kind; other rows name the metric
-        one_base = len({base_metric(x) for x in keys}) == 1
-        prefix = "" if not multi else f"{k.split(':', 1)[1] if one_base and ':' in k else k}: "
         if c is None:
-            row.ahead.append(prefix + f"measured on {_label(have[0])} only")
+            row.add(evidence, "–", f"measured on {_label(have[0])} only")
             continue
         row.comps.append(c)
-        row.ratios.append(prefix + ratio_cell(c))
-        row.ahead.append(prefix + ahead_text(c))
+        row.add(evidence, ratio_cell(c), ahead_text(c))
 
 
 def _keys(gs: Groups, pick: Callable[[str], bool]) -> list[str]:
@@ -85,23 +107,23 @@ def _ux_row(row: Row, table: RunTable, summ: dict, comps: dict) -> None:
     probes = uxmod.probes(table)
     mine = [p for p in probes if p.platform in (A, B)]
     if mine:
-        row.measured = True
         by_kind: dict[str, dict[str, str]] = {}
         for p in mine:
             by_kind.setdefault(p.kind, {})[p.platform] = fmt(p.seconds) if p.clear else "not clear"
-        row.evidence.append("time to a clear error (s, one probe each): " + "; ".join(
-            f"`{k}` " + ", ".join(f"{_label(p)} {v.get(p, '–')}" for p in (B, A)) for k, v in by_kind.items()))
-        row.ahead.append("time to a clear error: descriptive, no verdict from one probe per mistake; clear before "
-                         "the deadline: " + ", ".join(f"{_label(p)} {n_clear(mine, p)}" for p in (B, A)))
+        for i, (k, v) in enumerate(by_kind.items()):   # a line per mistake: one cell held all five before
+            head = "time to a clear error (s, one probe each): " if i == 0 else ""
+            row.add(f"{head}`{k}` " + ", ".join(f"{_label(p)} {v.get(p, '–')}" for p in (B, A)))
+        row.note("time to a clear error: descriptive, no verdict from one probe per mistake; clear before "
+                 "the deadline: " + ", ".join(f"{_label(p)} {n_clear(mine, p)}" for p in (B, A)))
     pats = uxmod.clean_patterns(table)
     if any(p in pats for p in (A, B)):
-        row.measured = True
-        row.evidence.append(f"a user writes ({uxmod.WRITTEN_FORM}): " + ", ".join(
-            f"{_label(p)} {uxmod.written_text(uxmod.written(pats[p]))}" for p in (B, A) if p in pats))
-        row.evidence.append("calls to submit / watch / read logs / cancel (median): " + ", ".join(
+        row.add(f"a user writes ({uxmod.WRITTEN_FORM}): " + ", ".join(
+            f"{_label(p)} {uxmod.written_text(uxmod.written(pats[p]))}" for p in (B, A) if p in pats),
+            "–", "descriptive: counted, not tested")
+        row.add("calls to submit / watch / read logs / cancel (median): " + ", ".join(
             f"{_label(p)} " + " / ".join(uxmod.count(sum(uxmod.stage_calls(pats[p], s).values()))
                                          for s in uxmod.UX_STAGES)
-            for p in (B, A) if p in pats))
+            for p in (B, A) if p in pats), "–", "descriptive: counted, not tested")
 
 
 def n_clear(probes: list, platform: str) -> str:
@@ -114,16 +136,15 @@ def _audit_row(row: Row, table: RunTable) -> None:
     have = [p for p in (B, A) if p in counts]
     if not have:
         return
-    row.measured = True
-    row.evidence.append("questions the platform's own records answered in every run (in some): " + ", ".join(
+    row.add("questions the platform's own records answered in every run (in some): " + ", ".join(
         f"{_label(p)} {counts[p][0]}/{counts[p][2]} ({counts[p][1]}) from "
         + (", ".join(f"`{s}`" for s in counts[p][3]) or "no source") for p in have))
     if len(have) == 2 and counts[A][0] != counts[B][0]:
         more = A if counts[A][0] > counts[B][0] else B
-        row.ahead.append(f"descriptive: {_label(more)}'s records answer more questions "
+        row.note(f"descriptive: {_label(more)}'s records answer more questions "
                          f"({counts[more][0]} vs {counts[B if more == A else A][0]} of {counts[more][2]})")
     else:
-        row.ahead.append("descriptive: " + ("the same number of questions answered" if len(have) == 2
+        row.note("descriptive: " + ("the same number of questions answered" if len(have) == 2
                                             else f"audited on {_label(have[0])} only"))
 
 
@@ -138,13 +159,12 @@ def _upgrade_row(row: Row, keys: list[str], summ: dict, comps: dict, drills: lis
     if not mine:
         _metric_rows(row, keys, summ, comps)
         return
-    row.measured = True
     for kind in dict.fromkeys(d.kind for d in mine):
         by = {d.platform: d for d in mine if d.kind == kind}
-        row.evidence.append(f"{kind} drill — " + "; ".join(f"{_label(p)}: {drill_text(by[p])}" for p in (B, A)
+        row.add(f"{kind} drill — " + "; ".join(f"{_label(p)}: {drill_text(by[p])}" for p in (B, A)
                                                             if p in by))
     per = max(sum(1 for d in mine if d.platform == p and d.kind == k) for p in (A, B) for k in {d.kind for d in mine})
-    row.ahead.append("descriptive: one drill per platform" if per <= 1 else f"descriptive: {per} drills per platform")
+    row.note("descriptive: one drill per platform" if per <= 1 else f"descriptive: {per} drills per platform")
 
 
 def drill_text(d) -> str:
@@ -192,16 +212,16 @@ def _inference_row(row: Row, keys: list[str], summ: dict, comps: dict, serves: l
         if not mine:
             return
     else:
-        row.measured = True
         latest = {s.platform: s for s in mine}   # report order: the last run a platform has is its latest
-        row.evidence += [f"{_label(p)}: {servemod.decision_text(latest[p])}" for p in (B, A) if p in latest]
+        for p in (B, A):
+            if p in latest:
+                row.add(f"{_label(p)}: {servemod.decision_text(latest[p])}")
         per = max(n.values())
-        row.ahead.append("descriptive: " + ("one serve run per platform" if per <= 1 else
+        row.note("descriptive: " + ("one serve run per platform" if per <= 1 else
                                             f"{per} serve runs per platform, below {MIN_N} a side"))
     need = servemod.needed_text(mine)
     if need:
-        row.measured = True
-        row.ahead.append(need)
+        row.note(need)
 
 
 def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Comparison],
@@ -214,7 +234,8 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
     plain = {
         "queue": _keys(gs, lambda k: k == "queue_s"),
         "startup": _keys(gs, lambda k: k == "startup_s"),
-        "NCCL (all-reduce bus bandwidth)": _keys(gs, lambda k: k == bw),
+        E2E: _keys(gs, lambda k: k == "submit_to_first_step_s"),
+        BW: _keys(gs, lambda k: k == bw),
         "recovery": _keys(gs, lambda k: base_metric(k) == "recovery_s"),
         "contention": _keys(gs, lambda k: k in ("queue_s:contention", "handover_s")),
         "upgrades": _keys(gs, lambda k: k.startswith("upgrade_")),
@@ -222,8 +243,8 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
         "inference": _keys(gs, lambda k: k.startswith("serve_")),
     }
     out = []
-    for name in ("queue", "startup", "NCCL (all-reduce bus bandwidth)", "recovery", "contention", "user experience",
-                 "auditing", "upgrades", "cost", "inference"):
+    for name in ("queue", "startup", E2E, BW, "recovery", "contention",
+                 "user experience", "auditing", "upgrades", "cost", "inference"):
         row = Row(name)
         if name == "user experience":
             _ux_row(row, table, s, c)
@@ -235,51 +256,40 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
             _inference_row(row, plain[name], s, c, serves)
         else:
             _metric_rows(row, plain[name], s, c)
+        if name == "cost" and row.parts:
+            flagged = [p for p in (B, A) if p in table.pricing and is_placeholder(table.pricing[p])]
+            if flagged:
+                ev, ratio, ah = row.parts[0]
+                row.parts[0] = (f"{ev} — priced at the placeholder {PLACEHOLDER_USD_PER_HOUR:g} USD per unit-hour (set "
+                                + ", ".join(f"`pricing.{p}.usd_per_hour`" for p in flagged) + ")", ratio, ah)
+        if name == BW and row.parts:
+            over = transport_text(table, (B, A), _label)
+            if over:
+                ev, ratio, ah = row.parts[0]
+                row.parts[0] = (f"{ev} ({over}, as recorded)", ratio, ah)
+        if row.measured:
+            row.settings = bounds.settings_text(name, table.settings, (B, A), _label)
         out.append(row)
     return out
 
 
 def table_of(rs: list[Row]) -> tuple[list[str], list[list[str]]]:
-    return HEADER, [r.cells() for r in rs]
-
-
-# What each criterion means to a user choosing, for the reading.
-WHEN = {"queue": "jobs must start soon after submission", "startup": "startup time counts",
-        "NCCL (all-reduce bus bandwidth)": "collective bandwidth limits training",
-        "recovery": "jobs must recover fast from a lost rank or node", "contention": "jobs queue behind each other",
-        "user experience": "users must see their logs soon", "upgrades": "the platform must upgrade under load",
-        "cost": "cost per step decides", "inference": "the cluster also serves models"}
-
-
-def _cite(c: Comparison) -> str:
-    return (f"`{c.metric}` {fmt(c.median_num, c.unit)} vs {fmt(c.median_den, c.unit)} {c.unit}".rstrip()
-            + f" (Kubernetes / Slurm {c.ratio:.2f}, 95% CI {c.ci_low:.2f}–{c.ci_high:.2f})")
+    return HEADER, [line for r in rs for line in r.cells()]
 
 
 def reading(rs: list[Row], table: RunTable) -> list[str]:
-    """Three sentences in the POC's terms, each built from the rows; nothing the intervals do not support."""
-    wins: dict[str, list[str]] = {A: [], B: []}
-    for r in rs:
-        for c in r.comps:
-            if c.better in wins:
-                wins[c.better].append(f"{WHEN.get(r.criterion, r.criterion)}: {_cite(c)}")
-    undecided = [r.criterion for r in rs if r.measured and not any(c.better for c in r.comps)]
+    """What the table cannot say in a cell: the descriptive figures, what a hybrid costs, what the settings
+    column means, what was not measured. The verdicts themselves open the report (bottom_line.py)."""
     out = []
-    for p in (B, A):
-        if wins[p]:
-            out.append(f"Prefer {_label(p)} when " + "; when ".join(wins[p]) + ".")
-        else:
-            out.append(f"Prefer {_label(p)} when …: this campaign shows no criterion on which {_label(p)} is ahead "
-                       "beyond its intervals.")
-    if not wins[A] and not wins[B]:
-        out.append("The campaign does not separate the platforms on any criterion it measured"
-                   + (f" ({', '.join(undecided)})" if undecided else "") + ".")
-    elif undecided:
-        out.append(f"No clear difference, or no verdict at this n, on: {', '.join(undecided)}.")
     described = descriptive(table)
     if described:
         out.append("Without a verdict (descriptive): " + "; ".join(described) + ".")
     out.append(hybrid(table))
+    if any(r.settings != "–" for r in rs):
+        out.append("The settings column names the cluster settings that govern a row (a scheduler's pass interval, how "
+                   "long a requeued job is held, when a lost node is noticed and its pods evicted, how often a job "
+                   "is restarted), with the values these runs recorded: a cluster with other values can show "
+                   "other figures on those rows.")
     missing = [r.criterion for r in rs if not r.measured]
     if missing:
         out.append(f"Not measured in this campaign, so it says nothing about them: {', '.join(missing)}.")

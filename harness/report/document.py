@@ -14,14 +14,17 @@ import re
 import time
 from pathlib import Path
 
+import yaml
+
 from ..store import atomic_write
 from . import audit as auditmod
+from . import bottom_line, decision
 from . import charts as chartmod
 from . import charts_decision as chartdec
 from . import charts_drill as chartdrill
 from . import charts_serve as chartserve
-from . import decision
 from . import drills as drillmod
+from . import headline as headmod
 from . import sections as sec
 from . import serving as servemod
 from . import table as tablemod
@@ -54,6 +57,9 @@ DEFINITIONS = [
     "`queue_s`: submit → all resources allocated; `queue_admission_s` (Kubernetes): submit → Kueue admission.",
     "`startup_s` = `launch_s` + `rendezvous_s` + `first_step_s`: allocation → first step done by every rank, "
     "sweep excluded.",
+    "`submit_to_first_step_s` = `queue_s` + `startup_s` per run: submit → first step done by every rank, the edges "
+    "every platform stamps the same way (lo and hi: the sums of the two parts'); the report adds it up, the runs "
+    "do not store it.",
     "`allreduce_busbw_gbps`: busbw = algbw × 2(n−1)/n (nccl-tests), GB = 1e9 bytes, of the in-place "
     "all-reduce at the largest swept size with a correct result, time averaged across ranks (campaigns before "
     "issue 10 stored the peak over sizes); `allreduce_avg_busbw_gbps`: nccl-tests' \"Avg bus bandwidth\" (mean "
@@ -81,7 +87,9 @@ DEFINITIONS = [
 ]
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
        "table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"
-       "th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee;margin:.5em 0}code{background:#f6f6f6}")
+       "th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee;margin:.5em 0}code{background:#f6f6f6}"
+       "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:13px}.small{font-size:13px;color:#555}"
+       "details{margin:.5em 0}summary{cursor:pointer}")
 COST_KEYS = {"cost_run_usd", "cost_per_step_usd", "cost_per_step_steady_usd", "recovery_cost_usd", "goodput"}
 COMPARISON_FIELDS = list(Comparison.__dataclass_fields__)
 
@@ -121,11 +129,15 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     intro = f"Campaign(s): {', '.join(campaigns)} · generated {generated} · runs: {runs_line}"
 
     res = {(p, k): g.resolution for (p, k), g in gs.items()}
-    header, head_rows = sec.headline_table(summ, comps)
+    header, head_rows, rare_rows = headmod.table(summ, comps)
+    head_blocks: list = [("table", (header, head_rows))] if head_rows else []
+    if rare_rows:
+        head_blocks.append(("details", (headmod.rare_summary(rare_rows), [("table", (header, rare_rows))])))
     secs: list[tuple[str, list]] = [
+        bottom_line.section(rows, table, gs, comps),
         ("Decision summary: Kubernetes or Slurm for this job", [("table", decision.table_of(rows))]
          + [("p", s) for s in decision.reading(rows, table)] + [("img", ("decision", charts["decision"]))]),
-        ("Headline", [("table", (header, head_rows))] if head_rows else [("p", "_No successful runs yet._")]),
+        ("Headline", head_blocks or [("p", "_No successful runs yet._")]),
         ("What the numbers say", [("ul", findings(comps, res))])]
     tested = tested_table(comps)
     if comps:
@@ -144,9 +156,8 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     secs += _ux_and_audit(table, summ, charts)
     secs.append(("Charts", [("img", (k, p)) for k, p in charts.items() if k not in OWN_SECTION]))
     secs.append(("Settings that shaped the numbers", [
-        b for plat in sec.platforms(table) for b in (
-            ("h3", PLATFORM_LABEL.get(plat, plat)),
-            ("ul", [f"`{k}`: {v}" for k, v in table.settings.get(plat, {}).items()]))]))
+        b for plat in sec.platforms(table) for b in settings_blocks(PLATFORM_LABEL.get(plat, plat),
+                                                                     table.settings.get(plat, {}))]))
     secs.append(("Caveats", [("ul", sec.caveats(table))]))
     bad = sec.failed(table)
     if bad:
@@ -162,6 +173,19 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     atomic_write(out / "report.html", _html(intro, secs))
     return {"report.md": out / "report.md", "report.html": out / "report.html", "summary.csv": out / "summary.csv",
             "comparisons.csv": out / "comparisons.csv", **{f"charts/{p.name}": p for p in charts.values()}}
+
+
+def settings_blocks(label: str, settings: dict) -> list:
+    """A platform's recorded settings: plain values as a list, nested ones (node lists, quotas, the Slurm
+    configuration) as YAML, never as a Python repr."""
+    plain = [f"`{k}`: {'–' if v is None else v}" for k, v in settings.items() if not isinstance(v, dict | list)]
+    nested = {k: v for k, v in settings.items() if isinstance(v, dict | list)}
+    out: list = [("h3", label)]
+    if plain:
+        out.append(("ul", plain))
+    if nested:
+        out.append(("pre", yaml.safe_dump(nested, sort_keys=False, allow_unicode=True, width=100).rstrip()))
+    return out
 
 
 def _ux_and_audit(table, summ, charts) -> list[tuple[str, list]]:
@@ -196,20 +220,35 @@ def comparisons_csv(comps: list[Comparison]) -> str:
 def _markdown(intro: str, secs: list[tuple[str, list]]) -> str:
     md = ["# Kubernetes vs Slurm: DDP benchmark report", "", intro, ""]
     for title, blocks in secs:
-        md += [f"## {title}", ""]
-        for kind, body in blocks:
-            if kind == "p":
-                md += [body, ""]
-            elif kind == "h3":
-                md += [f"### {body}", ""]
-            elif kind == "ul":
-                md += [f"- {x}" for x in body] + [""]
-            elif kind == "table":
-                md += [sec.md_table(*body), ""]
-            else:
-                key, path = body
-                md += [f"### {CHART_TITLES[key]}", "", f"![{CHART_TITLES[key]}](charts/{path.name})", ""]
+        md += [f"## {title}", ""] + _md_blocks(title, blocks)
     return "\n".join(md)
+
+
+def _md_blocks(title: str, blocks: list) -> list[str]:
+    md: list[str] = []
+    for kind, body in blocks:
+        if kind == "p":
+            md += [body, ""]
+        elif kind == "small":
+            md += [f"<sub>{body}</sub>", ""]
+        elif kind == "pre":
+            md += ["```yaml", body, "```", ""]
+        elif kind == "details":
+            summary, inner = body
+            md += [f"<details><summary>{html.escape(summary)}</summary>", ""] + _md_blocks(title, inner) \
+                + ["</details>", ""]
+        elif kind == "h3":
+            md += [f"### {body}", ""]
+        elif kind == "ul":
+            md += [f"- {x}" for x in body] + [""]
+        elif kind == "table":
+            md += [sec.md_table(*body), ""]
+        else:
+            key, path = body
+            # a chart alone in a section of its own name needs no second heading
+            md += ([] if CHART_TITLES[key] == title else [f"### {CHART_TITLES[key]}", ""]) \
+                + [f"![{CHART_TITLES[key]}](charts/{path.name})", ""]
+    return md
 
 
 _CODE = re.compile(r"`([^`]*)`")
@@ -226,21 +265,36 @@ def _html(intro: str, secs: list[tuple[str, list]]) -> str:
          "<h1>Kubernetes vs Slurm: DDP benchmark report</h1>", f"<p>{_inline(intro)}</p>"]
     for title, blocks in secs:
         h.append(f"<h2>{html.escape(title)}</h2>")
-        for kind, body in blocks:
-            if kind == "p":
-                h.append(f"<p>{_inline(body)}</p>")
-            elif kind == "h3":
-                h.append(f"<h3>{_inline(body)}</h3>")
-            elif kind == "ul":
-                h.append("<ul>" + "".join(f"<li>{_inline(x)}</li>" for x in body) + "</ul>")
-            elif kind == "table":
-                header, rows = body
-                h.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in header) + "</tr>" + "".join(
-                    "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
-            else:
-                key, path = body
-                data = base64.b64encode(path.read_bytes()).decode()
-                h.append(f"<h3>{CHART_TITLES[key]}</h3>"
-                         f'<img alt="{html.escape(CHART_TITLES[key])}" src="data:image/png;base64,{data}">')
+        h += _html_blocks(title, blocks)
     h.append("</body></html>")
     return "\n".join(h)
+
+
+def _html_blocks(title: str, blocks: list) -> list[str]:
+    h: list[str] = []
+    for kind, body in blocks:
+        if kind == "p":
+            h.append(f"<p>{_inline(body)}</p>")
+        elif kind == "small":
+            h.append(f"<p class='small'>{_inline(body)}</p>")
+        elif kind == "pre":
+            h.append(f"<pre>{html.escape(body)}</pre>")
+        elif kind == "details":
+            summary, inner = body
+            h.append(f"<details><summary>{html.escape(summary)}</summary>")
+            h += _html_blocks(title, inner)
+            h.append("</details>")
+        elif kind == "h3":
+            h.append(f"<h3>{_inline(body)}</h3>")
+        elif kind == "ul":
+            h.append("<ul>" + "".join(f"<li>{_inline(x)}</li>" for x in body) + "</ul>")
+        elif kind == "table":
+            header, rows = body
+            h.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in header) + "</tr>" + "".join(
+                "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
+        else:
+            key, path = body
+            data = base64.b64encode(path.read_bytes()).decode()
+            h.append(("" if CHART_TITLES[key] == title else f"<h3>{CHART_TITLES[key]}</h3>")
+                     + f'<img alt="{html.escape(CHART_TITLES[key])}" src="data:image/png;base64,{data}">')
+    return h

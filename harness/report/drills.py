@@ -16,6 +16,7 @@ from pathlib import Path
 from ..drills.base import KINDS
 from ..errors import StoreError
 from ..store import latest_records, load_events, load_raw
+from . import drills_outage
 from .sections import fmt
 from .stats import PLATFORM_LABEL, SummaryRow, platform_sort_key
 
@@ -223,6 +224,8 @@ ROWS = [("components, in order (versions before → after)", lambda d, h: compon
         ("steps lost (run again after a restart)", lambda d, h: count(d.value("upgrade_steps_lost"))),
         ("longest step gap during the drill", lambda d, h: gap_cell(d)),
         ("submissions refused [bounds]", lambda d, h: refused_cell(d, "upgrade_submit_refused_s")),
+        ("submissions refused, split: harness's stop wait + platform's start + after",
+         lambda d, h: drills_outage.text(drills_outage.split(d.evidence, "submit"), fmt)),
         ("status queries refused [bounds]", lambda d, h: refused_cell(d, "upgrade_status_refused_s")),
         ("slowest single submission", lambda d, h: seconds(d.value("upgrade_submit_slowest_s"))),
         ("queued job started", lambda d, h: started_cell(d)),
@@ -280,6 +283,16 @@ def note(drills: list[Drill]) -> list[str]:
            "start when the drilled job ends; its delay is the drilled job's last rank done → the queued job "
            "allocated. Beside it is the same wait without a drill: the platform's contention `handover_s` median, "
            "where the campaign has contention runs.",
+           "The refused seconds are split by the steps' own time-stamps (report/drills_outage.py): while the harness "
+           "stopped a component (SIGTERM, then SIGKILL once its grace ran out: a wait the harness chose, which a site "
+           "restarting the component its own way would not have), while the new process came up until its health "
+           "check passed (what the platform needs), and after or between components (e.g. a webhook the submission "
+           "calls). Where the drill does not time the stop apart (Slurm's `docker restart`), all of a step's time "
+           "counts as starting.",
+           "One API server and one slurmctld here: every control-plane restart is an outage. A highly available "
+           "control plane (several kube-apiservers behind a load balancer, restarted one at a time; slurmctld with "
+           "a backup controller) would keep accepting submissions through a rolling restart, so the outage measured "
+           "here is that of a single-instance control plane, not of the platforms as a site would run them.",
            "One drill per platform and kind: these figures are descriptive, shown side by side, with no verdict."]
     if any(d.platform == "slurm" for d in drills):
         out.insert(1, "Slurm's clients (`sbatch`, `squeue`) wait and retry while slurmctld is away instead of "

@@ -1,5 +1,5 @@
-"""What the report may claim from a handful of runs: an exact two-sample test, Holm's step-down
-over the whole family of comparisons, and the smallest effect each comparison could have found.
+"""What the report may claim from a handful of runs: an exact two-sample test and Holm's step-down
+over a family of comparisons (the paired test is paired.py's, the equivalence rule equivalence.py's).
 
 The test is the Wilcoxon-Mann-Whitney rank-sum test, two-sided, with its p-value counted exactly
 over every way of splitting the pooled runs into the two groups (the permutation distribution),
@@ -14,20 +14,13 @@ checked against enumeration of every split in the tests.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from statistics import NormalDist
 
 import numpy as np
 
 ALPHA = 0.05
-POWER = 0.8
 # Pooled runs up to which the permutation distribution is counted exactly (a few ms each). Beyond
 # that the normal approximation with tie correction is accurate to far better than the decision needs.
 EXACT_MAX = 80
-# Group sizes up to which the power behind a detectable effect is simulated with the exact test's
-# own critical value (discreteness matters at small n); beyond, Noether's closed form.
-SIMULATE_MAX = 30
-N_SIM = 2000
 
 
 def twice_midranks(pooled: np.ndarray) -> np.ndarray:
@@ -102,58 +95,3 @@ def min_n(m: int, alpha: float = ALPHA) -> int:
     while min_p(n, n) >= alpha / m:
         n += 1
     return n
-
-
-@lru_cache(maxsize=256)
-def _critical(n1: int, n2: int, level: float) -> float:
-    """The smallest |U - n1 n2 / 2| at which the exact test (no ties) rejects at `level`; inf if none."""
-    counts = _subset_sum_counts(np.arange(2, 2 * (n1 + n2) + 1, 2), n1)   # sums of twice-ranks
-    u = (np.arange(counts.size) - n1 * (n1 + 1)) / 2                        # rank sum -> U
-    dev = np.abs(u[counts > 0] - n1 * n2 / 2)
-    p = counts[counts > 0] / counts.sum()
-    for c in np.unique(dev):
-        if p[dev >= c].sum() <= level:
-            return float(c)
-    return math.inf
-
-
-@lru_cache(maxsize=256)
-def detectable_shift(n1: int, n2: int, level: float, power: float = POWER) -> float:
-    """The smallest shift, in standard deviations, that the exact test finds with `power` at `level`
-    (normal noise, equal spread); inf if no shift can reach `level` at these n."""
-    if min(n1, n2) < 1 or min_p(n1, n2) > level:
-        return math.inf
-    z = NormalDist().inv_cdf(1 - level / 2) + NormalDist().inv_cdf(power)
-    if max(n1, n2) > SIMULATE_MAX:
-        # Noether: the rank-sum test needs pi/3 times the runs a t-test needs under normal noise
-        return z * math.sqrt(math.pi / 3 * (1 / n1 + 1 / n2))
-    crit = _critical(n1, n2, level)
-    rng = np.random.default_rng(0)   # the same draws for every shift: power rises with the shift
-    x, y = rng.standard_normal((N_SIM, n1, 1)), rng.standard_normal((N_SIM, 1, n2))
-
-    def pw(d: float) -> float:
-        u = (x + d > y).sum(axis=(1, 2))
-        return float((np.abs(u - n1 * n2 / 2) >= crit).mean())
-
-    lo, hi = 0.0, 2 * z * math.sqrt(1 / n1 + 1 / n2) + 1
-    while pw(hi) < power:
-        hi *= 2
-        if hi > 1e3:
-            return math.inf
-    for _ in range(30):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if pw(mid) < power else (lo, mid)
-    return hi
-
-
-def robust_sd(a: np.ndarray, b: np.ndarray) -> float:
-    """The two groups' pooled spread: 1.4826 x MAD per group (a slow outlier run does not inflate
-    it), the plain SD where a group's MAD is 0 (few distinct values), pooled by degrees of freedom."""
-    parts = []
-    for x in (np.asarray(a, float), np.asarray(b, float)):
-        if x.size < 2:
-            continue
-        s = 1.4826 * float(np.median(np.abs(x - np.median(x))))
-        parts.append((x.size - 1, s if s > 0 else float(np.std(x, ddof=1))))
-    dof = sum(d for d, _ in parts)
-    return math.sqrt(sum(d * s * s for d, s in parts) / dof) if dof else math.nan

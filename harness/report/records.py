@@ -8,7 +8,8 @@ building a Python object for it: reading 100,000 runs costs less than `json.load
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,13 @@ NEWER_UNITS = {**dict.fromkeys(RECOVERY_PHASES, "s"), "resume_s": "s", "goodput"
                "recovery_cost_usd": "USD", "allreduce_avg_busbw_gbps": "GB/s", "first_log_s": "s"}
 REPORT_UNITS = {**UNITS, **{k: v for k, v in NEWER_UNITS.items() if k not in UNITS}}
 METRICS = tuple(REPORT_UNITS)
+# Metrics the report adds up from stored ones, per run. queue_s ends and startup_s begins at the same
+# allocated stamp, so their sum is submitted -> first step: an edge every platform records the same way,
+# where the allocated edge itself differs between platforms. Its lo and hi are the sums of the parts'
+# (wider than the two outer stamps alone would give, never narrower).
+DERIVED = {"submit_to_first_step_s": ("queue_s", "startup_s")}
+TABLE_METRICS = METRICS + tuple(DERIVED)
+TABLE_UNITS = {**REPORT_UNITS, **{k: REPORT_UNITS[parts[0]] for k, parts in DERIVED.items()}}
 
 
 class CurvePoint(msgspec.Struct, gc=False):
@@ -104,6 +112,11 @@ class Ux(msgspec.Struct, gc=False):
     written: dict[str, Any] = {}
 
 
+class Order(msgspec.Struct, gc=False):
+    """Where the run sat in its campaign (harness/order.py): runs of one round form a block."""
+    round: int | None = None
+
+
 class Record(msgspec.Struct, gc=False):
     run_id: str
     platform: str
@@ -119,6 +132,7 @@ class Record(msgspec.Struct, gc=False):
     audit: Audit | None = None
     ux: Ux | None = None
     mistake: dict[str, Any] | None = None   # a user-mistake probe's outcome (scenario "mistake:<kind>")
+    order: Order | None = None
 
 
 _DECODER = msgspec.json.Decoder(Record)
@@ -126,9 +140,21 @@ _EDITED = "the file was edited by hand; restore it"
 _OTHER_SCHEMA = "use the harness version that wrote it, or start a new campaign"
 
 
-def read_files(files: Iterable[Path]) -> Iterator[Record]:
+_WARNED: set[str] = set()
+
+
+def _warn_skipped(note: str) -> None:
+    """Once per line per process: the report reads the files in more than one pass."""
+    if note not in _WARNED:
+        _WARNED.add(note)
+        print(f"WARNING {note}", file=sys.stderr, flush=True)
+
+
+def read_files(files: Iterable[Path], on_skip: Callable[[str], None] = _warn_skipped) -> Iterator[Record]:
     """Every complete record, in file order. As store.iter_runs: blank lines are skipped, and so is a
-    torn final line (a crash mid-write); any other line that is not JSON or has another schema is an error."""
+    line that is not JSON (a write torn by a crash or a full disk), described to on_skip (a WARNING
+    by default): the records around it are still the campaign's. A JSON line of another shape or
+    schema is an error: another writer made it, and nothing in it can be trusted."""
     decode = _DECODER.decode
     for path in files:
         with open(path, "rb") as fh:
@@ -138,9 +164,10 @@ def read_files(files: Iterable[Path]) -> Iterator[Record]:
                 except msgspec.ValidationError as exc:
                     raise StoreError(f"{path}: line {i + 1}: {exc}", tip=_EDITED) from None
                 except msgspec.DecodeError:
-                    if line.isspace() or not fh.read(1):   # blank, or the last line: torn by a crash
-                        continue
-                    raise StoreError(f"{path}: line {i + 1} is not JSON", tip=_EDITED) from None
+                    if not line.isspace():
+                        on_skip(f"{path}: line {i + 1} is not a JSON record ({len(line)} bytes, a torn "
+                                "write?): skipped")
+                    continue
                 if rec.schema != SCHEMA_VERSION:
                     raise StoreError(f"{path}: line {i + 1} has schema {rec.schema!r}; this harness reads "
                                      f"{SCHEMA_VERSION}", tip=_OTHER_SCHEMA)

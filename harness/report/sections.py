@@ -54,10 +54,43 @@ def fmt_pm(v: float | None, u: float | None, unit: str = "") -> str:
     return f"{v:.{decimals}f} ± {u:.{decimals}f}"
 
 
+def fmt_cell(v: float | None, u: float | None, unit: str = "") -> str:
+    """fmt_pm for a table cell: a ± only bounded below the printed digits ("± <0.001") says nothing a reader
+    can use there, so the value stands alone (fmt_pm keeps it where the text discusses resolution)."""
+    text = fmt_pm(v, u, unit)
+    return text.split(" ± <", 1)[0]
+
+
 def headline_cell(s: SummaryRow) -> str:
     if s.n < MIN_N:   # no interval below MIN_N: the median (the value at n = 1) and its ± only
-        return f"{fmt_pm(s.median, s.uncertainty, s.unit)} ({s.n})"
-    return f"{fmt_pm(s.median, s.uncertainty, s.unit)} [{fmt(s.p05, s.unit)}–{fmt(s.p95, s.unit)}] ({s.n})"
+        return f"{fmt_cell(s.median, s.uncertainty, s.unit)} ({s.n})"
+    return f"{fmt_cell(s.median, s.uncertainty, s.unit)} [{fmt(s.p05, s.unit)}–{fmt(s.p95, s.unit)}] ({s.n})"
+
+
+def _p(p: float) -> str:
+    return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
+
+
+def ci_note(c: Comparison) -> str:
+    """Why the 95% interval of the ratio of medians and the verdict seem to disagree, in the same cell: the
+    interval describes the medians; the verdict is the test's, Holm-adjusted, within rounds where it can be."""
+    if not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)) or c.verdict in ("few", "refused", "descriptive"):
+        return ""
+    excludes = c.ci_low > 1 or c.ci_high < 1
+    test = "the within-round test" if c.test == "paired" else "the rank-sum test"
+    if excludes and c.verdict == "none":
+        p = (f"p {_p(c.p)} alone, {_p(c.p_holm)} after Holm's adjustment across the family's tests"
+             if c.p < 0.05 <= c.p_holm else f"Holm p {_p(c.p_holm)}")
+        return f"; excludes 1, yet no verdict: {test} gives {p}"
+    if excludes and c.verdict == "equivalent":
+        return (f"; excludes 1, yet equivalent: {test}'s 90% interval {c.eq_low:.2f}–{c.eq_high:.2f} lies inside "
+                "the margin")
+    if excludes and c.verdict == "resolution":
+        return "; excludes 1, yet the medians differ by less than the clocks' resolution"
+    if not excludes and c.verdict in ("higher", "lower"):
+        return (f"; includes 1, yet a verdict: {test} (Holm p {_p(c.p_holm)}) pairs the runs by round, "
+                "which this interval does not")
+    return ""
 
 
 def ratio_cell(c: Comparison) -> str:
@@ -67,31 +100,34 @@ def ratio_cell(c: Comparison) -> str:
         return "– (a median is 0)"
     if c.verdict == "few":
         return f"{c.ratio:.2f} (n {c.n_num}/{c.n_den}: no interval)"
-    return f"{c.ratio:.2f} ({c.ci_low:.2f}–{c.ci_high:.2f})"
+    return f"{c.ratio:.2f} ({c.ci_low:.2f}–{c.ci_high:.2f}){ci_note(c)}"
+
+
+def transport_label(t) -> str:
+    """The collective's backend and transport as the workload recorded them: gloo records "tcp", NCCL the
+    paths its INFO lines named ("NET/IB+P2P", "SHM")."""
+    if t is None:
+        return ""
+    return "gloo over TCP" if str(t).lower() == "tcp" else f"NCCL over {t}"
+
+
+def transport_text(table: RunTable, plats, label) -> str:
+    """One backend/transport for all `plats` ("gloo over TCP"), or each platform's; "" when none recorded."""
+    per = {p: sorted({transport_label(t) for t in v} - {""}) for p, v in _per_platform(table, table.transport).items()
+           if p in plats}
+    every = {t for v in per.values() for t in v}
+    if len(every) == 1:
+        return next(iter(every))
+    return "; ".join(f"{label(p)} {', '.join(per[p])}" for p in plats if per.get(p))
+
+
+# submitted -> first step sits beside its two parts
+_ORDER = {k: i for i, k in enumerate(h for k in HEADLINE for h in ((k, "submit_to_first_step_s")
+                                                                  if k == "startup_s" else (k,)))}
 
 
 def metric_order(m: str) -> tuple:
-    order = {k: i for i, k in enumerate(HEADLINE)}
-    return order.get(m.split(":")[0], 99), m
-
-
-def headline_table(summ: list[SummaryRow], comps: list[Comparison]) -> tuple[list[str], list[list[str]]]:
-    plats = sorted({s.platform for s in summ}, key=platform_sort_key)
-    header = ["metric", "unit"] + [f"{PLATFORM_LABEL.get(p, p)} median ± resolution [p05–p95] (n)" for p in plats]
-    pairs = sorted({(c.numerator, c.denominator) for c in comps}, key=lambda p: (p != ("k8s", "slurm"), p))
-    header += [f"{PLATFORM_LABEL.get(a, a)} / {PLATFORM_LABEL.get(b, b)} (95% CI)" for a, b in pairs]
-    cell = {(s.metric, s.platform): s for s in summ}
-    comp = {(c.metric, c.numerator, c.denominator): c for c in comps}
-    units: dict[str, str] = {}
-    for s in summ:
-        units.setdefault(s.metric, s.unit)
-    rows = []
-    for m in sorted(units, key=metric_order):
-        row = [f"`{m}`", units[m]]
-        row += ["–" if (m, p) not in cell else headline_cell(cell[(m, p)]) for p in plats]
-        row += ["–" if (m, a, b) not in comp else ratio_cell(comp[(m, a, b)]) for a, b in pairs]
-        rows.append(row)
-    return header, rows
+    return _ORDER.get(m.split(":")[0], 99), m
 
 
 def metric_table(summ: list[SummaryRow], keep) -> tuple[list[str], list[list[str]]]:
@@ -100,13 +136,28 @@ def metric_table(summ: list[SummaryRow], keep) -> tuple[list[str], list[list[str
     cell = {(s.metric, s.platform): s for s in summ}
     keys = sorted({s.metric for s in summ if keep(s.metric)}, key=metric_order)
     rows = [[f"`{k}`", cell[next((k, p) for p in plats if (k, p) in cell)].unit]
-            + [f"{fmt_pm(cell[(k, p)].median, cell[(k, p)].uncertainty)} ({cell[(k, p)].n})" if (k, p) in cell
+            + [f"{fmt_cell(cell[(k, p)].median, cell[(k, p)].uncertainty)} ({cell[(k, p)].n})" if (k, p) in cell
                else "–" for p in plats] for k in keys]
     return ["metric", "unit"] + [PLATFORM_LABEL.get(p, p) for p in plats], rows
 
 
 # Per-run fields of the cost metric's detail; the rest describes the pricing model.
 _PER_RUN = {"wall_s", "steps", "steady", "median_step_s", "overhead_usd", "billed_until", "note"}
+
+
+# The price a config gets when it sets none (config.Price): a stand-in, not anyone's price.
+PLACEHOLDER_USD_PER_HOUR = 1.0
+
+
+def is_placeholder(d: dict) -> bool:
+    """A pricing detail that still carries the default price: no price set chosen, usd_per_unit_hour 1."""
+    model = d.get("pricing") if isinstance(d.get("pricing"), dict) else d
+    return model.get("price_set") is None and model.get("usd_per_unit_hour") == PLACEHOLDER_USD_PER_HOUR
+
+
+def placeholder_note(plat: str) -> str:
+    return (f"placeholder: the default {PLACEHOLDER_USD_PER_HOUR:g} USD per unit-hour, no one's price; set "
+            f"`pricing.{plat}.usd_per_hour` (or `pricing.{plat}.sets` and `.price_set`) for a real figure")
 
 
 def pricing_lines(table: RunTable) -> list[str]:
@@ -116,16 +167,18 @@ def pricing_lines(table: RunTable) -> list[str]:
         model = d.get("pricing") if isinstance(d.get("pricing"), dict) else {
             k: v for k, v in d.items() if k not in _PER_RUN and v is not None}
         if model:
-            out.append(f"{PLATFORM_LABEL.get(plat, plat)}: " + ", ".join(
-                f"{k} = {v:.6g}" if isinstance(v, float) else f"{k} = {v}" for k, v in model.items()))
+            line = f"{PLATFORM_LABEL.get(plat, plat)}: " + ", ".join(
+                f"{k} = {v:.6g}" if isinstance(v, float) else f"{k} = {v}" for k, v in model.items())
+            out.append(line + (f" ({placeholder_note(plat)})" if is_placeholder(d) else ""))
     return out
 
 
 def caveats(table: RunTable) -> list[str]:
     out = []
     if not table.gpus_visible.any():
-        out.append("CPU only: the all-reduce figures are gloo over loopback/virtual networks, not NCCL over a fabric; "
-                   "they compare the platforms' plumbing, not GPU interconnects.")
+        over = transport_text(table, platforms(table), lambda p: PLATFORM_LABEL.get(p, p)) or "gloo"
+        out.append(f"CPU only: the all-reduce figures are {over} on loopback/virtual networks (as the runs recorded), "
+                   "not NCCL over a fabric; they compare the platforms' plumbing, not GPU interconnects.")
     hosts = {h for h in table.harness_host if h}
     if len(hosts) <= 1:
         out.append("All platforms ran on one host, sharing its CPUs: runs were sequential, but background "

@@ -15,18 +15,18 @@ from pathlib import Path
 
 from ..errors import StoreError
 from ..store import latest_records, load_raw
+from . import serving_evidence as sev
 from .sections import fmt
+from .serving_beyond import NEEDS, beyond_table, needed_text, second_platform
 from .stats import PLATFORM_LABEL, platform_sort_key
+
+__all__ = ["NEEDS", "Serve", "beyond_table", "decision_text", "load", "needed_text", "second_platform", "section"]
 
 SCENARIO = "serve"
 TITLE = "Online inference (serving)"
 FAULTS = ("kill_server", "node_loss")
 FAULT_TEXT = {"kill_server": "serving process killed", "node_loss": "its node lost"}
 FAULT_SHORT = {"kill_server": "server killed", "node_loss": "node lost"}
-NEEDS = ("discovery", "balancing", "restarts", "scaling")
-NEED_TEXT = {"discovery": "endpoint discovery", "balancing": "load balancing", "restarts": "restarts",
-             "scaling": "scaling out"}
-LIST_SHOWN = 6   # files and parts listed per cell
 
 
 @dataclass
@@ -70,6 +70,10 @@ class Serve:
 
     def phase(self, name: str) -> dict | None:
         return next((p for p in self.phases() if p.get("name") == name), None)
+
+    def time_weighted(self, phase: str) -> dict | None:
+        p = self.phase(phase)
+        return sev.time_weighted(p) if p is not None else None
 
     def beyond(self) -> dict:
         b = self.evidence.get("beyond")
@@ -165,6 +169,25 @@ def availability_cell(s: Serve, name: str) -> str:
     return f"{v:.4f} ({d.get('ok', '?')} of {d.get('requests', '?')} ok){_errors(d.get('errors'))}"
 
 
+def time_weighted_cell(s: Serve, phase: str) -> str:
+    tw = s.time_weighted(phase)
+    if s.phase(phase) is None:
+        return "– (no stored requests)"
+    if tw is None or tw["value"] is None:
+        return "– (no request in the window)"
+    return (f"{tw['value']:.4f} ({fmt(tw['ok_s'])} s of {fmt(tw['client_s'])} client-seconds in successful "
+            "requests)")
+
+
+def replicas_cell(s: Serve, phase: str) -> str:
+    p = s.phase(phase)
+    return "– (no stored requests)" if p is None else sev.shares_text(sev.replicas(p))
+
+
+def proxy_cell(s: Serve, _: str) -> str:
+    return sev.proxy_text(s.platform, s.evidence) if s.evidence else "–"
+
+
 def failed_cell(s: Serve, name: str) -> str:
     v = s.value(name)
     return "–" if v is None else f"{v:g}{_errors(s.detail(name).get('errors'))}"
@@ -205,18 +228,26 @@ def cell_for(name: str):
 ROWS = [("submitted → first successful response", "serve_ready_s"),
         *[(f"latency p{p}, one replica (histogram bucket)", f"serve_latency_p{p}_s") for p in (50, 95, 99)],
         ("throughput, one replica", "serve_throughput_rps"),
-        ("availability, steady load", "serve_availability"),
+        ("availability, steady load, time-weighted", "~steady"),
+        ("availability, steady load, request-weighted", "serve_availability"),
         ("failed requests, steady load", "serve_failed_requests"),
         ("seconds degraded, steady load", "serve_degraded_s"),
         *[r for f in FAULTS for r in (
-            (f"{FAULT_TEXT[f]}: availability", f"serve_availability:{f}"),
+            (f"{FAULT_TEXT[f]}: availability, time-weighted", f"~{f}"),
+            (f"{FAULT_TEXT[f]}: availability, request-weighted", f"serve_availability:{f}"),
+            (f"{FAULT_TEXT[f]}: answered by (replica: share of requests)", f"@{f}"),
             (f"{FAULT_TEXT[f]}: failed requests", f"serve_failed_requests:{f}"),
             (f"{FAULT_TEXT[f]}: seconds degraded [bounds]", f"serve_degraded_s:{f}"))],
         ("scale-out: second replica asked → its first answer", "serve_scaleout_s"),
         *[(f"latency p{p}, two replicas", f"serve_latency_p{p}_s:two_replicas") for p in (50, 95, 99)],
         ("throughput, two replicas", "serve_throughput_rps:two_replicas"),
+        ("two replicas: requests per replica", "@two_replicas"),
         ("p50 two replicas / one", "serve_scaleout_p50_ratio"),
-        ("cost per 1,000 successful requests", "serve_cost_per_1k_usd")]
+        ("cost per 1,000 successful requests", "serve_cost_per_1k_usd"),
+        ("the proxy in the request path (its own time per request)", "^proxy")]
+# Rows not from a metric record but computed from the stored requests (serving_evidence.py), keyed by
+# a prefix and the phase: "~" time-weighted availability, "@" who answered, "^" the proxy.
+DERIVED = {"~": time_weighted_cell, "@": replicas_cell, "^": proxy_cell}
 
 
 def run_cell(s: Serve) -> str:
@@ -235,70 +266,18 @@ def figures_table(serves: list[Serve]) -> tuple[list[str], list[list[str]]]:
     known = [k for _, k in ROWS]
     extra = sorted({k for s in serves for k in s.metrics if k.startswith("serve_") and k not in known})
     for label, key in ROWS + [(f"`{k}`", k) for k in extra]:
+        if key[0] in DERIVED:
+            # beside the metric rows of the same phase, so only where those are shown
+            phase = key[1:]
+            if phase != "proxy" and not any(s.phase(phase) for s in serves):
+                continue
+            rows.append([label] + [DERIVED[key[0]](by[p], phase) if p in by else "–" for p in plats])
+            continue
         if not any(key in s.metrics for s in serves):
             continue
         rows.append([label] + [cell_for(key)(by[p], key) if p in by and key in by[p].metrics else "–"
                                for p in plats])
     return header, rows
-
-
-# ---------------------------------------------------------------- beyond the platform
-
-def _written(b: dict) -> str:
-    w = b.get("written")
-    if not isinstance(w, dict) or not w:
-        return "–"
-    total = sum(v for v in w.values() if isinstance(v, int | float))
-    items = [f"`{k}` {v:g}" for k, v in list(w.items())[:LIST_SHOWN] if isinstance(v, int | float)]
-    more = f" and {len(w) - LIST_SHOWN} more" if len(w) > LIST_SHOWN else ""
-    return f"{total:g} lines: " + ", ".join(items) + more
-
-
-def _parts(b: dict) -> list[str]:
-    p = b.get("harness_parts")
-    return [str(x) for x in p] if isinstance(p, list) else []
-
-
-def beyond_table(serves: list[Serve]) -> tuple[list[str], list[list[str]]]:
-    plats = sorted({s.platform for s in serves} | {"slurm", "k8s"}, key=platform_sort_key)
-    by = {s.platform: s.beyond() for s in serves}
-    header = ["what serving needs"] + [PLATFORM_LABEL.get(p, p) for p in plats]
-    rows = []
-    for need in NEEDS:
-        rows.append([NEED_TEXT[need]] + [" ".join(str(by[p].get(need) or "–").split()) if p in by else "not run"
-                                         for p in plats])
-    rows.append(["written for it (files: lines)"] + [_written(by[p]) if p in by else "–" for p in plats])
-    rows.append(["parts the harness supplied"] + [
-        (", ".join(_parts(by[p])) or "none") if by.get(p) else "–" for p in plats])
-    return header, rows
-
-
-def second_platform(serves: list[Serve]) -> list[str]:
-    """What a Slurm site would have to build against what Kubernetes gave, stated from the runs' own words."""
-    by = {s.platform: s for s in serves}
-    out = []
-    slurm, k8s = by.get("slurm"), by.get("k8s")
-    if slurm is not None and slurm.beyond():
-        parts = _parts(slurm.beyond())
-        if parts:
-            out.append("To serve on Slurm, a site would have to build and run, beside the scheduler, what this harness "
-                       "supplied here: " + ", ".join(parts) + ". That is the \"second platform\" the POC asks about, "
-                       "in the smallest form that served here: parts the harness ran itself for the length of one run, "
-                       "which a site would have to run, and keep available, as a service of its own.")
-        else:
-            out.append("The Slurm run named no part the harness had to supply beyond the platform.")
-    if k8s is not None and k8s.beyond():
-        native = [NEED_TEXT[n] for n in NEEDS if k8s.beyond().get(n)]
-        parts = _parts(k8s.beyond())
-        out.append("Kubernetes gave " + (", ".join(native) if native else "none of these") + " from its own objects"
-                   + (f"; the harness still supplied {', '.join(parts)}" if parts else
-                      "; the harness supplied no serving part of its own") + ".")
-    cost = [f"{s.label} {fmt(s.value('serve_cost_per_1k_usd'), 'USD')} USD" for s in serves
-            if s.value("serve_cost_per_1k_usd") is not None]
-    if cost:
-        out.append("Cost per 1,000 successful requests over the whole serve run's billed time: " + ", ".join(cost)
-                   + " (one run each; the second platform's own machines are not in these prices).")
-    return out
 
 
 # ---------------------------------------------------------------- method
@@ -327,10 +306,19 @@ def note(serves: list[Serve]) -> list[str]:
             "a recovery can be timed.",
             "Latency is that of successful requests only (a refused connection answers in microseconds and would "
             "make a dead server look fast), recorded in an HdrHistogram of microseconds with 3 significant digits; "
-            "a percentile's bounds are the histogram bucket it fell in. Availability counts the requests started "
-            "inside a fault's window; seconds degraded run from the first failed request to the first success after "
-            "the last one, bounded by the requests around them. Cost per 1,000 requests divides the platform's "
-            "price for the serve run's billed time by its successful requests.",
+            "a percentile's bounds are the histogram bucket it fell in. Availability is headed by its time-weighted "
+            "form: the share of the clients' time spent in requests that succeeded (successful requests' durations "
+            "÷ every request's duration plus the pause after each failure), because a refusal returns in about a "
+            "millisecond while an answer takes tens, so counting requests (kept beside it: successes ÷ requests) "
+            "weighs a dead server's quick refusals far above their time. Both count the requests started inside a "
+            "fault's window (from the fault to the end of its phase, which includes the settle time after "
+            "recovery), the same on both platforms, and both are computed from the stored request log "
+            "(report/serving_evidence.py). Which replica answered is the server's X-Poc-Replica header (host/pid), "
+            "recorded per request where the campaign's load generator kept it. Slurm's latency includes the "
+            "harness's userspace proxy (the row above gives its own time where recorded); Kubernetes' path has "
+            "kube-proxy's in-kernel forwarding instead. Seconds degraded run from the first failed request to the "
+            "first success after the last one, bounded by the requests around them. Cost per 1,000 requests "
+            "divides the platform's price for the serve run's billed time by its successful requests.",
             "One serve run per platform: these figures are descriptive, shown side by side, with no verdict."]
 
 
@@ -373,7 +361,10 @@ def decision_text(s: Serve) -> str:
         if av is None:
             continue
         deg = s.value(f"serve_degraded_s:{f}")
-        parts.append(f"{FAULT_SHORT[f]}: availability {av:.3f}" + (
+        tw = s.time_weighted(f)
+        head = (f"availability {tw['value']:.3f} time-weighted ({av:.3f} by requests)"
+                if tw and tw["value"] is not None else f"availability {av:.3f} by requests")
+        parts.append(f"{FAULT_SHORT[f]}: {head}" + (
             f", {_with_bounds(s, f'serve_degraded_s:{f}')} degraded" if deg is not None else
             ", not healthy again while the load ran" if s.detail(f"serve_degraded_s:{f}").get("failed") else ""))
     if s.value("serve_scaleout_s") is not None:
@@ -383,17 +374,3 @@ def decision_text(s: Serve) -> str:
     if s.value("serve_cost_per_1k_usd") is not None:
         parts.append(f"{fmt(s.value('serve_cost_per_1k_usd'), 'USD')} USD per 1,000 requests")
     return ", ".join(parts) or "no serving figure stored"
-
-
-def needed_text(serves: list[Serve]) -> str | None:
-    """What Slurm needed beyond itself, in the runs' own words, against Kubernetes; None without that evidence."""
-    by = {s.platform: s.beyond() for s in serves}
-    if not by.get("slurm"):
-        return None
-    parts = _parts(by["slurm"])
-    text = ("Slurm needed beyond itself, run by the harness: " + ", ".join(parts) if parts
-            else "Slurm named nothing it needed beyond itself")
-    if by.get("k8s"):
-        k8s = _parts(by["k8s"])
-        text += "; Kubernetes: " + (", ".join(k8s) if k8s else "nothing beyond its own objects")
-    return text

@@ -10,8 +10,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .extras import is_probe
-from .records import METRICS, RECOVERY_PHASES, REPORT_UNITS
-from .table import RunTable, from_records
+from .records import RECOVERY_PHASES, TABLE_METRICS, TABLE_UNITS
+from .table import RunTable
 
 PLATFORM_ORDER = ["local", "slurm", "k8s"]
 PLATFORM_LABEL = {"local": "local (baseline)", "slurm": "Slurm", "k8s": "Kubernetes"}
@@ -19,12 +19,12 @@ PLATFORM_LABEL = {"local": "local (baseline)", "slurm": "Slurm", "k8s": "Kuberne
 BY_SCENARIO = {"recovery_s", "resume_s", "lost_steps", "cost_per_step_usd", "cost_run_usd", "goodput",
                "recovery_cost_usd", *RECOVERY_PHASES}
 # Metrics of the first attempt, comparable across clean and fault runs alike.
-ANY_SCENARIO = {"queue_s", "queue_admission_s", "first_log_s", "handover_s", "startup_s", "launch_s", "rendezvous_s",
-                "first_step_s",
+ANY_SCENARIO = {"queue_s", "queue_admission_s", "first_log_s", "submit_to_first_step_s", "handover_s", "startup_s",
+                "launch_s", "rendezvous_s", "first_step_s",
                 "sweep_s", "allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "step_time_s",
                 "cost_per_step_steady_usd"}
 # Waits a contention run's blocker lengthens: its own figure there.
-QUEUE = {"queue_s", "queue_admission_s", "first_log_s"}
+QUEUE = {"queue_s", "queue_admission_s", "first_log_s", "submit_to_first_step_s"}
 # Families later issues add (upgrades: 13, inference: 14), kept apart per scenario like recovery.
 PER_SCENARIO_PREFIXES = ("upgrade_", "serve_")
 HIGHER_IS_BETTER = {"allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "goodput", "upgrade_job_survived",
@@ -79,7 +79,7 @@ def groups(table: RunTable) -> Groups:
     out: Groups = {}
     ok = table.ok
     plat, scen = table.platform, table.scenario
-    for name in METRICS:
+    for name in TABLE_METRICS:
         col, unc = table.values[name], table.uncertainty[name]
         rows = np.flatnonzero(ok & ~np.isnan(col))
         if rows.size == 0:
@@ -96,7 +96,7 @@ def groups(table: RunTable) -> Groups:
         names = list(keys)
         for c, part in zip(combos.tolist(), np.split(order, starts[1:]), strict=True):
             r = rows[part]
-            out[(plat.names[c // len(keys)], names[c % len(keys)])] = Group(REPORT_UNITS.get(name, ""), col[r], r,
+            out[(plat.names[c // len(keys)], names[c % len(keys)])] = Group(TABLE_UNITS.get(name, ""), col[r], r,
                                                                                  unc[r])
     return out
 
@@ -133,27 +133,3 @@ def summary_csv(rows: list[SummaryRow]) -> str:
     # floats as repr (the shortest text that reads back as the same number); NaN as an empty cell
     w.writerows([["" if isinstance(x, float) and math.isnan(x) else x for x in r] for r in rows])
     return buf.getvalue()
-
-
-TIDY_COLUMNS = ["run_id", "campaign", "platform", "scenario", "metric", "unit", "value"]
-
-
-def tidy(runs: list[dict]):
-    """Stored records -> a pandas DataFrame, one row per (run, metric key) of the successful runs, for inspection
-    and tests (the report itself does without pandas: importing it costs more than the report's statistics)."""
-    import pandas as pd
-
-    table = from_records(runs)
-    parts = [(g.runs, p, k, g.unit, g.values) for (p, k), g in groups(table).items()]
-    if not parts:
-        return pd.DataFrame(columns=TIDY_COLUMNS)
-    rows = np.concatenate([r for r, *_ in parts])
-    df = pd.DataFrame({
-        "run_id": [table.run_id[i] for i in rows], "campaign": [table.campaign[i] for i in rows],
-        "platform": np.concatenate([[p] * r.size for r, p, *_ in parts]),
-        "scenario": [table.scenario[i] for i in rows],
-        "metric": np.concatenate([[k] * r.size for r, _, k, *_ in parts]),
-        "unit": np.concatenate([[u] * r.size for r, _, _, u, _ in parts]),
-        "value": np.concatenate([v for *_, v in parts])}, columns=TIDY_COLUMNS)
-    df["_row"] = rows
-    return df.sort_values("_row", kind="stable").drop(columns="_row").reset_index(drop=True)

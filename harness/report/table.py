@@ -22,7 +22,7 @@ from msgspec.structs import astuple
 from ..provenance import BUILD_KEYS
 from ..store import runs_files
 from .extras import Extras, is_probe
-from .records import METRICS, PHASES, Record, from_dicts, read_files
+from .records import DERIVED, METRICS, PHASES, Record, from_dicts, read_files
 
 # Environment facts worth showing; secrets never reach the records in the first place.
 SETTING_KEYS_SKIP = {"harness_host"}
@@ -110,6 +110,8 @@ class RunTable:
     ux: list = field(default_factory=list)
     probe: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     mistakes: dict[int, dict] = field(default_factory=dict)
+    # per run: its round in an interleaved campaign (order.round), -1 where the record has none
+    round: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return len(self.run_id)
@@ -287,6 +289,7 @@ class _Columns:
         self.torch: list = []
         self.build: list = []
         self.transport: list = []
+        self.round = array("q")
         self.pricing: dict[str, dict] = {}
         self.extras = Extras()
         self._decode_dict = msgspec.json.Decoder(dict[str, Any]).decode
@@ -328,6 +331,7 @@ class _Columns:
         self.torch.append(env.torch)
         self.build.append(env.build)
         self.transport.append(transport)
+        self.round.append(-1 if rec.order is None or rec.order.round is None else rec.order.round)
         self.extras.add(row, rec)
 
     def _pricing(self, raw: msgspec.Raw) -> dict:
@@ -354,12 +358,16 @@ class _Columns:
             return [items[i] for i in last_row] if retried else items
 
         audit, ux, probe, mistakes = self.extras.take(last_row, retried)
+        vals = {m: np.ascontiguousarray(values[:, j]) for j, m in enumerate(METRICS)}
+        uncs = {m: np.ascontiguousarray(uncertainty[:, j]) for j, m in enumerate(METRICS)}
+        for name, parts in DERIVED.items():
+            vals[name] = sum(vals[p] for p in parts)
+            uncs[name] = sum(uncs[p] for p in parts)   # lo and hi add, so their half-distance does
 
         return RunTable(
             run_id=pick(self.run_id), campaign=pick(self.campaign),
             platform=self.platform.labels(rows), scenario=self.scenario.labels(rows), status=self.status.labels(rows),
-            values={m: np.ascontiguousarray(values[:, j]) for j, m in enumerate(METRICS)},
-            uncertainty={m: np.ascontiguousarray(uncertainty[:, j]) for j, m in enumerate(METRICS)},
+            values=vals, uncertainty=uncs,
             timeline=timeline, has_timeline=~np.isnan(timeline).all(axis=1),
             curve_bytes=curve_bytes, curve_busbw=curve_busbw, samples=samples,
             errors={i: self.errors[r] for i, r in enumerate(last_row) if r in self.errors} if retried else self.errors,
@@ -367,7 +375,8 @@ class _Columns:
             gpus_visible=np.frombuffer(self.gpus_visible, dtype=np.bool_)[rows],
             harness_host=pick(self.harness_host), torch=pick(self.torch), build=pick(self.build),
             transport=pick(self.transport), settings=settings, pricing=self.pricing, audit=audit, ux=ux,
-            probe=np.frombuffer(bytes(probe), dtype=np.bool_), mistakes=mistakes)
+            probe=np.frombuffer(bytes(probe), dtype=np.bool_), mistakes=mistakes,
+            round=np.frombuffer(self.round, dtype=np.int64)[rows])
 
 
 def _settings_of(records: Iterable[Record], latest: set[int], pos_of: dict[tuple, int],

@@ -176,6 +176,16 @@ def test_cli_clean(campaign, capsys):
     assert doc["ok"] is True and doc["mismatches"] == 0 and doc["runs_checked"] == 2
 
 
+def test_a_torn_line_is_skipped_and_said_not_an_error(campaign, capsys):
+    with open(campaign / "runs.jsonl", "a") as fh:
+        fh.write('{"schema":1,"run_id":"local-clean-03","sta\n{"schema":1,"run_id":"x\n')
+    assert main(["rederive", str(campaign.parent)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("WARNING") == 2 and "line 4 is not a JSON record" in out and "line 5" in out
+    assert main(["rederive", str(campaign.parent), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["campaigns"][0]["lines_unreadable"]) == 2
+
+
 def test_cli_flags_a_mismatch_and_missing_evidence(campaign, capsys):
     _rewrite_raw(campaign, "local-kill-rank-01", lambda raw: raw["processes"][1].update(spawn_after=0))
     (campaign / "runs" / "local-clean-01" / "raw.json.gz").unlink()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from report_rows import criteria, lines
 
 from harness.report import decision
 from harness.report import drills as drillmod
@@ -122,8 +123,7 @@ def test_each_component_with_its_health_check_and_the_notes(report):
 
 def test_the_decision_row_is_descriptive_one_drill_per_platform(report):
     _, md = report
-    line = next(x for x in md.splitlines() if x.startswith("| upgrades |"))
-    cells = [c.strip() for c in line.strip("|").split(" | ")]
+    cells = ["upgrades"] + criteria(md)["upgrades"]   # a line per drill kind, merged
     k = _m("k8s-drill-restart", "upgrade_submit_refused_s")
     assert cells[1].startswith("restart drill — Slurm: job survived, 0 steps lost, submissions refused 0 s [0–0], "
                                f"status refused 0 s, slowest submission "
@@ -131,10 +131,11 @@ def test_the_decision_row_is_descriptive_one_drill_per_platform(report):
                                "queued job's delay ")
     assert (f"Kubernetes: job survived, 0 steps lost, submissions refused {fmt(k['value'])} s "
             f"[{fmt(k['lo'])}–{fmt(k['hi'])}]") in cells[1]
-    assert "upgrade drill — Slurm: did not complete (failed at `drill:prepare`); Kubernetes:" in cells[1]
+    assert "; upgrade drill — Slurm: did not complete (failed at `drill:prepare`); Kubernetes:" in cells[1]
+    assert [c[1].split(" — ")[0] for c in lines(md) if " drill — " in c[1]] == ["restart drill", "upgrade drill"]
     assert "Kubernetes: job did not survive, 0 steps lost" in cells[1] and "records changed, 2 left inconsistent, " \
            "not back: `kubelet@poc-worker-2`" in cells[1]
-    assert cells[2:] == ["–", "descriptive: one drill per platform"]
+    assert cells[2:] == ["–", "–", "descriptive: one drill per platform"]   # no setting bounds a drill row
 
 
 def test_the_timeline_chart_is_written(report):
@@ -161,7 +162,7 @@ def test_a_campaign_without_drills_has_no_drills_section(tmp_path):
     md = paths["report.md"].read_text()
     assert "## Upgrades (drills)" not in md and "charts/drills.png" not in paths
     assert not (tmp_path / "rep" / "charts" / "drills.png").exists()
-    assert "| upgrades | not measured | – | not measured |" in md
+    assert "| upgrades | not measured | – | – | not measured |" in md
 
 
 def test_unreadable_raw_evidence_costs_the_timeline_not_the_report(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from report_rows import criteria
 
 from harness.report import charts_serve, decision
 from harness.report import serving as servemod
@@ -43,8 +44,7 @@ def _m(platform: str, name: str) -> dict:
 
 
 def _decision_cells(md: str) -> list[str]:
-    line = next(x for x in md.splitlines() if x.startswith("| inference |"))
-    return [c.strip() for c in line.strip("|").split(" | ")]
+    return ["inference"] + criteria(md)["inference"]   # a line per platform, merged
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_every_figure_with_its_bounds_and_counts(report):
         av = _m(p, "serve_availability:kill_server")
         d = av["detail"]
         errs = ", ".join(f"{k} {v}" for k, v in sorted(d["errors"].items(), key=lambda kv: -kv[1]))
-        assert _row(sec, "serving process killed: availability")[i] == \
+        assert _row(sec, "serving process killed: availability, request-weighted")[i] == \
             f"{av['value']:.4f} ({d['ok']} of {d['requests']} ok) ({errs})"
         deg = _m(p, "serve_degraded_s:node_loss")
         cell = _row(sec, "its node lost: seconds degraded [bounds]")[i]
@@ -138,14 +138,16 @@ def test_the_decision_row_is_descriptive_one_run_a_side(report):
     ready = _m("slurm", "serve_ready_s")
     assert s.startswith(f"Slurm: ready {fmt(ready['value'])} s")
     assert f"p50 {fmt(_m('slurm', 'serve_latency_p50_s')['value'] * 1000)} ms / p99 " in s
-    assert f"server killed: availability {_m('slurm', 'serve_availability:kill_server')['value']:.3f}, " in s
-    assert f"node lost: availability {_m('k8s', 'serve_availability:node_loss')['value']:.3f}, " in k
+    # time-weighted first, the request count beside it
+    assert f"({_m('slurm', 'serve_availability:kill_server')['value']:.3f} by requests), " in s
+    assert f"({_m('k8s', 'serve_availability:node_loss')['value']:.3f} by requests), " in k
+    assert "server killed: availability 0." in s and " time-weighted (" in k
     assert f"scale-out to 2 replicas {fmt(_m('k8s', 'serve_scaleout_s')['value'])} s" in k
     assert k.endswith(f"{fmt(_m('k8s', 'serve_cost_per_1k_usd')['value'], 'USD')} USD per 1,000 requests")
-    assert cells[2] == "–"
-    assert cells[3].startswith("descriptive: one serve run per platform; Slurm needed beyond itself, run by the "
+    assert cells[2] == cells[3] == "–"   # no interval; no cluster setting bounds the serving row
+    assert cells[4].startswith("descriptive: one serve run per platform; Slurm needed beyond itself, run by the "
                                "harness: a reverse proxy")
-    assert cells[3].endswith("Kubernetes: nothing beyond its own objects")
+    assert cells[4].endswith("Kubernetes: nothing beyond its own objects")
 
 
 def test_the_charts_are_png_and_drawn_from_the_stored_evidence(report):
@@ -174,7 +176,7 @@ def test_a_campaign_without_serve_runs_has_no_section_and_says_not_measured(tmp_
     md = paths["report.md"].read_text()
     assert f"## {servemod.TITLE}" not in md
     assert "charts/serve_cdf.png" not in paths and "charts/serve_timeline.png" not in paths
-    assert "| inference | not measured | – | not measured |" in md
+    assert "| inference | not measured | – | – | not measured |" in md
 
 
 def test_unreadable_raw_evidence_costs_the_charts_and_the_beyond_table_not_the_report(tmp_path):

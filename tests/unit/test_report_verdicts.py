@@ -100,19 +100,23 @@ def test_no_verdict_from_a_difference_within_the_resolution(tmp_path):
     assert _compare(recs)[0][("startup_s", "k8s", "slurm")].verdict == "higher"
 
 
-def test_holm_over_every_comparison_the_report_makes():
-    # three platforms, two metrics: 6 comparisons; each a complete separation at n = 6 (p = 0.00216),
-    # which passes alpha / 6 = 0.0083 at every Holm step
+def test_holm_adjusts_within_each_question_not_across_them():
+    # three platforms, two metrics: 6 comparisons, each a complete separation at n = 6 (p = 2/924);
+    # Kubernetes vs Slurm is one family (2 comparisons), the baseline comparisons another (4)
     recs = []
     for i, plat in enumerate(("local", "slurm", "k8s")):
-        recs += [_record(f"{plat}-{j}", plat, {"startup_s": v + 10 * i, "queue_s": v + 10 * i}, uncertainty=0.01)
+        recs += [_record(f"{plat}-{j}", plat, {"startup_s": v + 10 * i, "first_log_s": v + 10 * i}, uncertainty=0.01)
                  for j, v in enumerate(FAST)]
     comps, _ = _compare(recs)
     tested = [c for c in comps.values() if c.tested]
-    assert len(tested) == 6
-    assert max(c.p_holm for c in tested) == pytest.approx(6 * 2 / 924)   # ties: Holm's running max
+    assert len(tested) == 6 and all(c.test == "unpaired" for c in tested)   # no rounds recorded
+    primary = [c for c in tested if c.family == "primary"]
+    assert {(c.numerator, c.denominator) for c in primary} == {("k8s", "slurm")}
+    assert max(c.p_holm for c in primary) == pytest.approx(2 * 2 / 924)      # ties: Holm's running max
+    secondary = [c for c in tested if c.family == "secondary"]
+    assert max(c.p_holm for c in secondary) == pytest.approx(4 * 2 / 924)
     assert all(c.verdict == "higher" for c in tested)
-    # step_time_s is shown, not judged: it is not in the family
+    # step_time_s is shown, not judged: it is not in a family
     recs = [dict(r, metrics={**r["metrics"], "step_time_s": {"value": 1.0}}) for r in recs]
     assert sum(c.tested for c in _compare(recs)[0].values()) == 6
 

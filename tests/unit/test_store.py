@@ -25,10 +25,19 @@ def test_torn_last_line_is_ignored(tmp_path):
     s.close()
 
 
-def test_corrupt_middle_line_is_an_error(tmp_path):
+def test_a_line_that_is_not_json_is_skipped_and_reported(tmp_path):
     p = tmp_path / "runs.jsonl"
-    p.write_text('{"schema":1,"run_id":"a"}\nnot json\n{"schema":1,"run_id":"b"}\n')
-    with pytest.raises(StoreError):
+    p.write_text('{"schema":1,"run_id":"a"}\nnot json\n[1]\n{"schema":1,"run_id":"b"}\n')
+    skipped = []
+    assert [r["run_id"] for r in read_runs(p, skipped.append)] == ["a", "b"]
+    assert [n.split(": ")[1] for n in skipped] == ["line 2 is not a JSON record (9 bytes, a torn write?)",
+                                                  "line 3 is not a JSON record (4 bytes, a torn write?)"]
+
+
+def test_a_record_of_another_schema_is_still_an_error(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    p.write_text('{"schema":1,"run_id":"a"}\n{"schema":99,"run_id":"b"}\n')
+    with pytest.raises(StoreError, match="schema 99"):
         read_runs(p)
 
 

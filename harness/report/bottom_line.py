@@ -1,0 +1,174 @@
+"""The report's opening: what separates Kubernetes and Slurm in this campaign, what does not, and how many
+runs a platform the next campaign needs to settle what is still open (power.py, from the spread observed).
+
+Every verdict cited is one compare.py drew; this module adds none. A sentence is written only from
+what the rows hold, so a campaign where nothing separates the platforms says so plainly.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import power
+from .compare import Comparison, matched
+from .decision import A, B, Row
+from .equivalence import EQUIVALENCE_LEVEL, MARGIN
+from .sections import fmt
+from .stats import MIN_N, PLATFORM_LABEL, Groups
+from .table import RunTable
+from .verdicts import p_text
+
+TITLE = "Bottom line"
+NEXT = "To settle what is open, run next"
+BIG = 1000   # past this many runs, a number says less than "a difference that small"
+
+
+def _label(p: str) -> str:
+    return PLATFORM_LABEL.get(p, p)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """What the campaign saw of one comparison's log-ratio: its centre, spread and how many it rests on."""
+    delta: float        # mean log(Kubernetes / Slurm), or mean Kubernetes - Slurm where a value is not positive
+    sd: float           # its standard deviation (within rounds when paired, pooled over sides when not)
+    n: int              # rounds (paired) or the smaller side's runs
+    paired: bool
+    logs: bool = True   # False: differences in the metric's unit (a 0 s queue has no ratio), as the test does
+
+
+def spread(table: RunTable, gs: Groups, c: Comparison) -> Spread | None:
+    """The observed log-ratio's spread (the difference's, where a value is not positive), paired by round
+    where the campaign has 2 or more shared rounds; None where a side has fewer than 2 runs."""
+    a, b = gs.get((c.numerator, c.metric)), gs.get((c.denominator, c.metric))
+    if a is None or b is None:
+        return None
+    logs = bool((a.values > 0).all() and (b.values > 0).all())
+    f = np.log if logs else np.asarray
+    x, y = matched(table, a, b)
+    if x.size >= 2:
+        d = f(x) - f(y)
+        return Spread(float(d.mean()), float(d.std(ddof=1)), int(x.size), True, logs)
+    la, lb = f(a.values), f(b.values)
+    if la.size < 2 or lb.size < 2:
+        return None
+    pooled = math.sqrt(((la.size - 1) * la.var(ddof=1) + (lb.size - 1) * lb.var(ddof=1)) / (la.size + lb.size - 2))
+    return Spread(float(la.mean() - lb.mean()), pooled, int(min(la.size, lb.size)), False, logs)
+
+
+def next_run(c: Comparison, s: Spread | None, alpha: float = power.ALPHA) -> str:
+    """One comparison's runs needed, in a line: to resolve the observed difference, or to show equivalence.
+    alpha: the level the difference must reach (Holm's strictest step, so the answer survives the family)."""
+    head = f"`{c.metric}`"
+    if s is None:
+        have = min(c.n_num, c.n_den)
+        return (f"{head}: {have} run{' a side shows' if have == 1 else 's a side show'} no spread to project "
+                f"from; run at least {power.floor(True, alpha)} rounds (both platforms once each) to see one")
+    unit = "rounds" if s.paired else "runs a platform"
+    over = f"over {s.n} {'rounds' if s.paired else 'runs a side'}"
+    seen = (f"mean ratio ×{math.exp(s.delta):.2f} {over}, sd of the log-ratio {s.sd:.2f}" if s.logs else
+            f"mean difference {fmt(s.delta, c.unit)} {c.unit} {over}, sd {fmt(s.sd, c.unit)} {c.unit}")
+    diff = power.n_difference(s.delta, s.sd, s.paired, alpha=alpha)
+    equiv = power.n_equivalence(s.delta, s.sd, MARGIN, s.paired) if s.logs else None
+    parts = []
+    if diff is not None:
+        parts.append(f"over {BIG:,} {unit}: a difference that small" if diff > BIG
+                     else f"{diff} {unit} to resolve a difference that size")
+    if equiv is not None:
+        parts.append(f"{equiv} to show equivalence within ×{MARGIN:g}")
+    text = f"{head} ({seen}): " + (", or ".join(parts) or "no difference seen to resolve")
+    if equiv is None:
+        text += (f" (equivalence within ×{MARGIN:g} out of reach at that ratio)" if s.logs
+                 else " (no ratio margin: a value is not positive)")
+    return text
+
+
+def _cite(c: Comparison) -> str:
+    ratio = (f"×{c.effect:.2f} ({EQUIVALENCE_LEVEL:.0%} CI {c.eq_low:.2f}–{c.eq_high:.2f})"
+             if math.isfinite(c.effect) and math.isfinite(c.eq_low) else f"×{c.ratio:.2f}")
+    return (f"`{c.metric}` {_label(A)} {fmt(c.median_num, c.unit)} vs {_label(B)} {fmt(c.median_den, c.unit)} "
+            f"{c.unit}".rstrip() + f", {_label(A)} / {_label(B)} {ratio}, Holm p {p_text(c.p_holm)}")
+
+
+def _open_why(c: Comparison, named: bool) -> str:
+    head = f"`{c.metric}` " if named else ""
+    if c.verdict == "few":
+        n = (f"{c.n_num} run{'s' if c.n_num != 1 else ''} a side" if c.n_num == c.n_den
+             else f"{c.n_num} and {c.n_den} runs")
+        return f"{head}{n}, below {MIN_N}"
+    return head + _why(c)
+
+
+def _why(c: Comparison) -> str:
+    if c.verdict == "resolution":
+        return "within the clocks' resolution"
+    if c.verdict == "none":
+        return f"×{c.effect:.2f}, Holm p {p_text(c.p_holm)}" if math.isfinite(c.effect) else \
+            f"Holm p {p_text(c.p_holm)}"
+    return c.verdict
+
+
+def family_size(comps: list[Comparison]) -> int:
+    """The Kubernetes-vs-Slurm tests Holm adjusts together: a new verdict must pass alpha / this at worst."""
+    return max(1, sum(c.tested and c.family == "primary" for c in comps))
+
+
+def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Comparison]) -> tuple[list[str], list[str], str]:
+    """(sentences, next-run lines, the power assumption line) for the opening section."""
+    wins = [(r, c) for r in rs for c in r.comps if c.better in (A, B)]
+    same = [r.criterion for r in rs if r.comps and all(c.verdict == "equivalent" for c in r.comps)]
+    open_: list[tuple[Row, Comparison]] = [(r, c) for r in rs for c in r.comps
+                                           if c.verdict in ("none", "few", "resolution")]
+    won = {r.criterion for r, _ in wins}
+    described = [r.criterion for r in rs if r.measured and not r.comps]
+    missing = [r.criterion for r in rs if not r.measured]
+    out = []
+    if wins:
+        for p in (B, A):
+            mine = [(r, c) for r, c in wins if c.better == p]
+            if mine:
+                out.append(f"{_label(p)} is ahead on " + "; on ".join(f"{r.criterion}: {_cite(c)}" for r, c in mine)
+                           + ".")
+    elif not any(c.tested for r in rs for c in r.comps):
+        out.append(f"Nothing separates Kubernetes and Slurm in this campaign, and it could not: no criterion has the "
+                   f"{MIN_N} runs a side a test needs.")
+    else:
+        out.append("Nothing separates Kubernetes and Slurm in this campaign: no criterion it tested shows a "
+                   "difference beyond its intervals.")
+    rest = []
+    if same:
+        rest.append(f"equivalent within ×{MARGIN:g} on {', '.join(same)}")
+    undecided: dict[str, list[str]] = {}
+    for r, c in open_:
+        if r.criterion not in won:
+            undecided.setdefault(r.criterion, []).append(_open_why(c, sum(x in r.comps for _, x in open_) > 1))
+    if undecided:
+        rest.append("undecided on " + ", ".join(f"{k} ({'; '.join(v)})" for k, v in undecided.items()))
+    if rest:
+        out.append(("They are " if wins else "The platforms are ") + "; ".join(rest) + ".")
+    tail = []
+    if described:
+        tail.append(f"described without a test: {', '.join(described)}")
+    if missing:
+        tail.append(f"not measured: {', '.join(missing)}")
+    if tail:
+        line = "; ".join(tail) + "."
+        out.append(line[0].upper() + line[1:])
+    k = family_size(comps)
+    alpha = power.ALPHA / k
+    nxt = [f"{r.criterion}: {next_run(c, spread(table, gs, c), alpha)}" for r, c in open_
+           if c.verdict != "resolution"]
+    return out, nxt, power.assumption(MARGIN, alpha, k)
+
+
+def section(rs: list[Row], table: RunTable, gs: Groups, comps: list[Comparison]) -> tuple[str, list]:
+    """The opening section's blocks: the sentences, the next runs as a list, the assumption in one line."""
+    says, nxt, assumed = paragraphs(rs, table, gs, comps)
+    blocks: list = [("p", s) for s in says]
+    if nxt:
+        blocks += [("p", f"{NEXT} (per platform):"), ("ul", nxt), ("small", assumed)]
+    else:
+        blocks.append(("p", f"{NEXT}: nothing is open that more runs of this kind would settle."))
+    return TITLE, blocks
