@@ -14,10 +14,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from . import imageref
+from . import config_yaml, imageref
 from .config_clusters import (  # noqa: F401
     _ENV_NAME,
     NATIVE_KUBECONFIG,
@@ -355,6 +354,8 @@ _TIPS = {
     "literal_error": "use one of the values listed in the message",
     "image_reference": f"an image reference is {imageref.FORM}, e.g. registry.example.com/team/torch:2.4",
     "slurm_image": f"{imageref.SLURM_FORMS}; an image reference is {imageref.FORM}",
+    "pyslurm_transport": "use slurm.transport: ssh (a login node over ssh), rest (slurmrestd with a JWT) or local "
+                         "(Slurm's commands on this machine): none needs a library built for the cluster's release",
 }
 
 
@@ -383,6 +384,13 @@ def from_mapping(data: object, source: str = "<config>") -> Config:
 
 def load(path: str | os.PathLike | None) -> Config:
     """Load a config file, or the built-in default when path is None."""
+    data, source = read_mapping(path)
+    return from_mapping(data, source)
+
+
+def read_mapping(path: str | os.PathLike | None) -> tuple[object, str]:
+    """A config file's (or the built-in default's) plain data, not yet validated, and its name for
+    messages: the CLI applies its --set and POC_* overrides to it before from_mapping validates."""
     if path is None:
         text, source = default_yaml(), "<built-in default>"
     else:
@@ -391,17 +399,7 @@ def load(path: str | os.PathLike | None) -> Config:
             raise ConfigError(f"config file {str(path)!r} does not exist",
                               tip="write one with `poc config show > poc.yaml`, or omit --config for the default")
         text, source = p.read_text(encoding="utf-8"), str(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = ""
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            where = f" at line {mark.line + 1}, column {mark.column + 1}"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{source}: not valid YAML{where}: {problem}",
-                          tip="check indentation and quoting near that line") from None
-    return from_mapping(data, source)
+    return config_yaml.load(text, source), source   # with alias and nesting limits: ERROR/TIP, never a hang
 
 
 def expand(path: str | None) -> str | None:

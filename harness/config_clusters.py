@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from . import imageref
+from . import config_sbatch, imageref
 
 
 class _Model(BaseModel):
@@ -123,6 +123,10 @@ class PodPlacement(_Model):
 
 
 NATIVE_KUBECONFIG = "native"
+# The native cluster's nodes are GPU-shaped and carry the GPU node taint (harness/clusters/k8s/gpu_shape.py),
+# as GKE's, AKS's and the GPU operator's pools do: a job aimed at that cluster tolerates it, as any pod
+# that may land on a GPU node must, so the built-in config runs there with no file to write.
+NATIVE_NODE_TOLERATIONS = ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
 
 
 class Kubernetes(_Model):
@@ -152,6 +156,14 @@ class Kubernetes(_Model):
     @property
     def native(self) -> bool:
         return self.kubeconfig == NATIVE_KUBECONFIG
+
+    @property
+    def tolerations(self) -> list[dict]:
+        """What the job's pods tolerate besides the harness's own: the user's, then what the native
+        cluster's nodes need (a cluster elsewhere gets exactly what the config says)."""
+        user = [dict(t) for t in self.pod.tolerations]
+        lab = [dict(t) for t in NATIVE_NODE_TOLERATIONS if self.native and t not in user]
+        return user + lab
 
     @field_validator("topology_required", "topology_preferred")
     @classmethod
@@ -188,6 +200,9 @@ class SlurmRest(_Model):
     user: str | None = None              # X-SLURM-USER-NAME; null: slurm.user
     files: Literal["ssh", "mount"] = "ssh"   # how the run directory is reached: the ssh settings, or a mount here
     mount: str | None = None             # with files: mount, where slurm.workdir is mounted on this machine
+    ca_file: str | None = None           # a PEM bundle that signs slurmrestd's certificate; null: the system's
+    # the JWT travels in every request's headers: a plain http:// url is refused unless this says so
+    allow_insecure_http: bool = False
 
     @field_validator("url")
     @classmethod
@@ -216,9 +231,25 @@ class SlurmRest(_Model):
             raise ValueError("files: mount needs slurm.rest.mount (where slurm.workdir is mounted here)")
         return self
 
+    @model_validator(mode="after")
+    def _tls(self) -> SlurmRest:
+        if self.url and self.url.startswith("http://") and not self.allow_insecure_http:
+            raise ValueError(f"url {self.url} is plain http: the JWT would cross the network readable by anyone "
+                             "on the path; use https:// (with slurm.rest.ca_file for a private CA), or set "
+                             "slurm.rest.allow_insecure_http: true for a slurmrestd only this machine reaches")
+        if self.ca_file and self.url and self.url.startswith("http://"):
+            raise ValueError("ca_file is for an https:// url; this url is plain http")
+        return self
+
+
+# pyslurm links against libslurm and must match the cluster's Slurm release exactly; PyPI has 25.11 only and
+# this project's Slurm is 24.11, so a pyslurm transport could not be tested here and is refused by name.
+PYSLURM_REFUSED = ("pyslurm is not supported: it must match the cluster's Slurm release exactly, and PyPI has "
+                   "pyslurm 25.11 only while this project is tested against Slurm 24.11")
+
 
 class Slurm(_Model):
-    transport: Literal["local", "ssh", "rest", "pyslurm"] = "ssh"
+    transport: Literal["local", "ssh", "rest"] = "ssh"
     connection_file: str | None = None
     host: str | None = None
     port: int = Field(22, ge=1, le=65535)
@@ -253,6 +284,13 @@ class Slurm(_Model):
     ssh_config: str | None = "~/.ssh/config"
     proxy_jump: str | None = None        # [user@]host[:port][,...], as ssh -J
     rest: SlurmRest = Field(default_factory=SlurmRest)
+
+    @field_validator("transport", mode="before")
+    @classmethod
+    def _no_pyslurm(cls, v: object) -> object:
+        if isinstance(v, str) and v.strip().lower() == "pyslurm":
+            raise PydanticCustomError("pyslurm_transport", PYSLURM_REFUSED)
+        return v
 
     @field_validator("reservation", "gpu_type")
     @classmethod
@@ -332,8 +370,9 @@ class Slurm(_Model):
     @classmethod
     def _extra(cls, v: list[str]) -> list[str]:
         for item in v:
-            if not re.fullmatch(r"--[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:=/+@%-]+)?", item):
-                raise ValueError(f"{item!r} is not a plain --option or --option=value")
+            why = config_sbatch.problem(item)
+            if why:
+                raise ValueError(why)
         return v
 
     @field_validator("container_image")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -28,6 +29,18 @@ LOCAL_ENV = {
     # Keep gloo on loopback: the host's name may resolve to an address other processes cannot reach.
     "GLOO_SOCKET_IFNAME": "lo",
 }
+# Run by the Python that will run torchrun. A missing module is answered on stdout with exit code 3, so
+# the harness can tell "torch is not installed" (a light install) from a torch that is broken.
+TORCH_PROBE = """\
+import sys
+try:
+    import torch, torch.distributed as d
+except ImportError as exc:
+    print(exc.name or "", exc, sep="\t")
+    sys.exit(3)
+print(torch.__version__, d.is_available(), d.is_gloo_available())
+"""
+MISSING = 3
 
 
 class EventTail:
@@ -106,16 +119,29 @@ class LocalBackend(Backend):
         return Rendered("local", {"launch.sh": as_script(argvs, self.env(spec))}, payload=argvs)
 
     def preflight(self) -> dict:
+        # torch is the `workload` extra, not a dependency of the harness: a plain `pip install k8s-slurm-poc`
+        # lacks it, and this is where local.runtime: host first needs it.
+        install = (f"pip install 'k8s-slurm-poc[workload]' into the Python that runs torchrun "
+                   f"({shlex.quote(self.python)} -m pip install 'k8s-slurm-poc[workload]'), or use "
+                   "local.runtime: container (the worker image brings its own torch)")
         try:
-            out = subprocess.run([self.python, "-c", "import torch, torch.distributed as d; "
-                                  "print(torch.__version__, d.is_available(), d.is_gloo_available())"],
+            out = subprocess.run([self.python, "-c", TORCH_PROBE],
                                  capture_output=True, text=True, timeout=120, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BackendError(f"cannot run {self.python}: {exc}",
-                               tip="install torch in this Python: pip install torch") from exc
+            raise BackendError(f"cannot run {self.python}, the Python that local.runtime: host runs torchrun "
+                               f"with: {exc}", tip=install) from exc
+        if out.returncode == MISSING:
+            name, _, why = out.stdout.rstrip("\n").partition("\t")
+            if name.split(".")[0] == "torch":
+                raise BackendError(f"torch is not installed in {self.python}, the Python that local.runtime: host "
+                                   "runs torchrun with", tip=install)
+            raise BackendError(f"torch cannot be imported by {self.python}: {why}",
+                               tip=(f"install {name}, which torch imports, into that Python" if name else
+                                    "reinstall torch in that Python") + ", or use local.runtime: container")
         if out.returncode != 0:
-            raise BackendError(f"torch is not importable by {self.python}: {out.stderr.strip()[-500:]}",
-                               tip="pip install torch (or the project: pip install -e .)")
+            last = (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1]
+            raise BackendError(f"torch cannot be imported by {self.python}: {last}",
+                               tip="reinstall torch in that Python, or use local.runtime: container")
         version, dist_ok, gloo_ok = out.stdout.split()
         if dist_ok != "True" or gloo_ok != "True":
             raise BackendError("this torch build lacks torch.distributed with gloo", tip="install torch from PyPI")

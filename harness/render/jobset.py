@@ -302,10 +302,11 @@ def placement(pod) -> dict:
 
 
 def tolerations(k: Kubernetes) -> list[dict]:
-    """The harness's own (a lost node's pods are evicted after toleration_seconds), then the user's."""
+    """The harness's own (a lost node's pods are evicted after toleration_seconds), then the user's
+    (with the native cluster's GPU taint when the job targets it)."""
     own = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": int(k.toleration_seconds)}
            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
-    return own + [dict(t) for t in k.pod.tolerations]
+    return own + k.tolerations
 
 
 def affinity(name: str, user: dict | None) -> dict:

@@ -50,7 +50,9 @@ def role_rules(node_faults: bool = False, cleanup_pod: bool = False, serving: bo
 
 def cluster_rules(reads: bool, node_faults: bool) -> list[dict]:
     """Cluster-scoped rights: preflight's reads (it works without them: a 403 is recorded as not
-    visible), and the node rights lose_node needs (cordon, taint)."""
+    visible), and the node rights lose_node needs: get (the node's taints and cordon mark before a
+    change), list (which nodes the run's pods are on, for preflight), patch (the cordon, its mark and the
+    out-of-service taint; node_patch_policy() narrows patch to exactly those)."""
     rules = []
     if reads:
         rules += [
@@ -61,6 +63,56 @@ def cluster_rules(reads: bool, node_faults: bool) -> list[dict]:
         rules.append({"apiGroups": [""], "resources": ["nodes"],
                       "verbs": ["get", "list", "patch"] if node_faults else ["get", "list"]})
     return rules
+
+
+# What lose_node changes on a node (backends/k8s/faults.py): the cordon (spec.unschedulable), its own
+# annotation naming the run, and the out-of-service taint that lets the pod GC release the lost pods.
+CORDON_ANNOTATION = "poc/cordoned-by-run"
+OUT_OF_SERVICE_KEY = "node.kubernetes.io/out-of-service"
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+
+
+def node_patch_policy(k: Kubernetes) -> list[dict]:
+    """RBAC cannot narrow `patch` on nodes to some fields, and the node a lose_node fault takes is known only
+    then: this ValidatingAdmissionPolicy (GA since Kubernetes 1.30) lets the harness's ServiceAccount change
+    only what the fault changes, and nothing else on any node (labels, other annotations, other taints,
+    the rest of the spec). It applies to that ServiceAccount's requests alone."""
+    ns, name = k.namespace, f"{HARNESS_ROLE}-{k.namespace}-node-fault"
+    keep = f"k == '{CORDON_ANNOTATION}'"
+    others = f"t.key != '{OUT_OF_SERVICE_KEY}'"
+    same_spec = " && ".join(f"object.spec.?{f} == oldObject.spec.?{f}"
+                            for f in ("podCIDR", "podCIDRs", "providerID", "configSource", "externalID"))
+    return [
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+         "spec": {
+             "failurePolicy": "Fail",
+             "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                     "operations": ["UPDATE"], "resources": ["nodes"]}]},
+             "matchConditions": [{"name": "the-harness",
+                                  "expression": f"request.userInfo.username == "
+                                                f"'system:serviceaccount:{ns}:{HARNESS_ROLE}'"}],
+             "variables": [{"name": "newAnn", "expression": "object.metadata.?annotations.orValue({})"},
+                           {"name": "oldAnn", "expression": "oldObject.metadata.?annotations.orValue({})"}],
+             "validations": [
+                 {"expression": "object.metadata.?labels.orValue({}) == oldObject.metadata.?labels.orValue({})",
+                  "message": "the harness may not change a node's labels", "reason": "Forbidden"},
+                 {"expression": f"variables.newAnn.all(k, {keep} || (k in variables.oldAnn && "
+                                f"variables.oldAnn[k] == variables.newAnn[k])) && "
+                                f"variables.oldAnn.all(k, {keep} || k in variables.newAnn)",
+                  "message": f"the harness may change only the {CORDON_ANNOTATION} annotation of a node",
+                  "reason": "Forbidden"},
+                 {"expression": f"object.spec.?taints.orValue([]).filter(t, {others}) == "
+                                f"oldObject.spec.?taints.orValue([]).filter(t, {others})",
+                  "message": f"the harness may add or remove only the {OUT_OF_SERVICE_KEY} taint",
+                  "reason": "Forbidden"},
+                 {"expression": same_spec + " && object.metadata.?finalizers == oldObject.metadata.?finalizers"
+                                " && object.metadata.?ownerReferences == oldObject.metadata.?ownerReferences",
+                  "message": "the harness may change only spec.unschedulable (the cordon) of a node's spec",
+                  "reason": "Forbidden"},
+             ]}},
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+         "spec": {"policyName": name, "validationActions": ["Deny"]}},
+    ]
 
 
 def rbac_objects(k: Kubernetes, *, node_faults: bool = False, serving: bool = False) -> list[dict]:
@@ -90,6 +142,8 @@ def rbac_objects(k: Kubernetes, *, node_faults: bool = False, serving: bool = Fa
                          "name": f"{HARNESS_ROLE}-{ns}"},
              "subjects": subject},
         ]
+    if node_faults:   # `patch` on nodes is every field of every node: the policy narrows it to the fault's own
+        out += node_patch_policy(k)
     return out
 
 

@@ -21,6 +21,11 @@ from ..spec import WORKLOAD_SCRIPT, JobSpec
 TEMPLATE = ("sbatch", "job.sbatch.tmpl")     # in harness/data
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _HEAD = "__POC_HEAD__"
+_PORT = "__POC_PORT__"
+# The c10d store listens on the allocation's first node. Jobs that do not hold whole nodes share them,
+# so a fixed port would clash (or, worse, join another job's rendezvous): each job takes the base port
+# plus its job id modulo this span (29500-29999 by default, below Linux's ephemeral range).
+RDZV_PORT_SPAN = 500
 CLOCK_FILE = "batch-clock.txt"   # in the run dir; read back by SlurmBackend.collect
 
 
@@ -49,8 +54,9 @@ def check(spec: JobSpec, cfg: Slurm) -> None:
     if problem:
         raise ConfigError(f"slurm.container_image {cfg.container_image!r} {problem}",
                           f"{SLURM_FORMS}; an image reference is {FORM}")
-    if not 1 <= spec.rdzv_port <= 65535:
-        raise ConfigError(f"rendezvous port {spec.rdzv_port} is out of range")
+    if not 1 <= spec.rdzv_port <= 65536 - RDZV_PORT_SPAN:
+        raise ConfigError(f"rendezvous port {spec.rdzv_port} is out of range (the job's port is it plus its "
+                          f"job id modulo {RDZV_PORT_SPAN})")
     for key in ("venv", "setup_script"):
         val = getattr(cfg, key)
         if val and val.startswith("~") and not (val == "~" or val.startswith("~/")):
@@ -115,7 +121,7 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     """The srun line that starts one torchrun agent per node."""
     script = entrypoint_path(spec, rdir)
     torchrun = [cfg.python, "-m", "torch.distributed.run",
-                *spec.torchrun_args(f"{_HEAD}:{spec.rdzv_port}"),
+                *spec.torchrun_args(f"{_HEAD}:{_PORT}"),
                 script, *spec.workload_args(ckpt_dir(spec, cfg, rdir), f"{rdir}/events")]
     # --export=ALL: every node's step gets this script's environment (setup, fabric), whatever
     # --export the job itself was given (extra_sbatch may say NONE, which srun would inherit).
@@ -143,8 +149,8 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
             parts.append(" \\\n  " + q)
         else:
             parts.append((" " if parts else "") + q)
-    # The rendezvous host is only known inside the allocation: let the shell expand it.
-    return "".join(parts).replace(_HEAD, '"$head"')
+    # The rendezvous host and port are only known inside the allocation: let the shell expand them.
+    return "".join(parts).replace(_HEAD, '"$head"').replace(_PORT, '"$rdzv_port"')
 
 
 def _env_names(spec: JobSpec) -> list[str]:
@@ -219,6 +225,7 @@ def render_sbatch(spec: JobSpec, cfg: Slurm) -> SbatchJob:
         q_clock_file=shlex.quote(clock),
         launch_env=launch_exports(spec, cfg), setup=setup_lines(cfg),
         sbatch_lines=lines, max_restarts=int(spec.max_restarts), rdzv_port=int(spec.rdzv_port),
+        rdzv_span=RDZV_PORT_SPAN,
         launch=launch_line(spec, cfg, rdir))
     return SbatchJob(script=text, run_dir=rdir, workload_path=f"{rdir}/{WORKLOAD_SCRIPT}",
                      output_pattern=f"{rdir}/slurm-%j.out", events_dir=f"{rdir}/events",

@@ -15,10 +15,10 @@ queue-name label on these pods would be ignored; a Deployment is a long-running 
 batch workload that waits for quota. `kueue_pods=True` (a cluster whose Kueue has the pod
 integration) labels the pod template with the LocalQueue, which Kueue then gates and counts.
 
-Tolerations: the user's (kubernetes.pod.tolerations, e.g. the GPU taint of GPU nodes) and nothing of
-the harness's: the not-ready/unreachable NoExecute tolerations are the API server's defaults
-(DefaultTolerationSeconds; 30 s on the native cluster, 300 s upstream), so a lost node's replica is
-replaced as the cluster's own settings say, not sooner.
+Tolerations: the user's (kubernetes.pod.tolerations, e.g. the GPU taint of GPU nodes; on the native
+cluster its GPU taint too) and nothing of the harness's: the not-ready/unreachable NoExecute
+tolerations are the API server's defaults (DefaultTolerationSeconds; 30 s on the native cluster,
+300 s upstream), so a lost node's replica is replaced as the cluster's own settings say, not sooner.
 """
 from __future__ import annotations
 
@@ -165,8 +165,8 @@ def render_serving(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: st
         "containers": [container],
         "volumes": [{"name": "scripts", "configMap": {"name": cm_name}}, vol],
     }
-    if pod.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in pod.tolerations]
+    if k.tolerations:
+        pod_spec["tolerations"] = k.tolerations
     pod_spec.update(placement(pod))
     pod_labels = {**pod.labels, **lab}
     if kueue_pods:

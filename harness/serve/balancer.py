@@ -12,6 +12,11 @@ connection error on a forwarded request takes it out at once and retries once on
 
 Everything it decides is logged with its time-stamp (``log()``): the evidence of what balancing the
 harness had to do. The log is bounded (``LOG_MAX``; what was dropped is counted).
+
+Its own added latency is measured per forwarded request (``overhead()``): the handler's time minus the
+upstream round trip (reading the client's body, choosing, copying the answer), into an HdrHistogram.
+It leaves out what aiohttp does before and after the handler (parsing, writing) and the extra
+loopback hop, so it is a lower bound on what the proxy adds to a Slurm request's latency.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from collections.abc import Callable
 
 import aiohttp
 from aiohttp import web
+from hdrh.histogram import HdrHistogram
 
 from ..errors import BackendError
 
@@ -43,6 +49,7 @@ class Balancer:
         self._backends: dict[str, dict] = {}    # "ip:port" -> {"healthy", "since", "added", "served", "failed"}
         self._log: list[dict] = []
         self._dropped = 0
+        self._overhead = HdrHistogram(1, 60_000_000, 3)   # µs, 1 µs .. 60 s
         self._rr = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -98,6 +105,21 @@ class Balancer:
     def log(self) -> dict:
         with self._lock:
             return {"entries": list(self._log), "dropped": self._dropped}
+
+    def overhead(self) -> dict:
+        """The proxy's own time per forwarded request (see the module docstring), in seconds."""
+        with self._lock:
+            h = self._overhead
+            n = h.get_total_count()
+            figs = {f"p{p}_s": h.get_value_at_percentile(p) / 1e6 if n else None for p in (50, 95, 99)}
+            return {"count": n, **figs, "mean_s": h.get_mean_value() / 1e6 if n else None,
+                    "max_s": h.get_max_value() / 1e6 if n else None,
+                    "what": "handler time minus the upstream round trip (a lower bound on the proxy's latency)",
+                    "histogram": h.encode().decode("ascii") if n else None}
+
+    def _add_overhead(self, seconds: float) -> None:
+        with self._lock:
+            self._overhead.record_value(min(max(round(seconds * 1e6), 1), 60_000_000))
 
     def note(self, event: str, backend: str | None, why: str) -> None:
         with self._lock:
@@ -208,6 +230,8 @@ class Balancer:
             return ready[self._rr % len(ready)]
 
     async def _proxy(self, request: web.Request) -> web.StreamResponse:
+        t_in = time.perf_counter()
+        upstream = 0.0
         body = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         tried: set[str] = set()
@@ -217,15 +241,21 @@ class Balancer:
                 why = "no ready backend" if attempt == 1 else f"retry found no other ready backend than {sorted(tried)}"
                 return web.json_response({"error": f"balancer: {why}"}, status=503)
             tried.add(ep)
+            t_up = time.perf_counter()
             try:
                 async with self._session.request(request.method, f"http://{ep}{request.rel_url}", data=body,
                                                  headers=headers, allow_redirects=False,
                                                  timeout=aiohttp.ClientTimeout(total=self.request_timeout_s)) as r:
                     data = await r.read()
+                    upstream += time.perf_counter() - t_up
                     out = {k: v for k, v in r.headers.items() if k.lower() not in HOP_BY_HOP}
                     self._count(ep, "served")
-                    return web.Response(body=data, status=r.status, headers=out)
+                    resp = web.Response(body=data, status=r.status, headers=out)
+                    self._add_overhead(time.perf_counter() - t_in - upstream)
+                    return resp
             except RETRYABLE as exc:
+                # a failed try's time is the backend's, not the proxy's
+                upstream += time.perf_counter() - t_up
                 self._count(ep, "failed")
                 self._set(ep, False, f"forwarding: {type(exc).__name__}")
                 if attempt == 1:

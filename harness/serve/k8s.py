@@ -207,7 +207,8 @@ class K8sServe:
         h.data["cordoned"].append(node)
         t = self.clock()
         self.client.call("PATCH node (cordon)", core.patch_node, node,
-                         {"metadata": {"annotations": {faults.CORDONED_BY: h.run_id}}, "spec": {"unschedulable": True}})
+                         {"metadata": {"annotations": {faults.CORDONED_BY: faults.cordon_mark(h)}},
+                          "spec": {"unschedulable": True}})
         gone = [get(p, "metadata", "name") for p in self._pods() if get(p, "spec", "nodeName") == node]
         for pname in gone:
             self.client.call("DELETE pod", core.delete_namespaced_pod, pname, ns, grace_period_seconds=0)
@@ -223,7 +224,7 @@ class K8sServe:
                                f"of {self._s.name}", tip="the fault touches only nodes the run holds")
         n = self.client.to_dict(self.client.call("GET node", self.client.core().read_node, node))
         mark = (get(n, "metadata", "annotations", default={}) or {}).get(faults.CORDONED_BY)
-        if get(n, "spec", "unschedulable") and mark != self._handle().run_id:
+        if get(n, "spec", "unschedulable") and mark != faults.cordon_mark(self._handle()):
             raise BackendError(f"lose_node refused: node {node} is already cordoned",
                                tip="restoring it would undo someone else's cordon; drop the node_loss fault")
 

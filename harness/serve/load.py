@@ -12,7 +12,8 @@ bridges, the pod network and a Service's ClusterIP use (RFC 1918, and ULA fc00::
 resolved once and every address it gives must be allowed (a guard against mistakes, not against
 a hostile DNS server).
 
-Every request's start (time.time), latency (a monotonic clock), status and error kind is kept;
+Every request's start (time.time), latency (a monotonic clock), status, error kind and the replica
+that answered (the server's X-Poc-Replica header, passed on by a balancer; None without one) is kept;
 successful latencies go into an HdrHistogram (the `hdrhistogram` package, HdrHistogram_py: the
 same algorithm and V2 encoding as the Java/C libraries, so the stored histogram can be re-read by
 any of them), in microseconds from 1 µs to 600 s with 3 significant digits (a value's bucket is
@@ -47,6 +48,7 @@ HARD_MAX_CLIENTS = 256
 # The histogram's range and precision (µs): 1 µs .. 600 s (the longest allowed timeout), 3 digits.
 HIST_LOWEST_US, HIST_HIGHEST_US, HIST_DIGITS = 1, 600_000_000, 3
 PERCENTILES = (50.0, 95.0, 99.0, 99.9)
+REPLICA_HEADER = "X-Poc-Replica"   # harness/data/serve/serve_model.py's, "<host>/<pid>"
 PRIVATE_NETS = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"))
 
 
@@ -148,26 +150,31 @@ class Recorder:
         self.latency: list[float] = []
         self.status: list[int | None] = []
         self.error: list[str | None] = []
+        self.replica: list[str | None] = []
 
-    def add(self, start: float, latency_s: float, status: int | None, error: str | None) -> None:
+    def add(self, start: float, latency_s: float, status: int | None, error: str | None,
+            replica: str | None = None) -> None:
         self.start.append(start)
         self.latency.append(latency_s)
         self.status.append(status)
         self.error.append(error)
+        self.replica.append(replica)
         if error is None:
             us = min(max(round(latency_s * 1e6), HIST_LOWEST_US), HIST_HIGHEST_US)
             self.hist.record_value(us)
 
 
 async def _one(session: aiohttp.ClientSession, url: str, data: bytes, timeout: aiohttp.ClientTimeout):
-    """(status, error kind or None) of one POST; the body is read, so the whole answer is timed."""
+    """(status, error kind or None, replica or None) of one POST; the body is read, so the whole answer
+    is timed. The replica is named on failed answers too: a 404 from a replica says who answered it."""
     try:
         async with session.post(url, data=data, headers={"Content-Type": "application/json"},
                                 timeout=timeout) as resp:
             await resp.read()
-            return resp.status, None if resp.status == 200 else f"http_{resp.status}"
+            return (resp.status, None if resp.status == 200 else f"http_{resp.status}",
+                    resp.headers.get(REPLICA_HEADER))
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        return None, error_kind(exc)
+        return None, error_kind(exc), None
 
 
 async def run_async(plan: Plan, *, allow: Callable[[str], bool] = loopback_or_private,
@@ -204,8 +211,8 @@ async def run_async(plan: Plan, *, allow: Callable[[str], bool] = loopback_or_pr
                 return
             issued += 1                 # one event loop: no lock needed between the check and this
             start_wall, a = wall(), clock()
-            status, err = await _one(s, plan.url, data, timeout)
-            rec.add(start_wall, clock() - a, status, err)
+            status, err, replica = await _one(s, plan.url, data, timeout)
+            rec.add(start_wall, clock() - a, status, err, replica)
             if err is not None:
                 last_fail, ok_since_fail = clock(), False
             elif last_fail is not None and a >= last_fail:   # started after the last failure ended
@@ -290,7 +297,7 @@ def summarise(rec: Recorder, plan: Plan, addrs: list[str], t0_wall: float, elaps
         "timeline": timeline(rec, t0_wall, elapsed_s),
         # columns, not one dict per request: 100,000 requests stay a few MB of JSON
         "log": {"start": [round(s - t0_wall, 6) for s in rec.start], "latency_s": [round(x, 6) for x in rec.latency],
-                "status": rec.status, "error": rec.error},
+                "status": rec.status, "error": rec.error, "replica": rec.replica},
     }
 
 

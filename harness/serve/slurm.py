@@ -311,7 +311,8 @@ class SlurmServe:
                 rec["clock_and_output"] = command(shell, ["sh", "-c", _TAILS, "sh", self.sdir])
         if self.balancer is not None:
             rec["balancer"] = {"url": self.balancer.url if self.balancer.port else None,
-                               "backends": self.balancer.backends(), "log": self.balancer.log()}
+                               "backends": self.balancer.backends(), "log": self.balancer.log(),
+                               "overhead": self.balancer.overhead()}
         return rec
 
     def beyond(self) -> dict:

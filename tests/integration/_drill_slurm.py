@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from _poc import login, squeue_state, wait_for
+from _poc import login, slurm_queue, squeue_state, wait_for, wait_slurm_nodes_free
 
 from harness import config
 from harness.backends.base import Handle
@@ -20,15 +20,21 @@ def backend() -> SlurmBackend:
     return SlurmBackend.from_config(config.from_mapping({"campaign": "drill-test", "platforms": ["slurm"]}))
 
 
-def submit_pair() -> tuple[str, str]:
-    """A running 2-node job (an srun step of sleep) and a same-shape one queued behind it."""
+def submit_pair(jobs: list[str]) -> tuple[str, str]:
+    """A running 2-node job (an srun step of sleep) and a same-shape one queued behind it. Each job id
+    goes into `jobs` as soon as it is submitted, so the caller cancels it even when a wait here fails
+    (a leaked `sleep 900` holds c1 and c2 for every later test)."""
+    wait_slurm_nodes_free(("c1", "c2"))
     run_id = login(["sbatch", "--parsable", "-J", "poc-drill-run", "-w", "c1,c2", *SHAPE, "--wrap",
                     "srun sleep 900"], check=True).stdout.strip()
-    wait_for(f"job {run_id} running", lambda: squeue_state(run_id) == "RUNNING", 60)
-    wait_for(f"job {run_id}'s srun step", lambda: f"{run_id}.0" in login(["squeue", "-h", "-s", "-o", "%i"]).stdout, 30)
+    jobs.append(run_id)
+    wait_for(f"job {run_id} running", lambda: squeue_state(run_id) == "RUNNING", 120, context=slurm_queue)
+    wait_for(f"job {run_id}'s srun step", lambda: f"{run_id}.0" in login(["squeue", "-h", "-s", "-o", "%i"]).stdout,
+             30, context=slurm_queue)
     queued = login(["sbatch", "--parsable", "-J", "poc-drill-queued", *SHAPE, "--wrap", "srun sleep 900"],
                    check=True).stdout.strip()
-    wait_for(f"job {queued} pending", lambda: squeue_state(queued) == "PENDING", 30)
+    jobs.append(queued)
+    wait_for(f"job {queued} pending", lambda: squeue_state(queued) == "PENDING", 30, context=slurm_queue)
     return run_id, queued
 
 

@@ -78,9 +78,11 @@ class Poc:
             self.proc.wait(timeout=30)
 
 
-def wait_for(what: str, probe, timeout: float, poc: Poc | None = None, interval: float = POLL_S):
-    """Poll probe() until it returns something truthy; fail with `what` (and poc's stderr) at the deadline,
-    or at once when the poc process being watched exits before it happened."""
+def wait_for(what: str, probe, timeout: float, poc: Poc | None = None, interval: float = POLL_S,
+             context=None):
+    """Poll probe() until it returns something truthy; fail with `what` (and poc's stderr, and what
+    context() returns) at the deadline, or at once when the poc process being watched exits before it
+    happened."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -94,7 +96,8 @@ def wait_for(what: str, probe, timeout: float, poc: Poc | None = None, interval:
             pytest.fail(f"poc exited with {poc.proc.returncode} before {what}\nstderr:\n{poc.stderr[-3000:]}")
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}"
-                + (f"\nstderr:\n{poc.stderr[-3000:]}" if poc is not None else ""))
+                + (f"\nstderr:\n{poc.stderr[-3000:]}" if poc is not None else "")
+                + (f"\n{context()}" if context is not None else ""))
 
 
 def records(campaign_dir: Path) -> list[dict]:
@@ -124,3 +127,22 @@ def login(argv: list[str], check: bool = False) -> subprocess.CompletedProcess:
 
 def squeue_state(job_id: str) -> str:
     return login(["squeue", "-h", "-j", job_id, "-o", "%T"]).stdout.strip()
+
+
+def slurm_queue() -> str:
+    """Every job in the queue (any user) and every node's state: what a test that waited in vain shows."""
+    jobs = login(["squeue", "-a", "-h", "-o", "%i %j %u %T %r %N %M"]).stdout.strip()
+    nodes = login(["sinfo", "-h", "-N", "-o", "%N %T %E"]).stdout.strip()
+    return f"squeue (id name user state reason nodes time):\n{jobs or '(empty)'}\nsinfo:\n{nodes}"
+
+
+def wait_slurm_nodes_free(nodes: tuple[str, ...], timeout: float = 180) -> None:
+    """Wait until no job holds any of `nodes` (an earlier test's job may still be completing); fail
+    naming the jobs that do, so a job another test left behind is found, not waited behind."""
+    def free():
+        out = login(["squeue", "-a", "-h", "-t", "RUNNING,COMPLETING,CONFIGURING", "-o", "%N"]).stdout
+        held = set()
+        for spec in out.split():
+            held |= set(login(["scontrol", "show", "hostnames", spec]).stdout.split())
+        return not (held & set(nodes))
+    wait_for(f"nodes {','.join(nodes)} free of jobs", free, timeout, interval=1.0, context=slurm_queue)

@@ -3,7 +3,8 @@ lost node is back, the campaign is not resumed.
 
 The crash is staged exactly as the journal leaves it (harness/backends/base.py Journal): a real job
 runs on c1-c2, its in-flight record names c2 as lost and its container, and c2's container is really
-killed, as the fault does. Then the real CLI runs `poc cleanup` (no --resume).
+killed, as the fault does. Then the real CLI runs `poc cleanup` (no --resume). When an operator has
+drained the node meanwhile, cleanup starts its container but leaves the drain, and says so.
 """
 from __future__ import annotations
 
@@ -14,7 +15,17 @@ import time
 from pathlib import Path
 
 import pytest
-from _poc import ACTIVE_SLURM_STATES, inflight, login, poc_argv, records, squeue_state, wait_for, write_config
+from _poc import (
+    ACTIVE_SLURM_STATES,
+    inflight,
+    login,
+    poc_argv,
+    records,
+    squeue_state,
+    wait_for,
+    wait_slurm_nodes_free,
+    write_config,
+)
 
 from harness import config
 from harness.backends.base import Handle
@@ -31,11 +42,12 @@ def running(container: str) -> bool:
     return out.strip() == "true"
 
 
-def test_poc_cleanup_cancels_the_job_and_brings_the_lost_node_back(tmp_path):
+def _crash_mid_fault(tmp_path, node: str):
+    """A real job on c1 and `node`, the journal naming `node` as lost, and its container killed; wait until
+    slurmctld sees the node not responding. Returns (config path, results dir, campaign, job id, container)."""
     info = slurm_docker.up(release=RELEASE, timeout=300)
-    node = "c2"
     container = json.loads(Path(info.ssh_settings_path).read_text())["node_containers"][node]
-    campaign = f"cleanup-{os.getpid() % 100000}"
+    campaign = f"cleanup-{os.getpid() % 100000}-{int(time.time()) % 100000}"
     data = {"campaign": campaign, "platforms": ["slurm"], "repetitions": 0, "faults": [],
             "allow_destructive_faults": True}
     cfg_path = write_config(tmp_path / "poc.yaml", data)
@@ -43,24 +55,41 @@ def test_poc_cleanup_cancels_the_job_and_brings_the_lost_node_back(tmp_path):
     cfg = config.from_mapping(data)
     store = Store(results, campaign)
     store.open(cfg.config_hash(), cfg.redacted(), resume=False)
-    job_id = login(["sbatch", "--parsable", "-N2", "-w", "c1,c2", "-o", "/dev/null", "--wrap", "sleep 300"],
+    wait_slurm_nodes_free(("c1", node))
+    job_id = login(["sbatch", "--parsable", "-N2", "-w", f"c1,{node}", "-o", "/dev/null", "--wrap", "sleep 300"],
                    check=True).stdout.strip()
-    wait_for(f"job {job_id} running", lambda: squeue_state(job_id) == "RUNNING", 60)
-    h = Handle("slurm", "slurm-lose-node-01", [job_id], time.time(),
-               data={"job_id": job_id, "run_dir": f"/shared/poc/{campaign}/slurm-lose-node-01",
-                     "events_dir": f"/shared/poc/{campaign}/slurm-lose-node-01/events", "campaign": campaign,
-                     "lost_nodes": [node], "stopped_containers": {node: container}})
-    store.mark_inflight(h.to_json())   # what the journal holds when the harness dies mid-fault
-    store.close()
-    slurm_docker.run(["docker", "kill", container], check=True)
     try:
+        wait_for(f"job {job_id} running", lambda: squeue_state(job_id) == "RUNNING", 120)
+        h = Handle("slurm", "slurm-lose-node-01", [job_id], time.time(),
+                   data={"job_id": job_id, "run_dir": f"/shared/poc/{campaign}/slurm-lose-node-01",
+                         "events_dir": f"/shared/poc/{campaign}/slurm-lose-node-01/events", "campaign": campaign,
+                         "lost_nodes": [node], "stopped_containers": {node: container}})
+        store.mark_inflight(h.to_json())   # what the journal holds when the harness dies mid-fault
+        store.close()
+        slurm_docker.run(["docker", "kill", container], check=True)
         # slurmctld marks the node not responding (*) once SlurmdTimeout (30 s here) has passed: then it is
         # lost for Slurm too, as after a real fault, and not only stopped
         wait_for(f"slurmctld sees {node} as not responding",
                  lambda: "*" in login(["sinfo", "-h", "-n", node, "-o", "%T"]).stdout, 150)
+    except BaseException:
+        login(["scancel", job_id])
+        if not running(container):
+            slurm_docker.run(["docker", "start", container], check=False)
+        raise
+    return cfg_path, results, campaign, job_id, container
+
+
+def _cleanup(cfg_path, results) -> subprocess.CompletedProcess:
+    return subprocess.run(poc_argv("cleanup", "--config", str(cfg_path), "--results", str(results), "--json"),
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_poc_cleanup_cancels_the_job_and_brings_the_lost_node_back(tmp_path):
+    node = "c2"
+    cfg_path, results, campaign, job_id, container = _crash_mid_fault(tmp_path, node)
+    try:
         t0 = time.monotonic()
-        p = subprocess.run(poc_argv("cleanup", "--config", str(cfg_path), "--results", str(results), "--json"),
-                           capture_output=True, text=True, timeout=300, check=False)
+        p = _cleanup(cfg_path, results)
         took = time.monotonic() - t0
         assert p.returncode == 0, p.stderr[-3000:]
         assert json.loads(p.stdout)["undone"] == ["slurm-lose-node-01"]
@@ -77,3 +106,37 @@ def test_poc_cleanup_cancels_the_job_and_brings_the_lost_node_back(tmp_path):
         if not running(container):
             slurm_docker.run(["docker", "start", container], check=False)
         login(["scancel", job_id])
+
+
+def ctld(argv: list[str]) -> None:
+    """As the cluster's operator (root on the controller), not as the harness's user."""
+    slurm_docker.run(["docker", "exec", slurm_docker.CTLD_CONTAINER, *argv], check=True)
+
+
+def test_poc_cleanup_leaves_an_operators_drain_of_the_lost_node_and_says_so(tmp_path):
+    node = "c3"
+    cfg_path, results, campaign, job_id, container = _crash_mid_fault(tmp_path, node)
+    try:
+        ctld(["scontrol", "update", f"nodename={node}", "state=drain", "reason=maint window"])
+        p = _cleanup(cfg_path, results)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert json.loads(p.stdout)["undone"] == ["slurm-lose-node-01"]
+        assert f"node {node} left as it is" in p.stderr and "maint window" in p.stderr, p.stderr[-3000:]
+        assert running(container)                        # the harness's own doing is undone
+        # once slurmd is back the node is idle but still drained, with the operator's reason on it
+        wait_for(f"{node} registered again, drained",
+                 lambda: login(["sinfo", "-h", "-n", node, "-o", "%T"]).stdout.strip() == "drained", 90)
+        assert login(["sinfo", "-h", "-n", node, "-o", "%E"]).stdout.strip() == "maint window"
+        assert squeue_state(job_id) not in ACTIVE_SLURM_STATES
+        assert inflight(results / campaign) == []
+        again = _cleanup(cfg_path, results)             # nothing left to undo: the drain stays
+        assert again.returncode == 0 and json.loads(again.stdout)["undone"] == []
+        assert login(["sinfo", "-h", "-n", node, "-o", "%E"]).stdout.strip() == "maint window"
+        print(f"\npoc cleanup: job {job_id} cancelled, {node}'s container started, the operator's drain kept")
+    finally:
+        if not running(container):
+            slurm_docker.run(["docker", "start", container], check=False)
+        login(["scancel", job_id])
+        ctld(["scontrol", "update", f"nodename={node}", "state=resume"])
+        wait_for(f"{node} idle again", lambda: login(["sinfo", "-h", "-n", node, "-o", "%T"]).stdout.strip() == "idle",
+                 90)

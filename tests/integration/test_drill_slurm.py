@@ -29,8 +29,7 @@ def test_restart_drill_keeps_the_running_job_and_the_queued_one_starts_after():
     assert drill.prepare("restart") == {}
     jobs: list[str] = []
     try:
-        run_id, queued = submit_pair()
-        jobs += [run_id, queued]
+        run_id, queued = submit_pair(jobs)
         pids = step_pids()
         assert all(pids.values()), pids
         assert drill.try_submit() is None and drill.try_status() is None

@@ -2,7 +2,7 @@
 
 Each case runs the real `poc` CLI as a subprocess in its own session and process group, waits until
 the first run is stored and the second one is really training, then signals the whole process group
-the way a terminal's Ctrl-C does. It checks the outcome harness/cli.py promises (exit code 130,
+the way a terminal's Ctrl-C does. It checks the outcome harness/cli/ promises (exit code 130,
 an ERROR/TIP message, no traceback), what the store holds (the finished run kept, the interrupted
 one recorded as interrupted, no in-flight handle left), that nothing of the interrupted run is still
 running (local processes; the Slurm job and its processes on the compute nodes), and that
@@ -32,6 +32,7 @@ from _poc import (
     records,
     squeue_state,
     wait_for,
+    wait_slurm_nodes_free,
     write_config,
 )
 
@@ -39,7 +40,7 @@ from harness import events as evmod
 
 pytestmark = [pytest.mark.integration]
 
-EXIT_INTERRUPTED = 130          # harness/cli.py main(): what an interrupted command returns (128 + SIGINT)
+EXIT_INTERRUPTED = 130          # harness/cli/entry.py main(): what an interrupted command returns (128 + SIGINT)
 # Long enough that the second run is still training well after the harness saw its first step
 # (about 0.05 s a step on this machine's CPUs: 15 s of steps), short enough to keep the test cheap.
 WORKLOAD = {"steps": 300, "checkpoint_every": 20, "sweep": "1K:64K", "sweep_iters": 2, "sweep_warmup": 1}
@@ -110,7 +111,7 @@ def assert_resumed_from_where_it_stopped(campaign_dir: Path, before: list[dict],
 # ---------------------------------------------------------------- local baseline
 
 # `poc run` with Ctrl-C is the Slurm case below; `poc run` and `poc smoke` share the campaign code
-# (harness/cli.py _run_campaign), so one local case keeps CI inside its budget.
+# (harness/cli/run.py), so one local case keeps CI inside its budget.
 LOCAL_CASES = {
     # `poc smoke` (local only, no clusters) with SIGTERM: two clean runs, then the smoke faults the local
     # baseline supports.
@@ -203,7 +204,10 @@ def slurm_cluster():
     from harness.clusters import slurm_docker
 
     # Reuses a running cluster; left up afterwards (other tests and people use it).
-    return slurm_docker.up(release=SLURM_RELEASE, timeout=300)
+    info = slurm_docker.up(release=SLURM_RELEASE, timeout=300)
+    # the campaign's queue timeout must measure this campaign, not a job an earlier test left behind
+    wait_slurm_nodes_free(tuple(info.compute_nodes))
+    return info
 
 
 def node_processes(nodes, needle: str) -> list[str] | None:

@@ -28,7 +28,8 @@ def test_config_show_round_trips(capsys, tmp_path):
     ({"workload": {"steps": 0}}, "workload.steps", "greater than or equal to 1"),
     ({"workload": {"stpes": 5}}, "workload.stpes", "Extra inputs are not permitted"),
     ({"resources": {"nodes": "two"}}, "resources.nodes", "valid integer"),
-    ({"slurm": {"transport": "telnet"}}, "slurm.transport", "'local', 'ssh', 'rest' or 'pyslurm'"),
+    ({"slurm": {"transport": "telnet"}}, "slurm.transport", "'local', 'ssh' or 'rest'"),
+    ({"slurm": {"transport": "pyslurm"}}, "slurm.transport", "PyPI has pyslurm 25.11 only"),
     ({"slurm": {"partition": "gpu; rm -rf /"}}, "slurm.partition", "letters, digits"),
     ({"slurm": {"extra_sbatch": ["--wrap=$(id)"]}}, "slurm.extra_sbatch", "not a plain --option"),
     ({"slurm": {"container": "pyxis"}}, "slurm", "needs slurm.container_image"),
@@ -51,6 +52,7 @@ def test_bad_values_name_the_field(doc, where, what):
 @pytest.mark.parametrize("doc, tip", [
     ({"workload": {"stpes": 5}}, "remove the key or fix its spelling"),
     ({"slurm": {"transport": "telnet"}}, "use one of the values listed"),
+    ({"slurm": {"transport": "pyslurm"}}, "use slurm.transport: ssh (a login node over ssh), rest"),
     ({"workload": {"steps": 0}}, "fix the value; `poc config show` documents each field"),
     ({"kubernetes": {"image": "$(reboot)"}}, "an image reference is [registry[:port]/]name"),
     ({"slurm": {"container": "pyxis", "container_image": "$(reboot)"}}, "pyxis takes [user@][registry#]image"),
@@ -72,6 +74,15 @@ def test_cli_reports_bad_file_without_traceback(tmp_path):
     assert any(line.startswith("ERROR ") and "workload.steps" in line for line in lines)
     assert any(line.startswith("ERROR ") and "resources.nodes" in line for line in lines)
     assert any(line.startswith("TIP ") for line in lines)
+
+
+def test_pyslurm_transport_is_refused_at_validation(capsys):
+    """Refused when the config is read, not when a run first needs the transport."""
+    assert main(["validate", "--set", "slurm.transport=pyslurm"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("ERROR ") and "slurm.transport: pyslurm is not supported" in err[0], err
+    assert err[1].startswith("TIP use slurm.transport: ssh"), err
+    assert "Traceback" not in "\n".join(err)
 
 
 def test_broken_yaml_gives_line(tmp_path):

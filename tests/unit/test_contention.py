@@ -9,6 +9,7 @@ import json
 
 import pytest
 from fakes import ScriptedBackend, SimClock
+from tidy_rows import tidy
 
 from harness import evidence, spec
 from harness.backends.base import Observation
@@ -16,7 +17,6 @@ from harness.cli import _record_line
 from harness.config import from_mapping
 from harness.pipeline import campaign
 from harness.render.sbatch import render_sbatch
-from harness.report import stats
 from harness.report.document import build as build_report
 from harness.states import JobState
 from harness.store import Store
@@ -164,11 +164,13 @@ def test_report_keeps_contention_apart_and_charts_it(tmp_path):
     campaign(cfg, ["slurm"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=False, poll_s=0.05,
              clock=backend.clock, sleep=backend.clock.sleep, stamps_fn=LOCAL_STAMPS)
     runs = [json.loads(x) for x in (tmp_path / "smoke" / "runs.jsonl").read_text().splitlines()]
-    df = stats.tidy(runs)
-    clean_q = df[(df.metric == "queue_s")]
-    assert set(clean_q.run_id) == {"slurm-clean-01", "slurm-clean-02"}
-    assert set(df[df.metric == "queue_s:contention"].run_id) == {"slurm-contention-01", "slurm-contention-02"}
-    assert len(df[df.metric == "handover_s"]) == 2
+    rows = tidy(runs)
+
+    def of(metric: str) -> list[str]:
+        return [r["run_id"] for r in rows if r["metric"] == metric]
+    assert set(of("queue_s")) == {"slurm-clean-01", "slurm-clean-02"}
+    assert set(of("queue_s:contention")) == {"slurm-contention-01", "slurm-contention-02"}
+    assert len(of("handover_s")) == 2
     paths = build_report(str(tmp_path / "smoke"), str(tmp_path / "rep"))
     assert "charts/contention.png" in paths
     md = paths["report.md"].read_text()

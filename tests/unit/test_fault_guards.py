@@ -20,7 +20,7 @@ from harness import config
 from harness.backends.base import Handle, require_destructive_allowed
 from harness.backends.k8s import faults
 from harness.backends.k8s.backend import KubernetesBackend
-from harness.backends.slurm import SlurmBackend
+from harness.backends.slurm import SlurmBackend, guard
 from harness.backends.slurm.guard import expand_hostlist, held_node
 from harness.errors import BackendError
 from harness.transports import Result
@@ -263,7 +263,8 @@ def test_k8s_lose_node_is_journalled_before_the_cordon_and_evicts_only_this_runs
     assert saved["data"]["cordoned"] == ["poc-n2"]
     assert not any(x[0] == "PATCH node" for x in c.log[:calls_before])      # nothing changed before the journal
     patch = next(x for x in c.log if x[0] == "PATCH node")
-    assert patch[1:] == ("poc-n2", {"metadata": {"annotations": {faults.CORDONED_BY: "k8s-clean-01"}},
+    mark = "k8s-clean-01/6503b7f8-00fd-46a0-b586-d1fc99d90778"     # run id and JobSet uid
+    assert patch[1:] == ("poc-n2", {"metadata": {"annotations": {faults.CORDONED_BY: mark}},
                                     "spec": {"unschedulable": True}})
     assert rec.detail["evicted"] == ["k8s-clean-01-w-0-1-zq284"]            # not someone-else's pod
     assert [x[1] for x in c.log if x[0] == "EVICT"] == ["k8s-clean-01-w-0-1-zq284"]
@@ -319,6 +320,11 @@ def test_k8s_restore_after_a_crash_uncordons_only_its_own_cordon_and_is_idempote
 @pytest.mark.parametrize("state, expected", [
     (node("n", unschedulable=True), "not cordoned by this run: left"),           # an admin's cordon
     (node("n", unschedulable=True, annotations={faults.CORDONED_BY: "other-run"}), "cordoned by run other-run: left"),
+    # the same run id, another campaign's JobSet (another uid): not this run's cordon
+    (node("n", unschedulable=True, annotations={faults.CORDONED_BY: "k8s-clean-01/another-uid"}),
+     "cordoned by run k8s-clean-01/another-uid: left"),
+    (node("n", unschedulable=True, annotations={faults.CORDONED_BY: "k8s-clean-01"}),
+     "cordoned by run k8s-clean-01: left"),
     (node("n"), "already schedulable"),
     (None, "node gone"),
 ])
@@ -342,3 +348,12 @@ def test_k8s_with_host_network_a_rank_is_found_by_its_nodes_name():
         p["spec"]["hostNetwork"] = False
     with pytest.raises(BackendError):
         faults.pod_of(FakeClient(pods, {}), k8s_handle(), dict(RANK1, host="poc-n2"))
+
+
+@pytest.mark.parametrize(("reason", "ok"), [
+    ("none", True), ("", True),                                    # sinfo %E / a REST record with no reason
+    ("poc-lose-node job 7", True), ("Not responding", True), ("Node unexpectedly rebooted", True),
+    ("poc-lose-node job 77", False), ("maint window", False), (None, False),
+])
+def test_a_lost_node_is_the_runs_to_resume_only_while_no_one_elses_reason_is_on_it(reason, ok):
+    assert guard.restorable(reason, guard.lost_node_mark("7")) is ok

@@ -34,8 +34,13 @@ def lq(active: str = "True") -> dict:
                        "flavors": [{"name": "poc-default", "resources": ["cpu", "memory", "nvidia.com/gpu"]}]}}
 
 
-def node(name: str, gpus: str) -> dict:
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}   # the native nodes' taint
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def node(name: str, gpus: str, taints: list[dict] | None = None) -> dict:
     return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {"taints": taints} if taints else {},
             "status": {"allocatable": {"cpu": "2", "memory": "24581264Ki", "nvidia.com/gpu": gpus, "pods": "60"},
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
@@ -180,3 +185,34 @@ def test_extra_resources_no_node_has_fail_fast():
 def test_node_selector_that_picks_no_node_fails():
     with pytest.raises(BackendError, match="node_selector"):
         run(ADMIN, pod={"node_selector": {"nvidia.com/gpu.product": "H100"}})
+
+
+def _admin_with(nodes: list[dict]) -> dict:
+    return {**ADMIN, "/api/v1/nodes": (200, {"kind": "NodeList", "metadata": {}, "items": nodes})}
+
+
+def test_nodes_whose_taint_the_pods_do_not_tolerate_fail_before_submit_naming_the_taint_and_the_key():
+    routes = _admin_with([node(f"n{i}", "4", [GPU_TAINT]) for i in range(1, 4)])
+    with pytest.raises(BackendError) as e:
+        run(routes)
+    assert "nvidia.com/gpu=present:NoSchedule on 3 of 3 nodes (n1, n2, n3)" in e.value.message
+    assert "do not tolerate" in e.value.message
+    assert "kubernetes.pod.tolerations" in e.value.tip
+    assert "{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}" in e.value.tip
+    # the same nodes, the taint tolerated: preflight passes
+    assert run(routes, pod={"tolerations": [GPU_TOLERATION]})["nodes"][0]["node"] == "n1"
+
+
+def test_one_node_the_pods_tolerate_is_enough_for_preflight():
+    """Fewer usable nodes than the job's is no refusal: a scaling node pool adds nodes while the job waits."""
+    routes = _admin_with([node("n1", "4"), node("n2", "4", [{"key": "team", "value": "infer", "effect": "NoExecute"}])])
+    assert [n["node"] for n in run(routes)["nodes"]] == ["n1", "n2"]
+
+
+def test_taints_from_node_conditions_and_prefer_no_schedule_never_fail_preflight():
+    """A cordoned or not-ready node comes back by itself; PreferNoSchedule only steers the scheduler."""
+    passing = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+               {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+               {"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]
+    info = run(_admin_with([node("n1", "4", passing), node("n2", "4", passing)]))
+    assert [n["node"] for n in info["nodes"]] == ["n1", "n2"]

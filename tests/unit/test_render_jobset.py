@@ -203,8 +203,10 @@ def test_jobset_shape():
         "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"]["value"] == "1"
     assert c["resources"]["requests"] == {"cpu": "1", "memory": "3072Mi"} == c["resources"]["limits"]
-    assert {t["key"]: t["tolerationSeconds"] for t in pod["tolerations"]} == \
+    assert {t["key"]: t["tolerationSeconds"] for t in pod["tolerations"] if t["effect"] == "NoExecute"} == \
         {"node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}
+    # the default config targets the native cluster, whose nodes carry the GPU taint
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     vols = {v["name"]: v for v in pod["volumes"]}
     assert vols["run"]["hostPath"]["path"] == f"{CKPT_ROOT}/smoke/{s.run_id}"
     assert vols["workload"]["configMap"]["name"] == job.configmap["metadata"]["name"]
@@ -377,7 +379,8 @@ def test_rbac_is_namespaced_unless_asked():
     pvc_role = rj.rbac_objects(k.model_copy(update={"checkpoint_pvc": "ckpt"}))[1]
     assert "create" in next(r for r in pvc_role["rules"] if r["resources"] == ["pods"])["verbs"]
     with_faults = rj.rbac_objects(k, node_faults=True)
-    assert [o["kind"] for o in with_faults][-2:] == ["ClusterRole", "ClusterRoleBinding"]
+    assert [o["kind"] for o in with_faults][-4:] == ["ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                                                    "ValidatingAdmissionPolicyBinding"]
     assert with_faults[3]["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
     reads = rj.rbac_objects(k.model_copy(update={"create_cluster_role": True}))
     assert {r["resources"][0] for r in reads[3]["rules"]} == {"customresourcedefinitions", "clusterqueues", "nodes"}

@@ -81,8 +81,19 @@ def test_required_options_present():
     for opt in ("--nodes=2", "--ntasks-per-node=1", "--requeue", "--open-mode=append", "--signal=B:USR1@60",
                 "--comment=poc-run-id=slurm-clean-01", "--job-name=poc-slurm-clean-01", "--mem=3072M"):
         assert f"#SBATCH {opt}\n" in text
-    assert '--rdzv_endpoint="$head":29500' in text
+    assert '--rdzv_endpoint="$head":"$rdzv_port"' in text
     assert "scontrol requeue" in text and "MAX_RESTARTS=3" in text
+
+
+def test_each_job_rendezvous_on_a_port_of_its_own():
+    """Two jobs sharing a head node must not meet at one c10d store: the port follows the job id."""
+    (line,) = [ln for ln in rendered("default-clean").splitlines() if ln.startswith("rdzv_port=")]
+    ports = {}
+    for job in ("1", "2", "500", "123457"):
+        res = subprocess.run(["bash", "-c", f'{line}; echo "$rdzv_port"'], env={"SLURM_JOB_ID": job},
+                             capture_output=True, text=True, check=True)
+        ports[job] = int(res.stdout)
+    assert ports == {"1": 29501, "2": 29502, "500": 29500, "123457": 29957}
 
 
 def test_gpu_options():

@@ -105,6 +105,9 @@ def test_round_robin_over_ready_backends_only_and_a_backend_joins_once_ready(ser
         assert answers[3][1]["echo"] == {"inputs": [[3]]} and answers[3][1]["path"] == "/predict?x=1"
         served = {x["endpoint"]: x["served"] for x in bal.backends()}
         assert served[b.endpoint] == 5
+        # its own time per forwarded request: every one counted, far below a round trip's
+        ov = bal.overhead()
+        assert ov["count"] == 16 and 0 < ov["p50_s"] <= ov["p99_s"] < 0.05 and ov["histogram"]
         events = [(e["event"], e["backend"]) for e in bal.log()["entries"]]
         assert ("added", b.endpoint) in events and ("healthy", b.endpoint) in events
         assert events.index(("added", b.endpoint)) < events.index(("healthy", b.endpoint))

@@ -16,8 +16,9 @@ BODY = {"inputs": [[0.0, 1.0]]}
 
 
 @contextlib.asynccontextmanager
-async def stub(script):
-    """A server whose i-th request (from 0) sleeps script(i)[0] seconds, then answers status script(i)[1]."""
+async def stub(script, replica=None):
+    """A server whose i-th request (from 0) sleeps script(i)[0] seconds, then answers status script(i)[1];
+    replica(i), if given, is the X-Poc-Replica header it answers with."""
     seen = []
 
     async def predict(request):
@@ -25,7 +26,8 @@ async def stub(script):
         seen.append(await request.json())
         delay, status = script(i)
         await asyncio.sleep(delay)
-        return web.json_response({"outputs": [[1.0, 2.0]]}, status=status)
+        headers = {load.REPLICA_HEADER: replica(i)} if replica else None
+        return web.json_response({"outputs": [[1.0, 2.0]]}, status=status, headers=headers)
 
     app = web.Application()
     app.add_routes([web.post("/predict", predict)])
@@ -40,9 +42,9 @@ async def stub(script):
         await runner.cleanup()
 
 
-def run_against(script, **plan):
+def run_against(script, replica=None, **plan):
     async def go():
-        async with stub(script) as (url, seen):
+        async with stub(script, replica) as (url, seen):
             res = await load.run_async(load.Plan(url=url, body=BODY, **plan))
             return res, seen
     return asyncio.run(go())
@@ -177,3 +179,14 @@ def test_a_fault_phase_stops_once_the_service_has_been_healthy_for_settle_s():
     # without a failure there is nothing to settle: the time bound ends it
     res, _ = run_against(lambda i: (0.002, 200), requests=100_000, duration_s=0.5, clients=1, settle_s=0.1)
     assert res["stopped_by"] == "time" and res["failed"] == 0
+
+
+def test_each_request_keeps_the_replica_that_answered_it_failures_too():
+    res, _ = run_against(lambda i: (0.0, 404 if i % 3 == 2 else 200), replica=lambda i: f"pod-{i % 2}/7",
+                         requests=12, duration_s=10, clients=1, error_pause_s=0)
+    log = res["log"]
+    assert log["replica"] == [f"pod-{i % 2}/7" for i in range(12)]
+    assert [e for e, r in zip(log["error"], log["replica"], strict=True) if r == "pod-0/7"].count("http_404") == 2
+    # a server that names no replica, and a port nobody listens on, leave None
+    res, _ = run_against(lambda i: (0.0, 200), requests=3, duration_s=10, clients=1)
+    assert res["log"]["replica"] == [None] * 3

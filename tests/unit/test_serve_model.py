@@ -211,3 +211,18 @@ def test_the_process_logs_its_events_and_stops_on_sigterm(tmp_path):
     assert all(e["run_id"] == "t1" and e["pid"] == proc.pid for e in events)
     ready = events[2]
     assert ready["step"] == 7 and 0 < ready["ready_s"] < 60 and ready["model"] == "mlp"
+
+
+def test_every_answer_names_the_replica_that_gave_it(tmp_path):
+    """host/pid on answers and refusals alike, so a load generator can attribute each request (a 404 too)."""
+    save(tmp_path, 5, mlp(1))
+
+    async def go():
+        async with server(tmp_path, load=False) as (client, *_):
+            not_ready = await client.post("/predict", json={"inputs": [[0.0] * 8]})
+            missing = await client.post("/nowhere", json={})
+            return not_ready.status, not_ready.headers, missing.status, missing.headers
+    s1, h1, s2, h2 = asyncio.run(go())
+    want = f"test-host/{os.getpid()}"
+    assert (s1, s2) == (503, 404)
+    assert h1[serve_model.REPLICA_HEADER] == want and h2[serve_model.REPLICA_HEADER] == want

@@ -429,7 +429,9 @@ def test_cancel_waits_for_the_node_and_resumes_it_through_the_controller():
     answers = iter(["down*\n"] * 3 + ["idle*\n"] * 20 + ["idle\n"])
     clock = Clock()
 
-    def sinfo(_argv):
+    def sinfo(argv):
+        if "%E" in argv:
+            return 0, "Not responding\n", ""   # slurmctld's own reason for a node that went away
         clock.now += 2   # each look and its sleep
         return 0, next(answers), ""
 
@@ -445,7 +447,9 @@ def test_cancel_waits_for_the_node_and_resumes_it_through_the_controller():
 def test_a_node_that_does_not_come_back_fails_cancel_and_stays_recorded():
     clock = Clock()
 
-    def sinfo(_argv):
+    def sinfo(argv):
+        if "%E" in argv:
+            return 0, "Not responding\n", ""
         clock.now += 2
         return 0, "down*\n", ""
 
@@ -455,6 +459,65 @@ def test_a_node_that_does_not_come_back_fails_cancel_and_stays_recorded():
     with pytest.raises(BackendError, match="node c2 is not back"):
         be.cancel(h)
     assert h.data["lost_nodes"] == ["c2"] and h.data["stopped_containers"] == {"c2": "poc-slurm-c2"}
+
+
+def _node_answers(clock, states, reason):
+    """sinfo for one node: %T answers from `states` (the last one repeats), %E always `reason`."""
+    states = list(states)
+
+    def sinfo(argv):
+        if "%E" in argv:
+            return 0, reason + "\n", ""
+        clock.now += 2
+        return 0, (states.pop(0) if len(states) > 1 else states[0]) + "\n", ""
+    return sinfo
+
+
+def test_an_operators_drain_on_the_restarted_node_is_left_as_it_is_and_said(caplog):
+    clock = Clock()
+    be, docker = docker_backend(sinfo=_node_answers(clock, ["down*", "drained"], "maint window"), clock=clock)
+    h = handle()
+    h.data.update(lost_nodes=["c2"], stopped_containers={"c2": "poc-slurm-c2"})
+    with caplog.at_level("WARNING"):
+        be.cancel(h)
+    assert docker.ran == [["docker", "start", "poc-slurm-c2"]]           # started, never resumed
+    assert h.data["nodes_left"] == {"c2": "drained, reason 'maint window'"}
+    assert h.data["lost_nodes"] == [] and clock.now - 1000.0 < 30          # said at once, not after the wait
+    assert "node c2 left as it is" in caplog.text
+    be.cancel(h)                                                           # a second cleanup does nothing more
+    assert docker.ran == [["docker", "start", "poc-slurm-c2"]]
+
+
+def _operator_backend(sinfo):
+    """A cluster where the run itself sets node states (no containers): scontrol through the transport."""
+    cfg = config.from_mapping({"platforms": ["slurm"]})
+    return SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue}), docker=None,
+                        sleep=lambda _s: None, allow_destructive_faults=True)
+
+
+@pytest.mark.parametrize(("reason", "resumed"), [
+    ("poc-lose-node job 10", True),            # the run's own mark
+    ("Not responding", True),                  # slurmctld's, after the node went
+    ("poc-lose-node job 11", False),           # another run's mark
+    ("maint window", False),                   # an operator's
+])
+def test_a_node_set_down_is_resumed_only_while_the_reason_on_it_is_the_faults(reason, resumed):
+    be = _operator_backend(_node_answers(Clock(), ["down"], reason))
+    h = handle("10")
+    h.data["lost_nodes"] = ["c2"]
+    be.cancel(h)
+    updates = [c[0] for c in be.t.calls if c[0][:2] == ["scontrol", "update"]]
+    assert updates == ([["scontrol", "update", "nodename=c2", "state=resume"]] if resumed else [])
+    assert ("nodes_left" in h.data) is not resumed and h.data["lost_nodes"] == []
+
+
+def test_lose_node_without_containers_marks_the_node_with_the_job_it_was_for():
+    be = _operator_backend((0, "idle\n", ""))
+    be.sched.node_record = lambda host, when: {"node": host, "when": when}
+    h = handle("10")
+    rec = be.inject(h, "lose_node", {"rank": 1, "host": "c2", "pid": 1})
+    assert be.t.calls[-1][0] == ["scontrol", "update", "nodename=c2", "state=down", "reason=poc-lose-node job 10"]
+    assert rec.detail["how"].startswith("scontrol update state=down")
 
 
 def test_render_needs_no_cluster_and_preflight_says_why(tmp_path):

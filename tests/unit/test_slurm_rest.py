@@ -211,6 +211,12 @@ def test_node_update_without_operator_rights_raises_in_slurms_words_unless_unche
     sch.set_node_state("c3", "resume", check=False)
 
 
+def test_the_reason_on_a_node_is_read_from_its_record_and_unreadable_is_none():
+    sch, _ = sched()
+    assert sch.node_reason("c1") == ""         # recorded: an idle node with no reason on it
+    assert sch.node_reason("c9") is None       # an answer that is not a node record: unknown, not "no reason"
+
+
 def test_node_states_read_like_sinfo():
     assert node_state_text({"state": ["IDLE"]}) == "idle"
     assert node_state_text({"state": ["DOWN", "NOT_RESPONDING"]}) == "down*"

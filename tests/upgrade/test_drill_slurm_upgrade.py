@@ -37,8 +37,7 @@ def test_upgrade_drill_carries_the_running_job_and_the_accounting_over():
              lambda: "COMPLETED" in login(["sacct", "-n", "-X", "-j", done, "-o", "State"]).stdout, 60)
     jobs: list[str] = []
     try:
-        run_id, queued = submit_pair()
-        jobs += [run_id, queued]
+        run_id, queued = submit_pair(jobs)
         pids = step_pids()
         before = drill.snapshot([handle(run_id), handle(done)])
         steps = []

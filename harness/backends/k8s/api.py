@@ -34,6 +34,7 @@ WORKLOADS = _resource(rj.KUEUE_API, "workloads")
 LOCALQUEUES = _resource(rj.KUEUE_API, "localqueues")
 CLUSTERQUEUES = _resource(rj.KUEUE_API, "clusterqueues")
 RESOURCEFLAVORS = _resource(rj.KUEUE_API, "resourceflavors")
+CONFLICT = object()   # K8sClient.call(conflict_ok=True): the request got 409 Conflict
 
 
 def parse_time(s) -> float | None:
@@ -188,8 +189,10 @@ class K8sClient:
         """fn() (a create) again while JobSet's or Kueue's webhook is down, for patience_s."""
         return retry_webhook(fn, patience_s)
 
-    def call(self, what: str, fn, *args, missing_ok: bool = False, **kw):
-        """One API call with a time-out; errors become BackendError naming the call."""
+    def call(self, what: str, fn, *args, missing_ok: bool = False, conflict_ok: bool = False, **kw):
+        """One API call with a time-out; errors become BackendError naming the call. missing_ok: a 404
+        returns None; conflict_ok: a 409 (a delete's uid precondition failed: the name is someone else's
+        object now) returns CONFLICT."""
         from kubernetes.client.rest import ApiException
         self.calls[what] += 1     # a failed request was still made: it counts
         try:
@@ -197,6 +200,8 @@ class K8sClient:
         except ApiException as exc:
             if missing_ok and exc.status == 404:
                 return None
+            if conflict_ok and exc.status == 409:
+                return CONFLICT
             raise BackendError(f"{what}: HTTP {exc.status} {exc.reason}: {api_message(exc)}".strip(),
                                tip=tip_for_status(exc.status)) from None
         except Exception as exc:

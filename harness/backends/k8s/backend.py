@@ -35,9 +35,9 @@ from ..base import (
     no_journal,
     require_destructive_allowed,
 )
-from . import cleanup, evidence_raw, faults, preflight
+from . import cleanup, evidence_raw, faults, ownership, preflight
 from . import state as st
-from .api import JOBSETS, K8sClient, api_message, is_connection_error, retry_webhook
+from .api import CONFLICT, JOBSETS, K8sClient, api_message, is_connection_error, retry_webhook
 from .logfollow import Followers
 from .logs import PodLog
 from .watch import Looks
@@ -145,7 +145,8 @@ class KubernetesBackend(Backend):
                  "kueue.yaml": rj.to_yaml(o for o in setup if o["apiVersion"].startswith("kueue")
                                           or o["kind"] == "Namespace"),
                  "rbac.yaml": rj.rbac_note(self.cfg) + rj.to_yaml(
-                     o for o in setup if o["apiVersion"].startswith(("rbac", "v1")) and o["kind"] != "Namespace")}
+                     o for o in setup if o["apiVersion"].startswith(("rbac", "v1", "admissionregistration"))
+                     and o["kind"] != "Namespace")}
         return Rendered("k8s", files, payload=job)
 
     def preflight(self) -> dict:
@@ -172,11 +173,15 @@ class KubernetesBackend(Backend):
         job: rj.K8sJob = rendered.payload
         c = self.client
         core, ns = c.core(), job.namespace
-        # a resumed campaign re-runs from scratch: remove a leftover of the same run and its checkpoints
-        if c.get("GET JobSet", JOBSETS, job.name, ns, missing_ok=True) is not None:
-            self._delete_run(ns, job.name, wait_s=120)
+        # a resumed campaign re-runs from scratch: remove a leftover of the same run and its checkpoints,
+        # only if it is this campaign's own (ownership.py); someone else's of the same name is refused
+        left = c.get("GET JobSet", JOBSETS, job.name, ns, missing_ok=True)
+        if left is not None:
+            if not ownership.is_ours(left, spec.campaign, spec.run_id):
+                raise ownership.not_ours("JobSet", job.name, ns, left, spec.campaign)
+            self._delete_run(ns, job.name, ownership.uid_of(left), spec.campaign, wait_s=120)
         cm = job.configmap["metadata"]["name"]
-        c.call("DELETE ConfigMap", core.delete_namespaced_config_map, cm, ns, missing_ok=True)
+        self._delete_configmap(ns, cm, spec.campaign, spec.run_id)
         if not job.checkpoint_pvc and self.local:
             shutil.rmtree(job.checkpoint_path, ignore_errors=True)
         c.call("CREATE ConfigMap", core.create_namespaced_config_map, ns, job.configmap)
@@ -410,20 +415,33 @@ class KubernetesBackend(Backend):
         return [e for f in sorted((Path(h.data["checkpoint_path"]) / "events").glob("*.jsonl"))
                 for e in evmod.parse_lines(f.read_text(errors="replace").splitlines())]
 
-    def _delete_run(self, ns: str, name: str, wait_s: float = 90) -> None:
-        from kubernetes import client as k
+    def _delete_run(self, ns: str, name: str, uid: str | None, campaign: str, wait_s: float = 90) -> None:
+        """Delete the run's JobSet (that object: its uid is a precondition) and wait until it and its pods
+        are gone. A JobSet of the same name with another uid is someone else's: left alone."""
         c = self.client
-        c.call("DELETE JobSet", c.custom().delete_namespaced_custom_object, *JOBSETS[:2], ns, JOBSETS.plural, name,
-               body=k.V1DeleteOptions(propagation_policy="Foreground"), missing_ok=True)
+        gone = c.call("DELETE JobSet", c.custom().delete_namespaced_custom_object, *JOBSETS[:2], ns,
+                      JOBSETS.plural, name, body=ownership.delete_options(uid, "Foreground"), missing_ok=True,
+                      conflict_ok=True)
+        if gone is CONFLICT:
+            return
         # wait until it and its pods are gone, so the next run's queue time does not include this teardown
+        selector = f"{rj.JOBSET_NAME_LABEL}={name}" + (f",{ownership.CAMPAIGN_LABEL}={campaign}" if campaign else "")
         deadline = time.time() + wait_s
         while time.time() < deadline:
             js = c.get("GET JobSet", JOBSETS, name, ns, missing_ok=True)
-            pods = c.call("LIST pods", c.core().list_namespaced_pod, ns,
-                          label_selector=f"{rj.JOBSET_NAME_LABEL}={name}").items
-            if js is None and not pods:
+            pods = c.call("LIST pods", c.core().list_namespaced_pod, ns, label_selector=selector).items
+            if (js is None or (uid and ownership.uid_of(js) != uid)) and not pods:
                 return
             time.sleep(1)
+
+    def _delete_configmap(self, ns: str, name: str, campaign: str, run_id: str) -> None:
+        """The run's workload ConfigMap, only while it is this campaign's (by its labels and uid)."""
+        core = self.client.core()
+        cm = self.client.call("GET ConfigMap", core.read_namespaced_config_map, name, ns, missing_ok=True)
+        if cm is None or not ownership.is_ours(self.client.to_dict(cm), campaign, run_id):
+            return
+        self.client.call("DELETE ConfigMap", core.delete_namespaced_config_map, name, ns, missing_ok=True,
+                         conflict_ok=True, body=ownership.delete_options(ownership.uid_of(cm)))
 
     def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:
         """The run's checkpoint sub-path, once collected, unless keep_run_files keeps it (cleanup.py)."""
@@ -455,9 +473,9 @@ class KubernetesBackend(Backend):
         try:
             faults.restore(self.client, handle, power=self.power)
         finally:
-            self._delete_run(ns, name)
-            self.client.call("DELETE ConfigMap", self.client.core().delete_namespaced_config_map,
-                             handle.data["configmap"], ns, missing_ok=True)
+            campaign = handle.data.get("campaign") or ""
+            self._delete_run(ns, name, handle.data.get("uid"), campaign)
+            self._delete_configmap(ns, handle.data["configmap"], campaign, handle.run_id)
             self._delete_serving(handle.data.get("serving"))
             if self._on_volume(handle):
                 # the checkpoints are spent; the event files beside them stay for collect()

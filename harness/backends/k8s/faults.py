@@ -17,13 +17,14 @@ from pathlib import Path
 
 from ...errors import BackendError, PocError
 from ...render import jobset as rj
+from ...render.rbac import CORDON_ANNOTATION, OUT_OF_SERVICE_KEY
 from ..base import FaultRecord, Handle, Journal
 from .api import K8sClient, parse_time
 from .evidence_raw import JOBSET_UID_LABEL, note_node
 from .state import RESTART_LABEL, get, items
 
-CORDONED_BY = "poc/cordoned-by-run"   # node annotation: which run's lose_node cordoned it
-OUT_OF_SERVICE = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
+CORDONED_BY = CORDON_ANNOTATION   # node annotation: which run's lose_node cordoned it
+OUT_OF_SERVICE = {"key": OUT_OF_SERVICE_KEY, "value": "nodeshutdown", "effect": "NoExecute"}
 RECOVERY_CHAIN = ("node-monitor grace period -> NotReady + unreachable taint -> toleration_seconds -> "
                   "eviction (a failed Job) -> JobSet restart; the lost node's pods stay Terminating "
                   "(no kubelet confirms), so once the node is NotReady the harness adds the out-of-service "
@@ -87,7 +88,7 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
         note_node(client, h, node, "before the fault")
         t = time.time()
         client.call("PATCH node (cordon)", core.patch_node, node,
-                    {"metadata": {"annotations": {CORDONED_BY: h.run_id}}, "spec": {"unschedulable": True}})
+                    {"metadata": {"annotations": {CORDONED_BY: cordon_mark(h)}}, "spec": {"unschedulable": True}})
         evicted = []
         for p in map(client.to_dict, client.call(
                 "LIST pods on node", core.list_namespaced_pod, ns, field_selector=f"spec.nodeName={node}",
@@ -98,6 +99,13 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
             evicted.append(pname)
         return FaultRecord(kind, t, target, {"how": "cordon + evict this run's pods on the node", "evicted": evicted})
     raise BackendError(f"fault {kind!r} is not available on Kubernetes", tip="use kill_rank, delete_pod or lose_node")
+
+
+def cordon_mark(h: Handle) -> str:
+    """The cordon annotation's value: campaign/run id/JobSet uid, as far as the handle knows them. Run ids
+    repeat across campaigns and users; the uid of the object the run made never does, so a cordon is
+    undone only by the run that made it."""
+    return "/".join(p for p in (h.data.get("campaign"), h.run_id, h.data.get("uid")) if p)
 
 
 def held_node(client: K8sClient, h: Handle, pod: dict, node: str | None) -> None:
@@ -116,7 +124,7 @@ def held_node(client: K8sClient, h: Handle, pod: dict, node: str | None) -> None
                      tip="the fault is aimed at a node where the run's pod is running; choose another at_step")
     n = client.to_dict(client.call("GET node", client.core().read_node, node))
     mark = (get(n, "metadata", "annotations", default={}) or {}).get(CORDONED_BY)
-    if get(n, "spec", "unschedulable") and mark != h.run_id:
+    if get(n, "spec", "unschedulable") and mark != cordon_mark(h):
         raise refuse(f"node {node} is already cordoned" + (f" (by run {mark})" if mark else " by someone else"),
                      tip="the harness would undo that cordon when it restores the node; wait until it is "
                          "uncordoned, or drop the lose_node fault")
@@ -199,7 +207,7 @@ def uncordon(client: K8sClient, h: Handle, node: str) -> str:
         return "node gone"
     n = client.to_dict(n)
     mark = (get(n, "metadata", "annotations", default={}) or {}).get(CORDONED_BY)
-    if mark is not None and mark != h.run_id:
+    if mark is not None and mark != cordon_mark(h):
         return f"cordoned by run {mark}: left"
     if mark is None:
         # the journal is written before the cordon: a crash in between leaves no cordon of ours

@@ -16,6 +16,7 @@ from ...config import Kubernetes
 from ...errors import BackendError
 from ...render import jobset as rj
 from ...spec import JobSpec
+from . import taints
 from .api import CLUSTERQUEUES, JOBSETS, LOCALQUEUES, WORKLOADS, K8sClient, api_message, qty
 from .state import conds, fits_no_node, get, items, quota_of
 
@@ -100,29 +101,52 @@ def pod_requests(spec: JobSpec, cfg: Kubernetes) -> dict[str, str]:
     return rj.resources(spec, cfg.pod.extra_resources)["requests"]
 
 
-def check_nodes(nodes: list[dict], requests: dict[str, str], node_selector: dict[str, str]) -> None:
-    """Fail fast when no node (of those the node selector picks) has the allocatable for one pod."""
+def check_nodes(nodes: list[dict], requests: dict[str, str], node_selector: dict[str, str],
+                tolerations: list[dict] | tuple = ()) -> None:
+    """Fail fast, before anything is submitted, when no node could ever hold a pod: the node selector
+    picks none, lasting taints the pods do not tolerate cover every one it picks, or none has the
+    allocatable for one pod. Fewer such nodes than resources.nodes is no refusal: a cluster that
+    scales its node pools adds nodes for a job that waits."""
     picked = [n for n in nodes
               if all(get(n, "metadata", "labels", key) == v for key, v in node_selector.items())]
-    allocs = [get(n, "status", "allocatable", default={}) for n in picked]
-    pod = {"spec": {"containers": [{"resources": {"requests": requests}}]}}
-    if allocs and not fits_no_node(pod, allocs):
-        return
     if not picked:
         raise BackendError(f"no node has the labels kubernetes.pod.node_selector asks for: {node_selector}",
                            tip="check the node labels: kubectl get nodes --show-labels")
+    allowed = [n for n in picked if not taints.untolerated(n, list(tolerations))]
+    if not allowed:
+        _taint_error(picked, tolerations, bool(node_selector))
+    pod = {"spec": {"containers": [{"resources": {"requests": requests}}]}}
+    if not fits_no_node(pod, [get(n, "status", "allocatable", default={}) for n in allowed]):
+        return
     def amount(n: dict, r: str) -> float:
         x = qty(get(n, "status", "allocatable", r, default="0"))
         return x if x == x else 0.0      # NaN: not a quantity, as good as none
     short = []
     for r, v in requests.items():
-        best = max(picked, key=lambda n: amount(n, r))
+        best = max(allowed, key=lambda n: amount(n, r))
         have = get(best, "status", "allocatable", r, default="0")
         if amount(best, r) < qty(v):
             short.append(f"{r} {v} (the most any node has: {have}, on {get(best, 'metadata', 'name')})")
     raise BackendError("no node can hold one pod of this job; each pod asks for " + ", ".join(short),
                        tip="lower resources.gpus_per_node (with procs_per_node), cpus_per_node or memory_mb, or "
                            "kubernetes.pod.extra_resources, to what one node has: kubectl describe nodes")
+
+
+def _taint_error(picked: list[dict], tolerations, selected: bool) -> None:
+    """Name each taint that keeps the pods off, with the nodes it covers and the toleration to add."""
+    where: dict[str, list[str]] = {}
+    example: dict[str, dict] = {}
+    for n in picked:
+        for t in taints.untolerated(n, list(tolerations)):
+            where.setdefault(taints.text(t), []).append(get(n, "metadata", "name"))
+            example.setdefault(taints.text(t), t)
+    named = "; ".join(f"{t} on {len(ns)} of {len(picked)} nodes ({', '.join(ns[:3])}{', …' if len(ns) > 3 else ''})"
+                      for t, ns in where.items())
+    which = "the nodes kubernetes.pod.node_selector picks" if selected else "the cluster's nodes"
+    adds = ", ".join(taints.toleration_for(t) for t in example.values())
+    raise BackendError(f"no node can hold a pod of this job: {which} carry taints its pods do not tolerate: {named}",
+                       tip=f"if the job may run on such nodes, add to kubernetes.pod.tolerations: [{adds}]; "
+                           f"or pick other nodes with kubernetes.pod.node_selector")
 
 
 def check(client: K8sClient, cfg: Kubernetes, *, image: str, local: bool, checkpoint: dict, setup: dict,
@@ -168,7 +192,7 @@ def check(client: K8sClient, cfg: Kubernetes, *, image: str, local: bool, checkp
     nodes = [client.to_dict(n) for n in got.items] if got is not None else None
     seen["nodes"] = "visible" if nodes is not None else FORBIDDEN + " (capacity unchecked before submit)"
     if nodes is not None and spec is not None:
-        check_nodes(nodes, pod_requests(spec, cfg), cfg.pod.node_selector)
+        check_nodes(nodes, pod_requests(spec, cfg), cfg.pod.node_selector, rj.tolerations(cfg))
     info = {
         "scheduler": "kubernetes",
         "scheduler_version": getattr(ver, "git_version", None),

@@ -299,7 +299,7 @@ class SlurmBackend(Backend):
                 self._docker(["docker", "kill", container])
                 return FaultRecord(kind, t, target, {"how": "docker kill of the node's container",
                                                       "container": container})
-            self.sched.set_node_state(host, "down", "poc-lose-node-fault")
+            self.sched.set_node_state(host, "down", guard.lost_node_mark(str(job_id)))
             return FaultRecord(kind, t, target, {"how": f"{self._node_update} state=down (needs operator rights)"})
         if kind == "requeue":
             t = time.time()
@@ -317,38 +317,9 @@ class SlurmBackend(Backend):
             raise BackendError(f"{' '.join(argv)} failed: {p.stderr.strip()}")
 
     def _restore_nodes(self, handle: Handle) -> None:
-        """Bring back what a lose_node fault took away (or was about to: the record is written first), so
-        the next run finds the nodes idle. Safe to repeat; what is restored leaves handle.data."""
-        stopped = handle.data.get("stopped_containers") or {}
-        for host in list(handle.data.get("lost_nodes") or []):
-            container = stopped.get(host) or (self.docker or {}).get("nodes", {}).get(host)
-            if container:
-                self._docker(["docker", "start", container])   # no-op for a running container
-                self._wait_node_back(host)
-            else:
-                self.sched.set_node_state(host, "resume", check=False)
-            handle.data.setdefault("node_records", []).append(self.sched.node_record(host, "restore"))
-            handle.data["lost_nodes"].remove(host)
-            stopped.pop(host, None)
-        handle.data.pop("stopped_containers", None)
-
-    def _wait_node_back(self, host: str, wait_s: float = 90, resume_after_s: float = 30) -> None:
-        start, resumed = self._clock(), False
-        while True:
-            usable, seen = self.sched.node_usable(host)
-            if usable:
-                return
-            waited = self._clock() - start
-            if waited > wait_s:
-                raise BackendError(f"node {host} is not back {wait_s:g} s after its container started "
-                                   f"(sinfo: {seen})",
-                                   tip=f"`scontrol update nodename={host} state=resume` on the controller, "
-                                       "then `poc run --resume`")
-            if not resumed and waited > resume_after_s and self.docker:   # ReturnToService did not bring it back
-                self._docker_run(["docker", "exec", self.docker["controller"], "scontrol", "update",
-                                  f"nodename={host}", "state=resume"], capture_output=True, timeout=30)
-                resumed = True
-            self._sleep(2)
+        from .nodes import restore_lost_nodes
+        restore_lost_nodes(self.sched, handle, self.docker, self._docker, self._docker_run, self._clock,
+                           self._sleep)
 
     def _read_events(self, handle: Handle) -> list[dict]:
         """Every event in the run's files, from the start (the job has ended: a last line without its

@@ -115,3 +115,27 @@ def run_dir_to_remove(run_dir: str, workdir: str, campaign: str, run_id: str) ->
         raise BackendError(f"refusing to remove {run_dir!r}: not the run directory {want!r} under slurm.workdir",
                            tip="report this as a harness bug; nothing was removed")
     return got
+
+
+# Reasons slurmctld sets by itself when a node dies or comes back under a job: after a lose_node fault
+# these are the fault's own doing, and the harness may resume the node. Any other reason is someone's.
+SLURM_OWN_REASONS = ("Not responding", "Node unexpectedly rebooted", "Kill task failed",
+                     "batch job complete failure", "Prolog error", "Epilog error")
+NO_REASON = ("", "none", "(null)")
+
+
+def lost_node_mark(job_id: str) -> str:
+    """The reason a lose_node fault sets on the node it takes down: names the job, so another run's
+    mark (or an operator's reason) is never taken for this run's."""
+    return f"poc-lose-node job {job_id}"
+
+
+def restorable(reason: str | None, mark: str | None) -> bool:
+    """May the harness resume a node its lose_node fault took? Yes while the reason on it is this run's
+    mark, one slurmctld set by itself after the fault, or none; no once anyone else has put a reason of
+    theirs on it (an operator's drain or down outlives the run: resuming it would undo their work), nor
+    when the reason cannot be read."""
+    if reason is None:
+        return False
+    r = reason.strip()
+    return r in NO_REASON or (mark is not None and r == mark) or r.startswith(SLURM_OWN_REASONS)

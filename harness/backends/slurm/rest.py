@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,6 +37,7 @@ from .files import files_transport
 from .jobdesc import job_description
 from .scheduler import counting
 
+_TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")   # printable ASCII without spaces: what a header value may carry
 SUPPORTED = ("v0.0.42", "v0.0.41", "v0.0.40")    # newest first
 TOKEN_TIP = ("mint one on the cluster with `scontrol token username=USER lifespan=SECONDS` and put the part "
              "after SLURM_JWT= in {where} (or in the file slurm.rest.token_file names)")
@@ -59,6 +61,9 @@ def read_token(env_name: str, token_file: str | None, environ=os.environ) -> tup
         except OSError as exc:
             raise ConfigError(f"cannot read slurm.rest.token_file {p}: {exc.strerror or exc}",
                               tip=TOKEN_TIP.format(where=f"${env_name}")) from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"slurm.rest.token_file {p} is not text, so it holds no JWT",
+                              tip=TOKEN_TIP.format(where=f"${env_name}")) from None
     tok = tok.strip()
     if tok.startswith("SLURM_JWT="):
         tok = tok.split("=", 1)[1].strip()
@@ -66,6 +71,12 @@ def read_token(env_name: str, token_file: str | None, environ=os.environ) -> tup
         where = f"${env_name} is empty" + (f" and {token_file} holds nothing" if token_file else
                                            " and slurm.rest.token_file is not set")
         raise ConfigError(f"no JWT for slurmrestd: {where}", tip=TOKEN_TIP.format(where=f"${env_name}"))
+    if not _TOKEN_CHARS.fullmatch(tok):
+        # said without the value: HTTP libraries refuse such a header and quote it whole in their error
+        lines = len(tok.splitlines())
+        raise ConfigError(f"the JWT in {source} is not one token: " + (
+            f"it spans {lines} lines" if lines > 1 else "it holds spaces or characters a JWT never has"),
+            tip="keep only the token, on one line: " + TOKEN_TIP.format(where=f"${env_name}"))
     return tok, source
 
 
@@ -73,7 +84,9 @@ class RestClient:
     """HTTP to slurmrestd. Every error message names the method and path, never a header."""
 
     def __init__(self, url: str, user: str, token: str, token_source: str = "", api_version: str | None = None,
-                 timeout: float = 30, retries: int = 4, backoff_s: float = 1.0, session=None, sleep=time.sleep):
+                 timeout: float = 30, retries: int = 4, backoff_s: float = 1.0, session=None, sleep=time.sleep,
+                 ca_file: str | None = None):
+        """ca_file: the PEM bundle that verifies slurmrestd's certificate (None: the system's CAs)."""
         import requests
 
         self.url, self.user = url.rstrip("/"), user
@@ -85,6 +98,8 @@ class RestClient:
         self.session = session or requests.Session()
         self.session.headers.update({"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token,
                                      "Accept": "application/json"})
+        if ca_file:
+            self.session.verify = ca_file
 
     def __repr__(self) -> str:
         return f"RestClient({self.url!r}, user={self.user!r}, version={self.version!r}, token=<hidden>)"
@@ -342,6 +357,14 @@ class RestScheduler:
         seen = node_state_text(nodes[0])
         return sp.node_usable(seen), seen
 
+    def node_reason(self, node: str) -> str | None:
+        try:
+            status, _, doc = self._node(node)
+        except RestError:
+            return None
+        nodes = [n for n in (doc or {}).get("nodes") or [] if isinstance(n, dict)]
+        return str(nodes[0].get("reason") or "") if status == 200 and nodes else None
+
     def set_node_state(self, node: str, state: str, reason: str | None = None, check: bool = True) -> None:
         body: dict = {"state": [state.upper()]}
         if reason:
@@ -392,8 +415,14 @@ def rest_parts(s: Slurm, settings: dict | None, environ=os.environ):
     if not user:
         raise ConfigError("slurm.transport rest needs a user name for X-SLURM-USER-NAME",
                           tip="set slurm.rest.user (or slurm.user) to the account the JWT was minted for")
+    ca_file = None
+    if r.ca_file:
+        ca_file = str(Path(r.ca_file).expanduser())
+        if not Path(ca_file).is_file():
+            raise ConfigError(f"slurm.rest.ca_file {ca_file} is not a file",
+                              tip="point it at the PEM bundle of the CA that signed slurmrestd's certificate")
     token, source = read_token(r.token_env, r.token_file, environ)
-    client = RestClient(url, user, token, source, r.api_version)
+    client = RestClient(url, user, token, source, r.api_version, ca_file=ca_file)
     files, shell = files_transport(s, settings)
     docker = None
     if settings and settings.get("login_container") and not r.url:

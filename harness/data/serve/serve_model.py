@@ -18,6 +18,9 @@ from its weights), puts it in eval mode and answers under torch.inference_mode:
     GET  /readyz    readiness: 200 once the model is loaded and one warm-up inference ran, else 503.
     GET  /info      model, checkpoint step and path, requests/rows/batches served, errors, pid, host.
 
+Every answer carries ``X-Poc-Replica: <host>/<pid>`` (a pod's host name is the pod's name), so a load
+generator behind a balancer or a Service can say which replica served each request.
+
 The port is bound before the model loads (so a liveness probe passes during a long load, and a
 load balancer holds off on readiness); /predict answers 503 until ready.
 
@@ -44,6 +47,7 @@ import sys
 import time
 
 PROCESS_T0 = time.time()
+REPLICA_HEADER = "X-Poc-Replica"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -196,9 +200,13 @@ class Server:
     def app(self):
         from aiohttp import web
         app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.on_response_prepare.append(self._identify)
         app.add_routes([web.post("/predict", self.predict), web.get("/healthz", self.healthz),
                         web.get("/readyz", self.readyz), web.get("/info", self.info)])
         return app
+
+    async def _identify(self, request, response) -> None:
+        response.headers[REPLICA_HEADER] = f"{self.ev.host}/{os.getpid()}"
 
     async def healthz(self, request):
         from aiohttp import web
