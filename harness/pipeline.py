@@ -205,10 +205,12 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                 last = max((e.get("step", 0) for e in obs.events if e["kind"] == "step"), default=None)
                 ctx.progress(spec.platform, spec.run_id,
                              f"{state.value}" + (f" step {last}" if last else ""), ctx.clock() - t_sub)
-            if drill is not None and not drill.started:
+            # a job that succeeded before the fault's or the drill's step is the scenario's problem;
+            # one that failed (or never started) reports its own reason below, whatever its scenario
+            if drill is not None and not drill.started and state == JobState.SUCCEEDED:
                 raise BackendError(f"the drill did not start: the job ended before rank 0 reached step "
                                    f"{ctx.cfg.drills.at_step}", tip="lower drills.at_step or raise drills.steps")
-            if pending is not None:
+            if pending is not None and state == JobState.SUCCEEDED:
                 raise BackendError(f"fault {pending.kind} was not injected: the job ended before rank {pending.rank} "
                                    f"reached step {pending.at_step}", tip="choose an earlier faults[].at_step")
         with stages.stage("collect"):
@@ -218,7 +220,8 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         if drill is not None:
             with stages.stage("drill:after"):
                 drill.after(handle, state)
-        if state != JobState.SUCCEEDED and drill is None:   # a drill that killed the job is its result
+        # a drill that killed the job is its result; a job that failed before the drill began is not
+        if state != JobState.SUCCEEDED and (drill is None or not drill.started):
             refused = next((e for e in events if e["kind"] == "workload_error"), None)
             if refused is not None:
                 # the workload stopped before training on purpose (no GPU where GPUs were asked for ...):

@@ -14,12 +14,21 @@ Rules (a key is compared lower-cased with "-", "_" and "." removed):
   secretKeyRef: the name of a Secret, not its contents);
 - env: an environment variable (a dict key in UPPER_CASE, a {"name", "value"} pair, or a
   NAME=value string or line) whose name contains TOKEN, SECRET, PASSW, KEY, CREDENTIAL or AUTH;
-- pem, jwt, bearer: a string holding a PEM block (or its base64), a JWT, or "Bearer <token>" /
-  "Basic <credentials>";
+- pem, jwt, bearer: a string holding a PEM block (or its base64), a JWT (whatever its header's
+  spacing), or "Bearer <token>" / "Basic <credentials>";
+- auth_header: an Authorization (Cookie, X-Api-Key, ...) header's whole value, whatever its scheme;
+- url_credentials, url_signature: a URL's user:password@ (or token@), and query parameters that
+  sign or authorise it (X-Amz-Signature, sig, token, ...);
+- argv: a command-line option that names a secret and its value, in a string (--token X,
+  --password=X) or as the next element of a list (["--token", X]);
+- registry_auth: a container registry's auths.<registry>.auth (base64 user:password);
+- too_deep: a structure nested deeper than MAX_DEPTH (no scheduler writes one), whole;
 - kubeconfig_user: a kubeconfig's users[].user (keys, certificates, tokens, exec plugins);
 - secret_object: a Kubernetes Secret's data and stringData;
 - managed_fields, last_applied: Kubernetes bookkeeping that copies whole objects, secrets included.
 
+Bytes are read as UTF-8 text; a value that held a secret comes back as the redacted text. The walk
+keeps its own stack, so no nesting depth raises RecursionError and loses the run it belongs to.
 Scrubbing is idempotent: "<redacted>" is never counted again.
 """
 from __future__ import annotations
@@ -29,25 +38,21 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-REDACTED = "<redacted>"
+from .redact_text import ARGV_FLAG, ENV_WORDS, HEADER_NAMES, PEM, REDACTED, text_rules
+
+MAX_DEPTH = 200   # far beyond any scheduler's objects, far below what json.dumps and readers can nest
 
 # substrings of a normalised key that make its value a secret
 _SECRET_WORDS = ("token", "password", "passwd", "passphrase", "secret", "privatekey", "apikey", "accesskey",
                  "secretkey", "sshkey", "signingkey", "encryptionkey", "clientkey", "idrsa", "ided25519",
                  "idecdsa", "clientcertificatedata", "certificateauthoritydata", "authorization", "bearer",
-                 "credential", "cookie", "sessionkey", "authprovider")
+                 "credential", "cookie", "sessionkey", "authprovider", "signature")
+# normalised keys that are a secret only as a whole word (a registry's "auth": base64 user:password)
+_SECRET_KEYS = ("auth", "xamzsignature", "sig")
 # a key ending like this names a secret object, it does not hold one (secretName, secretKeyRef)
 _REFERENCE_SUFFIXES = ("ref", "refs", "name", "names")
-_ENV_WORDS = ("TOKEN", "SECRET", "PASSW", "KEY", "CREDENTIAL", "AUTH")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-_PEM = re.compile(r"-----BEGIN|LS0tLS1CRUdJT|BEGIN [A-Z ]*PRIVATE KEY")  # LS0tLS1CRUdJT: base64 of "-----BEGIN"
-_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*")
-_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+|%20)(?!<redacted>)[A-Za-z0-9._~+/=:-]+")
-# NAME=value or NAME: value inside a string (an environment listing, a job script, a command line)
-_ENV_ASSIGN = re.compile(r"(?i)\b(?=[A-Za-z_])([A-Za-z0-9_]*(?:" + "|".join(_ENV_WORDS) + r")[A-Za-z0-9_]*)"
-                         r"(\"?\s*[=:]\s*)(?!<redacted>)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;}\]]+)")
 
 
 @dataclass
@@ -75,6 +80,8 @@ def _norm(key: str) -> str:
 
 def _secret_key(key: str) -> bool:
     k = _norm(key)
+    if k in _SECRET_KEYS:
+        return True
     if k.endswith(_REFERENCE_SUFFIXES):
         return False
     return any(w in k for w in _SECRET_WORDS)
@@ -82,7 +89,7 @@ def _secret_key(key: str) -> bool:
 
 def _env_name(name: str) -> bool:
     up = name.upper()
-    return any(w in up for w in _ENV_WORDS)
+    return any(w in up for w in ENV_WORDS) or "PASS" in up   # PASS: DB_PASS; in free text it is too common
 
 
 def _redact(value: object, rule: str, counts: Counter) -> object:
@@ -93,24 +100,64 @@ def _redact(value: object, rule: str, counts: Counter) -> object:
     return REDACTED
 
 
-def _walk(v: object, counts: Counter) -> object:
-    if isinstance(v, dict):
-        return _walk_dict(v, counts)
-    if isinstance(v, (list, tuple)):
-        return [_walk(x, counts) for x in v]
-    if isinstance(v, str):
-        return _string(v, counts)
-    return v
+def _walk(root: object, counts: Counter) -> object:
+    """The cleaned copy of root, built with an explicit stack: each item is a value, the container
+    its copy goes into, the slot there, its depth, and whether it is a kubeconfig users[] entry."""
+    top: list = [None]
+    stack: list = [(root, top, 0, 0, False)]
+    while stack:
+        v, into, slot, depth, kube_user = stack.pop()
+        if isinstance(v, (dict, list, tuple)) and depth > MAX_DEPTH:
+            into[slot] = _redact(v, "too_deep", counts)
+        elif kube_user and isinstance(v, dict) and "user" in v:
+            # a kubeconfig users[] entry keeps its name; everything under `user` is a credential
+            out: dict = {}
+            into[slot] = out
+            for k, x in v.items():
+                if k == "user":
+                    out[k] = _redact(x, "kubeconfig_user", counts)
+                else:
+                    out[k] = None
+                    stack.append((x, out, k, depth + 1, False))
+        elif isinstance(v, dict):
+            into[slot] = _dict(v, depth, counts, stack)
+        elif isinstance(v, (list, tuple)):
+            into[slot] = _list(v, depth, counts, stack, kube_user)
+        elif isinstance(v, str):
+            into[slot] = _string(v, counts)
+        elif isinstance(v, (bytes, bytearray)):
+            text = bytes(v).decode("utf-8", errors="replace")
+            before = sum(counts.values())
+            cleaned = _string(text, counts)
+            into[slot] = v if sum(counts.values()) == before else cleaned
+        else:
+            into[slot] = v
+    return top[0]
 
 
-def _walk_dict(d: dict, counts: Counter) -> dict:
+def _list(v: list | tuple, depth: int, counts: Counter, stack: list, users: bool) -> list:
+    out: list = [None] * len(v)
+    after_flag = False   # the previous element names a secret: ["--token", X], ("Authorization", X)
+    for i, x in enumerate(v):
+        if after_flag and isinstance(x, (str, int, float, bytes)) and not isinstance(x, bool):
+            out[i] = _redact(x, "argv", counts)
+        else:
+            stack.append((x, out, i, depth + 1, users))
+        word = x.decode("utf-8", errors="replace") if isinstance(x, (bytes, bytearray)) else x
+        after_flag = isinstance(word, str) and (ARGV_FLAG.fullmatch(word) is not None
+                                                or word.lower() in HEADER_NAMES)
+    return out
+
+
+def _dict(d: dict, depth: int, counts: Counter, stack: list) -> dict:
     out: dict = {}
     is_secret_object = d.get("kind") == "Secret"
     is_env_pair = isinstance(d.get("name"), str) and "value" in d and _env_name(d["name"])
     for k, x in d.items():
         key = _string(k, counts) if isinstance(k, str) else k
         if not isinstance(k, str):
-            out[key] = _walk(x, counts)
+            out[key] = None
+            stack.append((x, out, key, depth + 1, False))
         elif k == "managedFields":
             out[key] = _redact(x, "managed_fields", counts)
         elif k == _LAST_APPLIED:
@@ -119,42 +166,29 @@ def _walk_dict(d: dict, counts: Counter) -> dict:
             out[key] = _redact(x, "secret_object", counts) if x else x
         elif is_env_pair and k == "value":
             out[key] = _redact(x, "env", counts)
-        elif k == "users" and isinstance(x, list):
-            out[key] = [_kube_user(u, counts) for u in x]
         elif isinstance(x, (bool, type(None))):
             out[key] = x
         elif _ENV_NAME.match(k) and _env_name(k):
             out[key] = _redact(x, "env", counts)
+        elif _norm(k) == "auth" and not isinstance(x, (dict, list)):
+            out[key] = _redact(x, "registry_auth", counts)
         elif _secret_key(k):
             out[key] = _redact(x, "secret_key", counts)
         else:
-            out[key] = _walk(x, counts)
+            out[key] = None
+            stack.append((x, out, key, depth + 1, k == "users" and isinstance(x, list)))
     return out
-
-
-def _kube_user(u: object, counts: Counter) -> object:
-    """A kubeconfig users[] entry keeps its name; everything under `user` is a credential."""
-    if isinstance(u, dict) and "user" in u:
-        return {k: (_redact(x, "kubeconfig_user", counts) if k == "user" else _walk(x, counts))
-                for k, x in u.items()}
-    return _walk(u, counts)
 
 
 def _string(s: str, counts: Counter) -> str:
     if s == REDACTED:
         return s
-    if _PEM.search(s):
+    if PEM.search(s):
         return _redact(s, "pem", counts)  # a key or certificate block: nothing around it is worth the risk
     embedded = _json_text(s, counts)
     if embedded is not None:
         return embedded
-    for rule, pattern, repl in (("jwt", _JWT, lambda m: REDACTED),
-                                ("bearer", _BEARER, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}"),
-                                ("env", _ENV_ASSIGN, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}")):
-        s, n = pattern.subn(repl, s)
-        if n:
-            counts[rule] += n
-    return s
+    return text_rules(s, counts)
 
 
 def _json_text(s: str, counts: Counter) -> str | None:
@@ -166,8 +200,10 @@ def _json_text(s: str, counts: Counter) -> str | None:
         return None
     try:
         parsed = json.loads(t)
-    except (ValueError, RecursionError):
+    except ValueError:
         return None
+    except RecursionError:   # deeper than the parser goes: nothing in it can be checked, so none of it is kept
+        return _redact(s, "too_deep", counts)
     inner: Counter = Counter()
     cleaned = _walk(parsed, inner)
     if not inner:

@@ -1,4 +1,4 @@
-"""How Slurm commands reach a login node: ``local`` (subprocess), ``ssh`` (paramiko), ``pyslurm``.
+"""How Slurm commands reach a login node: ``local`` (subprocess) or ``ssh`` (paramiko).
 
 Every transport runs an argv list (never a shell string it was handed): the ssh transport quotes
 each word with shlex.quote before the remote shell sees it. Results carry the command, exit code
@@ -14,8 +14,9 @@ and output; ``check=True`` raises ``CommandError`` with all of them.
   with explicit arguments winning; ``proxy_jump`` ("[user@]host[:port]", a comma-separated chain as
   ``ssh -J``) reaches the login node through ``direct-tcpip`` channels, each hop's host key checked
   by the same rules.
-* ``pyslurm``: not provided. PyPI's pyslurm (25.11.x) must match the cluster's Slurm release and no
-  Debian release ships Slurm 25.11, so it cannot be exercised here; ``make_transport`` says so.
+
+``slurm.transport: rest`` (slurmrestd) is backends/slurm/rest.py. ``pyslurm`` is refused when the config is
+validated (config_clusters.PYSLURM_REFUSED says why).
 """
 from __future__ import annotations
 
@@ -115,11 +116,29 @@ def _ssh_config(path: str | None):
     p = Path(path).expanduser()
     if not p.is_file():
         return None
+    tip = "point slurm.ssh_config at an OpenSSH client config (~/.ssh/config), or set it to null"
     try:
         return paramiko.SSHConfig.from_path(str(p))
-    except (OSError, ValueError) as exc:
-        raise TransportError(f"cannot read ssh config {p}: {exc}",
-                             tip="fix the file, or set slurm.ssh_config: null") from exc
+    except OSError as exc:
+        raise TransportError(f"cannot read ssh config {p}: {exc.strerror or type(exc).__name__}", tip=tip) from None
+    except (ValueError, paramiko.SSHException):
+        # paramiko's message quotes the line: a mistyped path (say, a password file) must not be echoed
+        raise TransportError(f"{p} is not an ssh config: {_first_unparsable(p)}", tip=tip) from None
+
+
+def _first_unparsable(p: Path) -> str:
+    """Where a file stops being an ssh config, by line number only (paramiko's own rule for a line)."""
+    import paramiko
+
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return "it is not UTF-8 text"
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line and not line.startswith("#") and not paramiko.SSHConfig.SETTINGS_REGEX.match(line):
+            return f"line {i} is not 'Keyword value'"
+    return "a line is not 'Keyword value'"
 
 
 def _lookup(conf, name: str) -> dict:
@@ -338,9 +357,4 @@ def make_transport(kind: str, **kw) -> Transport:
         return LocalTransport(kw.get("prefix", ()))
     if kind == "ssh":
         return SshTransport(**{k: v for k, v in kw.items() if k != "prefix"})
-    if kind == "pyslurm":
-        raise TransportError(
-            "the pyslurm transport is not available in this build",
-            tip="pyslurm must match the cluster's Slurm release exactly (PyPI has 25.11 only, and no "
-                "Debian release ships Slurm 25.11); use slurm.transport: ssh or local")
-    raise TransportError(f"unknown transport {kind!r}", tip="use local, ssh or pyslurm")
+    raise TransportError(f"unknown transport {kind!r}", tip="use local or ssh (or slurm.transport: rest)")

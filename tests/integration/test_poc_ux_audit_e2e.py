@@ -105,7 +105,8 @@ def test_the_report_opens_with_the_decision_and_shows_ux_and_audit_from_these_ru
     assert rep.returncode == 0, rep.stderr[-3000:]
     md = (campaign["dir"] / "report" / "report.md").read_text()
     sections = [line[3:] for line in md.splitlines() if line.startswith("## ")]
-    assert sections[0].lower().startswith("decision summary"), sections
+    # the bottom line first (the answer in a few sentences), then the decision summary it comes from
+    assert sections[0] == "Bottom line" and sections[1].lower().startswith("decision summary"), sections
     assert any("user experience" in s.lower() for s in sections) and any("audit" in s.lower() for s in sections)
     assert "LocalQueue poc-gpu-queue-typo doesn't exist" in md and "ddp_trian.py" in md
     assert campaign["tenant"]["user"] in md

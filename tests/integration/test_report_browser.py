@@ -1,6 +1,7 @@
-"""report.html in a real browser (Debian's headless Chromium): the decision summary opens it (its user
-experience and auditing rows filled from the campaign's probes and audit answers), every chart loads,
-the user-experience and auditing sections render, nothing logs an error."""
+"""report.html in a real browser (Debian's headless Chromium): the bottom line opens it, with the runs the
+next campaign needs, all on the first screen; the decision summary follows (its user experience and auditing
+rows filled from the campaign's probes and audit answers), every chart loads, the user-experience and auditing
+sections render, nothing logs an error."""
 import shutil
 from pathlib import Path
 
@@ -40,14 +41,26 @@ def test_report_html_in_chromium(tmp_path):
         images = page.eval_on_selector_all(
             "img", "els => els.map(e => [e.alt, e.complete, e.naturalWidth, e.naturalHeight])")
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        page.screenshot(path=str(tmp_path / "first-screen.png"))   # what a reader sees before scrolling
         shot_dir = Path(__file__).parents[2] / "results" / "_scratch"
         shot_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy(tmp_path / "report.png", shot_dir / "report-screenshot.png")
+        shutil.copy(tmp_path / "first-screen.png", shot_dir / "report-first-screen.png")
+        # the opening: every paragraph and list item of the first section, and whether it ends on screen
+        opening = page.evaluate("""() => {
+            const h2 = document.querySelector('h2'); const out = {heading: h2.textContent, paragraphs: [],
+                items: [], bottom: 0, viewport: window.innerHeight};
+            for (let el = h2.nextElementSibling; el && el.tagName !== 'H2'; el = el.nextElementSibling) {
+                if (el.tagName === 'P') out.paragraphs.push(el.textContent);
+                if (el.tagName === 'UL') out.items.push(...[...el.querySelectorAll('li')].map(li => li.textContent));
+                out.bottom = Math.max(out.bottom, el.getBoundingClientRect().bottom);
+            }
+            return out; }""")
         title = page.title()
         headline_rows = page.eval_on_selector_all("table tr", "rows => rows.length")
         # the first section: its heading, its table's criteria, the reading after it, its chart
         first = page.evaluate("""() => {
-            const h2 = document.querySelector('h2'); const out = {heading: h2.textContent, criteria: [],
+            const h2 = document.querySelectorAll('h2')[1]; const out = {heading: h2.textContent, criteria: [],
                 ahead: {}, paragraphs: [], image: null,
                 sections: [...document.querySelectorAll('h2')].map(h => h.textContent)};
             for (let el = h2.nextElementSibling; el && el.tagName !== 'H2'; el = el.nextElementSibling) {
@@ -63,11 +76,24 @@ def test_report_html_in_chromium(tmp_path):
             return out; }""")
         browser.close()
     assert title == "Kubernetes vs Slurm report"
+    # the answer first: the verdict, what is open, the runs to settle it, on the first screen (1280 × 900)
+    assert opening["heading"] == "Bottom line", opening
+    assert opening["paragraphs"][0].startswith(
+        "Slurm is ahead on startup: startup_s Kubernetes 6.58 vs Slurm 5.66 s"), opening
+    assert any(p.startswith("They are equivalent within ×1.25 on ") and "undecided on queue" in p
+               for p in opening["paragraphs"]), opening
+    assert "To settle what is open, run next (per platform):" in opening["paragraphs"], opening
+    assert any(i.startswith("queue: queue_s (mean ratio") and " rounds to resolve a difference that size" in i
+               for i in opening["items"]), opening
+    assert any(p.startswith("Runs needed: normal approximation") and "power 80%" in p
+               for p in opening["paragraphs"]), opening
+    assert 0 < opening["bottom"] <= opening["viewport"], f"the opening ends at {opening['bottom']} px, " \
+        f"below the first screen ({opening['viewport']} px)"
     assert first["heading"].startswith("Decision summary"), first
-    assert first["criteria"] == ["queue", "startup", "NCCL (all-reduce bus bandwidth)", "recovery", "contention",
-                                 "user experience", "auditing", "upgrades", "cost", "inference"], first
-    assert any(p.startswith("Prefer Slurm when") for p in first["paragraphs"]), first
-    assert any(p.startswith("Prefer Kubernetes when") for p in first["paragraphs"]), first
+    assert [c for c in first["criteria"] if c] == ["queue", "startup", "submit → first step",
+                                                   "all-reduce bus bandwidth", "recovery", "contention",
+                                                   "user experience", "auditing", "upgrades", "cost",
+                                                   "inference"], first
     assert any(p.startswith("A hybrid costs") for p in first["paragraphs"]), first
     alt, complete, w, h = first["image"]
     assert alt == "Kubernetes / Slurm per criterion" and complete and w > 300 and h > 200, first["image"]
@@ -81,3 +107,4 @@ def test_report_html_in_chromium(tmp_path):
     assert headline_rows > 15   # 20 metrics across local, Slurm and Kubernetes
     assert problems == []
     assert (tmp_path / "report.png").stat().st_size > 50_000
+    assert (tmp_path / "first-screen.png").stat().st_size > 20_000

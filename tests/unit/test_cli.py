@@ -96,3 +96,20 @@ def test_an_unknown_drill_is_refused_by_the_cli(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["run", "--results", str(tmp_path), "--drill", "reboot"])
     assert "invalid choice: 'reboot'" in capsys.readouterr().err
+
+
+def test_a_platform_that_fails_preflight_is_an_error_with_its_tip(capsys, tmp_path):
+    """Nothing of that platform ran: the user reads ERROR and TIP, as for any other refusal."""
+    rec = {"run_id": "k8s-clean-01", "platform": "k8s", "scenario": "preflight", "status": "failed",
+           "error": {"stage": "preflight", "origin": "platform",
+                     "message": "no node can hold a pod of this job: the cluster's nodes carry taints its pods do "
+                                "not tolerate: team=a:NoSchedule on 3 of 3 nodes (n1, n2, n3)",
+                     "tip": "if the job may run on such nodes, add to kubernetes.pod.tolerations: [...]"}}
+
+    def fake(cfg, platforms, store, make_backend, *, resume, on_record, **_kw):
+        on_record(rec)
+        return [rec]
+    assert main(["run", "--results", str(tmp_path), "--platform", "k8s"], campaign_fn=fake) == 1
+    err = capsys.readouterr().err
+    assert "ERROR k8s preflight: no node can hold a pod of this job" in err
+    assert "TIP if the job may run on such nodes, add to kubernetes.pod.tolerations" in err

@@ -156,3 +156,48 @@ def test_a_job_that_never_ran_ends_with_the_schedulers_reason(tmp_path):
                       resume=False, poll_s=0.01, clock=clock, sleep=clock.sleep)
     assert rec["status"] == "failed" and rec["error"]["message"].startswith(f"job ended failed: {why}"), rec["error"]
     assert "the job never started" in rec["error"]["tip"]
+
+
+UNRUNNABLE = ("no node can ever hold pod k8s-kill-rank-01-w-0-0-x: 0/3 nodes are available: 3 node(s) had "
+              "untolerated taint(s)")
+
+
+class NeverScheduled(ScriptedBackend):
+    """The scheduler gave up on the job before any pod ran: no workload event ever arrives."""
+    def supported_faults(self):
+        return {"kill_rank"}
+
+    def observe(self, handles):
+        return {h.run_id: Observation(JobState.FAILED, [], {"submitted": h.submitted_at},
+                                      native_state="Unrunnable", reason=UNRUNNABLE) for h in handles}
+
+
+def test_a_fault_run_whose_job_never_started_reports_the_schedulers_reason_not_the_fault(tmp_path):
+    cfg = _cfg(faults=[{"kind": "kill_rank", "at_step": 1, "rank": 1}], repetitions=0)
+    clock = SimClock()
+    (rec,) = campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: NeverScheduled(clock=clock),
+                      resume=False, poll_s=0.01, clock=clock, sleep=clock.sleep)
+    assert rec["scenario"] == "kill_rank" and rec["status"] == "failed", rec
+    assert rec["error"]["origin"] == "platform" and rec["error"]["stage"] == "run"
+    assert rec["error"]["message"].startswith(f"job ended failed: {UNRUNNABLE}")
+    assert "not injected" not in rec["error"]["message"]
+    assert "the job never started" in rec["error"]["tip"]
+
+
+def test_a_fault_run_whose_job_succeeded_before_the_fault_step_says_the_fault_was_not_injected(tmp_path):
+    cfg = _cfg(faults=[{"kind": "kill_rank", "at_step": 30, "rank": 1}], repetitions=0, workload={"steps": 40})
+
+    class Kills(ScriptedBackend):
+        """A job that ends well after step 20 (fewer steps than the config says: the fault never comes)."""
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.events = [e for e in self.events if e.get("step", 0) <= 20]
+
+        def supported_faults(self):
+            return {"kill_rank"}
+
+    clock = SimClock()
+    (rec,) = campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: Kills(clock=clock),
+                      resume=False, poll_s=0.01, clock=clock, sleep=clock.sleep)
+    assert rec["status"] == "failed" and "fault kill_rank was not injected" in rec["error"]["message"], rec
+    assert "at_step" in rec["error"]["tip"]

@@ -23,6 +23,10 @@ safe_json = st.recursive(scalars,
 markers = st.from_regex(r"zz9[0-9a-f]{8,16}", fullmatch=True)
 
 
+PRETTY_HEADER = '{\n  "alg": "HS256",\n  "typ": "JWT"\n}'
+SPACED_HEADER = '{ "typ": "JWT", "alg": "none" }'
+
+
 def _pem(m):
     return f"-----BEGIN RSA PRIVATE KEY-----\nMIIE{m}\n-----END RSA PRIVATE KEY-----\n"
 
@@ -54,7 +58,43 @@ CARRIERS = [
     ("last-applied", lambda m: {"metadata": {"annotations": {
         "kubectl.kubernetes.io/last-applied-configuration": json.dumps({"spec": {"x": m}})}}}),
     ("JSON text (sacct --json kept as a string)", lambda m: json.dumps({"jobs": [{"password": m, "time": 5}]})),
+    ("argv pair in a list", lambda m: {"args": ["python", "x.py", "--token", m, "--steps", "5"]}),
+    ("argv pair, password", lambda m: ["--password", m]),
+    ("argv pair in a command line", lambda m: f"torchrun x.py --api-key {m} --steps 5"),
+    ("argv --password=X", lambda m: {"cmd": f"tool --password={m} --verbose"}),
+    ("argv quoted", lambda m: f"login --auth-token '{m}' now"),
+    ("URL with user:password", lambda m: {"url": f"https://alice:{m}@registry.example.org/v2/"}),
+    ("URL with a token as the user", lambda m: f"git clone https://{m}abcdef012345@github.com/o/r.git"),
+    ("pre-signed S3 URL", lambda m: {"ckpt": "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+                                              f"&X-Amz-Signature={m}&X-Amz-Expires=60"}),
+    ("SAS URL sig=", lambda m: f"GET https://acct.blob.core.windows.net/c/b?sv=2020-08-04&sig={m} 403"),
+    ("URL ?token=", lambda m: {"message": f"fetch https://h.example/x?token={m}&v=1 failed"}),
+    ("Authorization: Token X", lambda m: f"Authorization: Token {m}"),
+    ("Authorization in a header dump", lambda m: f'headers={{"Authorization": "Token {m}", "Accept": "*/*"}}'),
+    ("Authorization: Bearer in a dict value", lambda m: {"msg": f"authorization=Bearer {m}"}),
+    ("X-SLURM-USER-TOKEN header", lambda m: f"X-SLURM-USER-TOKEN: {m}"),
+    ("Docker auths", lambda m: {"auths": {"registry.example.org": {"auth": m, "email": "a@b.c"}}}),
+    ("Docker config as JSON text", lambda m: json.dumps({"auths": {"ghcr.io": {"auth": m}}})),
+    ("JWT with a pretty-printed header", lambda m: f"jwt {_b64(PRETTY_HEADER)}.{_b64(m)}.{m}"),
+    ("JWT with spaces in its header", lambda m: f"{_b64(SPACED_HEADER)}.{_b64(m)}.x"),
+    ("token in a URL fragment", lambda m: f"redirect to https://app.example/cb#access_token={m}&state=1"),
+    ("Hugging Face token in a log", lambda m: f"login with hf_{m}{'A' * 20} ok"),
+    ("GitHub token in a clone line", lambda m: f"using ghp_{m}{'B' * 26}"),
+    ("Authorization: Digest", lambda m: f'Authorization: Digest username="u", response="{m}"'),
+    ("headers as a list of pairs", lambda m: {"headers": [["Accept", "*/*"], ["Authorization", f"Token {m}"]]}),
+    ("headers in a Python repr", lambda m: f"{{'Authorization': 'Token {m}', 'Accept': '*/*'}}"),
+    ("env pair DB_PASS", lambda m: {"env": [{"name": "DB_PASS", "value": m}]}),
+    ("curl -u", lambda m: f"curl -sf -u admin:{m} https://h.example/api"),
+    ("sshpass -p", lambda m: f"sshpass -p {m} ssh login1"),
+    (".netrc line", lambda m: f"machine h.example login alice password {m}"),
+    ("argv pair as bytes", lambda m: [b"--token", m.encode()]),
+    ("bytes value", lambda m: {"stdout": f"export API_TOKEN={m}\n".encode()}),
+    ("bytes with a bearer", lambda m: [b"ok", f"Authorization: Bearer {m}".encode()]),
 ]
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
 @st.composite
@@ -74,13 +114,14 @@ def planted(draw):
     return name, marker, doc
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(planted())
 def test_no_planted_secret_survives_at_any_depth(case):
     name, marker, doc = case
     out = scrub(doc)
     needle = "9" + "".join(c for c in marker if c.isdigit()) if name == "api key as a number" else marker
-    assert needle not in json.dumps(out.data), name
+    text = json.dumps(out.data, default=repr)
+    assert needle not in text and _b64(marker) not in text, name
     assert out.removed >= 1, name
 
 
@@ -171,3 +212,44 @@ def test_redaction_never_moves_a_time_stamp(platform, path):
 
 def test_recorded_raw_evidence_exists():
     assert {p for p, _ in RECORDED_RAW} == {"local", "k8s", "slurm"}
+
+
+def test_every_carrier_is_caught_as_it_is():
+    for name, make in CARRIERS:
+        marker = "zz9a0b1c2d3e4f"
+        out = scrub(make(marker))
+        assert marker not in json.dumps(out.data, default=repr) and out.removed >= 1, name
+
+
+def test_no_nesting_depth_crashes_it_and_the_secret_still_goes():
+    marker = "zz9deadbeef00"
+    deep: object = {"token": marker}
+    for i in range(3000):
+        deep = {"k": deep} if i % 2 else [deep]
+    out = scrub(deep)
+    assert marker not in json.dumps(out.data) and out.by_rule["too_deep"] == 1
+    text = "[" * 950 + json.dumps({"password": marker}) + "]" * 950   # a JSON string nested ~950 deep
+    for doc in (text, {"stdout": text}, ["x", {"raw": text}]):
+        out = scrub(doc)
+        assert marker not in json.dumps(out.data) and out.removed == 1
+
+
+def test_deep_raw_evidence_is_stored_not_lost(tmp_path):
+    from harness.store import Store, load_raw
+
+    marker = "zz9cafe0000"
+    deep: object = {"token": marker}
+    for _ in range(2500):
+        deep = {"k": deep}
+    s = Store(tmp_path, "c")
+    summary = s.write_raw("r1", {"sacct": deep, "squeue": "[" * 980 + "]" * 980})
+    assert summary["removed"] >= 1 and marker not in json.dumps(load_raw(s.run_dir("r1")))
+
+
+def test_urls_and_argv_without_credentials_are_left_alone():
+    clean = ["https://registry.example.org/v2/torch:2.4", "ssh://git@github.com/o/r.git",
+             "https://h.example/x?step=5&run=k8s-clean-01", "srun --kill-on-bad-exit=1 --nodes=2 --export=ALL",
+             ["--nodes", "2", "--steps", "40"], {"auths": {}}, "eyeball.example.org is a host name, ew1.x.y too",
+             "docker run --user 0:0 --env GLOO_SOCKET_IFNAME=eth0 img"]
+    for doc in clean:
+        assert scrub(doc).data == doc and scrub(doc).removed == 0, doc

@@ -3,8 +3,13 @@ own GPU-shaped clusters (their node loss allowed, their GPU taint tolerated)."""
 from __future__ import annotations
 
 from harness import config, spec
+from harness.backends.k8s.taints import tolerates
+from harness.clusters.k8s.gpu_shape import GPU_TAINT, GPU_TOLERATION
+from harness.config_clusters import NATIVE_NODE_TOLERATIONS
 from harness.render import jobset as rj
-from harness.smoke import NATIVE_GPU_TOLERATION, SMOKE_PLATFORMS, smoke_config
+from harness.smoke import SMOKE_PLATFORMS, smoke_config
+
+(NATIVE_GPU_TOLERATION,) = NATIVE_NODE_TOLERATIONS
 
 
 def test_the_smoke_campaign_validates_and_its_pods_tolerate_the_native_clusters_gpu_taint():
@@ -16,13 +21,29 @@ def test_the_smoke_campaign_validates_and_its_pods_tolerate_the_native_clusters_
     s = spec.build(cfg, "k8s", "k8s-clean-01", None)
     pod = rj.render_jobset(s, cfg.kubernetes, "poc/worker:1", "/tmp/ckpt").jobset["spec"]["replicatedJobs"][0]
     assert NATIVE_GPU_TOLERATION in pod["template"]["spec"]["template"]["spec"]["tolerations"]
-    again = smoke_config(cfg, None, None)                     # not added twice
-    assert again.kubernetes.pod.tolerations.count(NATIVE_GPU_TOLERATION) == 1
+    again = smoke_config(cfg, None, None)                     # never twice
+    assert again.kubernetes.tolerations.count(NATIVE_GPU_TOLERATION) == 1
+
+
+def test_the_built_in_config_tolerates_the_native_clusters_gpu_taint_and_only_there():
+    """The default config runs on the project's own cluster with no file to write; a config written
+    for another cluster gets exactly the tolerations it names."""
+    cfg = config.load(None)
+    assert cfg.kubernetes.native and cfg.kubernetes.pod.tolerations == []
+    s = spec.build(cfg, "k8s", "k8s-clean-01", None)
+    pod = rj.render_jobset(s, cfg.kubernetes, "poc/worker:1", "/tmp/ckpt").jobset["spec"]["replicatedJobs"][0]
+    assert NATIVE_GPU_TOLERATION in pod["template"]["spec"]["template"]["spec"]["tolerations"]
+    # the toleration is the one the native nodes' taint asks for (clusters/k8s/gpu_shape.py)
+    assert NATIVE_GPU_TOLERATION == GPU_TOLERATION and tolerates(NATIVE_GPU_TOLERATION, GPU_TAINT)
+    written = config.from_mapping({"kubernetes": {"pod": {"tolerations": [dict(NATIVE_GPU_TOLERATION)]}}})
+    assert written.kubernetes.tolerations == [NATIVE_GPU_TOLERATION]
+    elsewhere = config.from_mapping({"kubernetes": {"kubeconfig": "/etc/kc", "image": "reg.example/t:1"}})
+    assert elsewhere.kubernetes.tolerations == []
 
 
 def test_a_config_for_another_cluster_keeps_its_own_tolerations():
     cfg = config.from_mapping({"kubernetes": {"kubeconfig": "/etc/kc", "image": "reg.example/t:1"}})
-    assert NATIVE_GPU_TOLERATION not in smoke_config(cfg, ["k8s"], 1).kubernetes.pod.tolerations
+    assert NATIVE_GPU_TOLERATION not in smoke_config(cfg, ["k8s"], 1).kubernetes.tolerations
 
 
 def test_the_smoke_campaign_probes_every_mistake_as_the_native_clusters_restricted_user():
@@ -53,3 +74,18 @@ def test_the_smoke_campaign_ends_each_scheduler_with_the_restart_drill_and_never
         assert spec.run_plan(cfg, plat)[-1].scenario == "drill:restart"
     assert not [p for p in spec.run_plan(cfg, "local") if p.scenario.startswith("drill:")]
     assert smoke_config(config.from_mapping({"drills": {"kinds": ["upgrade"]}}), None, None).drills.kinds == ["upgrade"]
+
+
+def test_the_smoke_campaign_gives_recovery_five_runs_a_side_and_the_within_round_test_six_pairs():
+    from harness.report.paired import signed_rank_p
+    from harness.smoke import SMOKE_SWEEP
+    cfg = smoke_config(config.load(None), None, None)
+    for plat in ("slurm", "k8s"):
+        scenarios = [p.scenario for p in spec.run_plan(cfg, plat)]
+        assert scenarios.count("kill_rank") >= 5 and scenarios.count("clean") >= 6
+    # 6 pairs all one way are the fewest the exact signed-rank test can call a difference at 5 %
+    assert signed_rank_p([1.0] * cfg.repetitions) < 0.05 and signed_rank_p([1.0] * (cfg.repetitions - 1)) >= 0.05
+    # the sweep stops at 16 MiB (what bought nothing on the local clusters' CPUs); a config's own sweep is kept
+    assert cfg.workload.sweep == SMOKE_SWEEP and cfg.workload.sweep_max_bytes == 16 * 1024**2
+    own = smoke_config(config.from_mapping({"workload": {"sweep": "1K:1M"}}), None, None)
+    assert own.workload.sweep == "1K:1M"

@@ -1,0 +1,131 @@
+"""`poc run` and `poc smoke`: a campaign, its progress line, what its exit code says."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from ..errors import ConfigError
+from . import common
+from .output import Out, RunCounter, emit, record_line, warn
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_PLATFORM_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a campaign; `left` holds the in-flight handles it did not cancel."""
+
+    def __init__(self, left: list[dict]):
+        super().__init__()
+        self.left = left
+
+
+def cmd_run(args) -> int:
+    cfg = common.load(args)
+    if args.repetitions is not None:
+        cfg.repetitions = args.repetitions
+    if args.drill or args.confirm_cluster:   # validated like the config's own (unknown kind: ERROR/TIP)
+        cfg.drills = type(cfg.drills).model_validate({**cfg.drills.model_dump(), **(
+            {"kinds": args.drill} if args.drill else {}), **(
+            {"confirm_cluster": args.confirm_cluster} if args.confirm_cluster else {})})
+    if args.serve:
+        cfg.serve.enabled = True
+        if "node_loss" in cfg.serve.faults and not cfg.allow_destructive_faults:
+            raise ConfigError("--serve: the serving scenario's node_loss fault takes a node away from the cluster",
+                              tip="set allow_destructive_faults: true (it only touches nodes the run holds), "
+                                  "or leave node_loss out of serve.faults")
+    cfg.platforms = common.platforms(args, cfg)
+    return run_campaign(args, cfg, Out(args.quiet, args.json))
+
+
+def exit_code(recs: list[dict]) -> int:
+    """A harness bug outranks a platform's failure: the campaign's comparison cannot be trusted then."""
+    if any(r.get("status") == "harness_error" or (r.get("error") or {}).get("origin") == "harness" for r in recs):
+        return EXIT_HARNESS_ERROR
+    return EXIT_OK if all(r.get("status") == "ok" for r in recs) else EXIT_PLATFORM_FAILED
+
+
+def planned_counts(cfg, plats: list[str], store, resume: bool) -> dict[str, int]:
+    """Runs each platform will run: its plan less, on a resume, the runs already recorded ok (read
+    without the campaign's lock: the pipeline takes it, and a torn line only makes the count rough)."""
+    from ..spec import run_plan
+    from ..store import read_runs
+
+    done = {r["run_id"] for r in read_runs(store.runs_path) if r.get("status") == "ok"} if resume else set()
+    return {p: sum(1 for x in run_plan(cfg, p) if x.run_id not in done) for p in plats}
+
+
+def run_campaign(args, cfg, out: Out) -> int:
+    from ..backends.factory import make_backend
+    from ..pipeline import campaign as run_pipeline
+    from ..store import Store
+
+    campaign = getattr(args, "campaign_fn", None) or run_pipeline
+    plats = cfg.platforms
+    store = Store(args.results, cfg.campaign)
+    applied = getattr(args, "overrides_applied", None) or []
+    if applied:
+        store.meta["overrides"] = applied
+    try:
+        out.counter = RunCounter(planned_counts(cfg, plats, store, args.resume))
+    except Exception:  # a count is a nicety; the pipeline reports a store it cannot read
+        log.debug("no run count for the progress line", exc_info=True)
+    out.info(f"campaign {cfg.campaign} -> {store.root}  platforms: {', '.join(plats)}"
+             + (f"  ({out.counter.total} runs)" if out.counter else ""))
+    log.info("campaign %s: config hash %s, overrides %s", cfg.campaign, cfg.config_hash(), applied or "none")
+
+    def on_record(rec):
+        out.stop()
+        if out.counter is not None:
+            out.counter.record(rec)
+        err = rec.get("error") or {}
+        if rec.get("scenario") == "preflight" and err:   # nothing of that platform ran: said as any ERROR is
+            print(f"ERROR {rec.get('platform')} preflight: {err.get('message')}", file=sys.stderr, flush=True)
+            if err.get("tip"):
+                print(f"TIP {err['tip']}", file=sys.stderr, flush=True)
+            return
+        out.info(record_line(rec))
+
+    try:
+        make = getattr(args, "backend_fn", None) or make_backend
+        recs = campaign(cfg, plats, store, lambda p: make(p, cfg), resume=args.resume,
+                        progress=out.progress, on_record=on_record)
+    except KeyboardInterrupt:
+        raise Interrupted(store.inflight()) from None  # what could not be cancelled is still in the store
+    finally:
+        out.stop()
+        warn(store.notes)
+    all_runs = store.runs()
+    warn(store.notes)
+    emit(args, {"campaign": cfg.campaign, "results": str(store.root), "overrides": applied,
+                "runs": [{k: r.get(k) for k in ("run_id", "platform", "scenario", "status", "error")} |
+                         {"metrics": {k: v.get("value") for k, v in (r.get("metrics") or {}).items()}}
+                         for r in recs]})
+    ok = sum(1 for r in recs if r.get("status") == "ok")
+    out.info(f"{ok}/{len(recs)} runs ok now; {len(all_runs)} records in {store.runs_path}")
+    out.info(f"next: poc report {store.root}")
+    return exit_code(recs)
+
+
+def cmd_smoke(args) -> int:
+    from ..smoke import SMOKE_CAMPAIGN, ensure_clusters, native_tenant, smoke_config
+    from .results_cmds import cmd_report
+
+    base = common.load(args)
+    plats = common.platforms(args, base) if args.platform else None
+    cfg = smoke_config(base, plats, args.repetitions)
+    out = Out(args.quiet, args.json)
+    if not args.no_clusters:
+        ensure_clusters(cfg.platforms, out.info)
+    if "k8s" in cfg.platforms:   # the probes run as the native cluster's restricted user, once it exists
+        cfg = smoke_config(base, plats, args.repetitions, tenant=native_tenant())
+    if not args.campaign:
+        cfg.campaign = SMOKE_CAMPAIGN
+    args.repetitions = cfg.repetitions
+    rc = run_campaign(args, cfg, out)
+    cmd_report(argparse.Namespace(results_dir=str(Path(args.results) / cfg.campaign), out=None,
+                                  quiet=args.quiet, json=False, output=None))
+    return rc
