@@ -13,7 +13,7 @@ log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # --- Debian packages -------------------------------------------------------------------------
 pkgs=(docker.io debootstrap containerd runc iptables iproute2 containernetworking-plugins
       conntrack socat ethtool kmod openssl ca-certificates util-linux psmisc procps
-      chromium fonts-dejavu-core busybox-static)
+      chromium fonts-dejavu-core busybox-static zsh tcsh)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -32,12 +32,15 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { echo "ERROR dockerd did not start; see /var/log/poc/dockerd.log" >&2; exit 1; }
 fi
 
-# --- Python virtualenv, keyed by the dependency list -----------------------------------------
+# --- Python virtualenv, keyed by the dependency list and the extras installed ----------------
 py=${PYTHON:-python3}
+# dev: the tests' tools; workload: torch, for local.runtime: host and the tests that run the workload here
+# (a plain `pip install k8s-slurm-poc` is the light client, without either)
+extras="dev,workload"
 # setuptools notes on every editable install that a folder named like the package may shadow it:
 # information, not a problem, and pip shows a local folder's build warnings even with -q.
 pip_install() { PYTHONWARNINGS="ignore:Editable installation" "$venv/bin/pip" install -q "$@"; }
-key=$( (cat "$here/pyproject.toml"; $py --version) | sha256sum | cut -c1-12)
+key=$( (cat "$here/pyproject.toml"; echo "$extras"; $py --version) | sha256sum | cut -c1-12)
 venv="$cache/venv-$key"
 if [ ! -x "$venv/bin/poc" ] || [ ! -f "$venv/.complete" ]; then
   log "creating $venv"
@@ -46,12 +49,12 @@ if [ ! -x "$venv/bin/poc" ] || [ ! -f "$venv/.complete" ]; then
   "$venv/bin/pip" install -q --upgrade pip
   torch_req=$(grep -oE '"torch[^"]*"' "$here/pyproject.toml" | tr -d '"')
   # torch is 4+ GB with its CUDA libraries: keep the wheels, so a new venv installs offline.
-  "$venv/bin/pip" download -q -d "$cache/wheels" "$torch_req" pytest-benchmark
-  pip_install --find-links "$cache/wheels" -e "$here[dev]"
+  "$venv/bin/pip" download -q -d "$cache/wheels" "$torch_req"
+  pip_install --find-links "$cache/wheels" -e "$here[$extras]"
   touch "$venv/.complete"
 else
   pip_install --no-deps --no-build-isolation -e "$here" 2>/dev/null \
-    || pip_install --find-links "$cache/wheels" -e "$here[dev]"
+    || pip_install --find-links "$cache/wheels" -e "$here[$extras]"
 fi
 ln -sfn "$venv" "$here/.venv"
 log "ready: $here/.venv ($("$venv/bin/python" -c 'import torch; print("torch", torch.__version__)'))"
