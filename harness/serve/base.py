@@ -13,6 +13,7 @@ session's thread and anything it starts itself (a balancer's discovery loop, say
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ..backends.base import Handle
@@ -55,9 +56,13 @@ class PlatformServe(Protocol):
         delete): {"t": epoch s of the kill, "replica", "node", "how"}. What brings it back is the
         platform's (a container restart) or what a Slurm user must write (a loop in the batch script)."""
 
-    def lose_node(self) -> dict:
+    def lose_node(self, journal: Callable[[], None]) -> dict:
         """Lose the node of one replica with the platform's node-loss fault (only a node the run holds):
-        {"t": epoch s, "node", "replica", "how"}."""
+        {"t": epoch s, "node", "replica", "how"}. Before it acts it names the node, with the mark the
+        fault leaves on it, on the training run's handle and calls journal(), so whatever cancels that
+        handle after a crash (`poc cleanup`, --resume) brings the node back and only while that mark is
+        still the node's. (A node the native cluster powers off goes into the backend's ledger instead,
+        before the power-off: the backend's next preflight or `poc cluster up` powers it on.)"""
 
     def restore(self) -> dict:
         """Bring back what lose_node took (the node usable again for the next run): {"restored": [...]}."""

@@ -15,11 +15,14 @@ Faults:
   replica, and only on a node where a running pod of this Deployment is: on the native cluster a
   power loss (clusters/k8s/power.py, noted in the backend's ledger first so a crashed campaign's
   node comes back at the next preflight); elsewhere a cordon plus deletion of this Deployment's pods
-  there. restore() undoes it with faults.restore (power on, out-of-service taint off, uncordon).
+  there, the cordon named with its mark on the training run's handle and journalled first, so
+  `poc cleanup` or --resume uncordons it after a crash. restore() undoes it with faults.restore
+  (power on, out-of-service taint off, uncordon).
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..backends.base import Handle
@@ -48,6 +51,7 @@ class K8sServe:
         self.clock, self.sleep = clock, sleep
         self.serving: rs.K8sServing | None = None
         self.fault_handle: Handle | None = None
+        self.train: Handle | None = None
         self.how: list[str] = []
 
     # ------------------------------------------------------------------ names
@@ -72,7 +76,7 @@ class K8sServe:
     def deploy(self, train: Handle, spec: JobSpec) -> dict:
         s = rs.render_serving(spec, self.cfg, self.image, self.checkpoint_root, self.checkpoint_pvc,
                               port=self.port, kueue_pods=self.kueue_pods)
-        self.serving = s
+        self.serving, self.train = s, train
         if self.local and not self.checkpoint_pvc:
             ckpts = sorted(Path(s.checkpoint_path, "ckpt").glob("ckpt-*.pt"))
             if not ckpts:
@@ -187,7 +191,7 @@ class K8sServe:
                        "of the container's sh, so the container exits 137 and the kubelet restarts it",
                 "output": str(out).strip()}
 
-    def lose_node(self) -> dict:
+    def lose_node(self, journal: Callable[[], None]) -> dict:
         pod = self._target()
         node, name = get(pod, "spec", "nodeName"), get(pod, "metadata", "name")
         self._held(pod, node)
@@ -204,10 +208,18 @@ class K8sServe:
                 raise BackendError(exc.message, tip=exc.tip) from None
             return {"t": t, "node": node, "replica": name, **detail}
         core, ns = self.client.core(), self._s.namespace
+        mark = faults.cordon_mark(h)
         h.data["cordoned"].append(node)
+        # the training run's handle names the cordon and its mark, journalled before the cordon: whatever
+        # cancels that handle after a crash (`poc cleanup`, --resume) uncordons it while the mark is ours
+        cordoned = self.train.data.setdefault("cordoned", [])
+        if node not in cordoned:
+            cordoned.append(node)
+        self.train.data.setdefault("cordon_marks", {})[node] = mark
+        journal()
         t = self.clock()
         self.client.call("PATCH node (cordon)", core.patch_node, node,
-                         {"metadata": {"annotations": {faults.CORDONED_BY: faults.cordon_mark(h)}},
+                         {"metadata": {"annotations": {faults.CORDONED_BY: mark}},
                           "spec": {"unschedulable": True}})
         gone = [get(p, "metadata", "name") for p in self._pods() if get(p, "spec", "nodeName") == node]
         for pname in gone:
@@ -245,6 +257,13 @@ class K8sServe:
         nodes = [*h.data.get("lost_nodes", []), *h.data.get("cordoned", [])]
         t = self.clock()
         faults.restore(self.client, h, power=self.power)
+        if self.train is not None:   # undone: the training run's handle stops naming those cordons
+            marks = self.train.data.get("cordon_marks") or {}
+            for node in nodes:
+                if node in marks:
+                    marks.pop(node)
+                    if node in (self.train.data.get("cordoned") or []):
+                        self.train.data["cordoned"].remove(node)
         return {"restored": nodes, "t": t, "t_after": self.clock(),
                 "how": "power on (bridge up, kubelet started), out-of-service taint off, uncordon; "
                        "waited for the node Ready"}

@@ -110,7 +110,7 @@ class Session:
                                tip="read the serving replica's logs (raw evidence) and raise serve.ready_timeout_s")
         self._steady("steady", base + PREDICT, body, allow)
         for fault in cfg.faults:
-            self._fault_phase(fault, base + PREDICT, body, allow)
+            self._fault_phase(fault, base + PREDICT, body, allow, train)
         if cfg.scale_out:
             ev["scale"] = self._scale(body, allow, train)
             self._steady("two_replicas", base + PREDICT, body, allow)
@@ -178,8 +178,9 @@ class Session:
         self._progress(name)
         self._phase_done(name, load.run(self._plan(url, body, self.cfg.phase_s), allow=allow), None)
 
-    def _fault_phase(self, fault: str, url: str, body: dict, allow) -> None:
-        """The load on a thread of its own; the fault `fault_after_s` into it, from this thread."""
+    def _fault_phase(self, fault: str, url: str, body: dict, allow, train: Handle) -> None:
+        """The load on a thread of its own; the fault `fault_after_s` into it, from this thread. The node
+        loss is journalled on the training run's handle before it acts (the platform calls back)."""
         self._progress(fault)
         box: dict = {}
 
@@ -194,7 +195,8 @@ class Session:
         self.sleep(self.cfg.fault_after_s)
         info: dict | None = None
         try:
-            info = self.platform.kill_server() if fault == "kill_server" else self.platform.lose_node()
+            info = (self.platform.kill_server() if fault == "kill_server"
+                    else self.platform.lose_node(journal=lambda: self._journal(train)))
         finally:
             th.join(self.cfg.fault_phase_s + self.cfg.request_timeout_s + 30)
             restored = self.platform.restore() if fault == "node_loss" else None
@@ -205,9 +207,10 @@ class Session:
         self._phase_done(fault, box["result"], info, extra={"restored": restored} if restored is not None else None)
 
     def _journal(self, train: Handle) -> None:
-        """The platform names what it made on the training run's handle (Slurm: the serving jobs'
-        ids; Kubernetes: the Deployment, Service, ConfigMap): journal it again, so a crashed campaign's
-        cancel on --resume removes those too."""
+        """The platform names what it made or is about to change on the training run's handle (Slurm:
+        the serving jobs' ids; Kubernetes: the Deployment, Service, ConfigMap; a node the node loss takes,
+        with the fault's own mark): journal it again, so a crashed campaign's cancel on --resume or
+        `poc cleanup` removes those and brings the node back."""
         self.ctx.store.mark_inflight(train.to_json())
 
     def _scale(self, body: dict, allow, train: Handle) -> dict:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from .. import data
 from ..backends.base import Handle
+from ..backends.slurm import guard
 from ..backends.slurm.records import TIME_ENV, command
 from ..errors import BackendError, CommandError, TransportError
 from ..render import serving_sbatch as rs
@@ -246,19 +248,27 @@ class SlurmServe:
         self._faults.append({"kind": "kill_server", **rec})
         return rec
 
-    def lose_node(self) -> dict:
+    def lose_node(self, journal: Callable[[], None]) -> dict:
         f = self._target()
         h = Handle("slurm", f"{self.spec.run_id}-serve-{f['replica']}", [f["job_id"]], time.time(),
                    data={"job_id": f["job_id"], "lost_nodes": []})
-        # the training run's handle names the node first (as inject does for its own handle): whatever
-        # cancels that handle after a crash brings the node back (backend.cancel -> _restore_nodes)
+        # the training run's handle names the node and the serving job's mark first, and is journalled
+        # (as inject does for its own handle): whatever cancels that handle after a crash brings the node
+        # back (backend.cancel -> _restore_nodes), and only while that mark is still the node's reason
         lost = self.train.data.setdefault("lost_nodes", [])
         container = (self.b.docker or {}).get("nodes", {}).get(f["node"])
         added = f["node"] not in lost
         if added:
             lost.append(f["node"])
+            self.train.data.setdefault("lost_marks", {})[f["node"]] = guard.lost_node_mark(str(f["job_id"]))
             if container:
                 self.train.data.setdefault("stopped_containers", {})[f["node"]] = container
+        try:
+            journal()
+        except Exception:
+            if added:
+                self._forget(f["node"])
+            raise
         with self._lock:
             try:
                 fr = self.b.inject(h, "lose_node", {"host": f["node"]})
@@ -293,6 +303,7 @@ class SlurmServe:
         if node in lost:
             lost.remove(node)
         (self.train.data.get("stopped_containers") or {}).pop(node, None)
+        (self.train.data.get("lost_marks") or {}).pop(node, None)
 
     # -------------------------------------------------------------- records
     def evidence(self) -> dict:

@@ -4,8 +4,9 @@ Builds the wheel from a copy of the package, makes a fresh venv and installs the
 resolving its real dependencies from PyPI (pip's cache makes a second run quick). Then it measures the
 venv on disk, checks that torch is not there, and from a directory outside the repository runs the
 commands a user runs on a laptop: `poc render` (Slurm, Kubernetes), `poc validate`, `poc report` on a
-committed campaign, `poc completion`, and `poc run` on the host runtime, which must say ERROR/TIP that
-torch is the `workload` extra. Needs PyPI (or a pip cache that holds the dependencies), no cluster.
+committed campaign, `poc completion`, `poc run` on the host runtime, which must say ERROR/TIP that
+torch is the `workload` extra, and `poc check` against both local clusters. Needs PyPI (or a pip cache
+that holds the dependencies); only the `poc check` test needs the clusters (it brings them up if down).
 """
 from __future__ import annotations
 
@@ -165,6 +166,33 @@ def test_host_runtime_without_torch_says_how_to_get_it(light):
     assert "Traceback" not in res.stderr
 
 
-# `poc check` (can this user reach the configured clusters) belongs here once it exists: run it with
-# light["poc"] against the local clusters' config, as the commands above are run, to show that the light
-# client reaches Slurm (ssh) and Kubernetes (the API) without torch.
+def test_check_reaches_both_local_clusters(light, tmp_path):
+    """`poc check` from the light client: Slurm over ssh (the login node's key and known_hosts) and the
+    native Kubernetes cluster as its restricted user (its own kubeconfig), every check ok without torch.
+    The restricted user cannot read its ClusterQueue, so the quota fit is a note, not an error."""
+    from _native import native_cluster, restricted_tenant
+
+    from harness.clusters import slurm_docker
+    from harness.clusters.images import worker_ref
+    info = slurm_docker.up(release=os.environ.get("POC_SLURM_RELEASE", "trixie"), timeout=300)
+    s = json.loads(Path(info.ssh_settings_path).read_text())
+    t = restricted_tenant(native_cluster())
+    cfg = {"platforms": ["slurm", "k8s"],
+           "slurm": {"host": s["host"], "port": s["port"], "user": s["user"], "key_file": s["key_path"],
+                     "known_hosts": s["known_hosts_path"]},
+           "kubernetes": {"kubeconfig": t["kubeconfig"], "namespace": t["namespace"],
+                          "local_queue": t["local_queue"], "image": worker_ref()}}
+    path = tmp_path / "poc.json"
+    path.write_text(json.dumps(cfg))
+    res = run([light["poc"], "check", "--config", path, "-o", "json"], light["work"], light["env"])
+    doc = json.loads(res.stdout)
+    by = {(c["platform"], c["name"]): c for c in doc["checks"]}
+    print("\n  poc check from the light client:\n" + "\n".join(
+        f"    {p:<5} {n:<20} {c['status']:<7} {c['seconds']:6.3f} s" for (p, n), c in by.items()))
+    assert doc["ok"] and res.stderr == "", (doc, res.stderr)
+    assert {n for p, n in by if p == "slurm"} == {"ssh reachable", "ssh host key", "ssh login", "sinfo", "partition",
+                                                  "sbatch --test-only", "accounting"}
+    assert {n for p, n in by if p == "k8s"} >= {"api server", "apis served", "rbac", "local queue", "quota"}
+    assert all(c["status"] == "ok" for k, c in by.items() if k != ("k8s", "quota")), doc
+    assert by[("k8s", "quota")]["status"] == "note" and "not readable with these rights" in by[("k8s", "quota")][
+        "message"]

@@ -154,3 +154,63 @@ def test_serving_job_discovered_balanced_restarted_and_scaled(cluster, tmp_path)
     ids = [j["job_id"] for j in serve.jobs]
     assert not login(["squeue", "-h", "-j", ",".join(ids), "-o", "%i"]).strip()
     print(f"total {time.monotonic() - t_start:.1f} s")
+
+
+def test_a_crash_during_the_serving_node_loss_is_undone_by_poc_cleanup(cluster, tmp_path):
+    """The serving node loss names the replica's node on the training run's handle and journals it
+    before the node goes; the harness then dies (nothing restores, nothing tears down) and the real
+    `poc cleanup` cancels the training and serving jobs and brings the node back."""
+    import subprocess
+
+    from _poc import inflight, poc_argv, wait_slurm_nodes_free, write_config
+
+    from harness.slurm_parse import node_usable
+    from harness.store import Store
+
+    campaign = f"serve-crash-{os.getpid() % 100000}-{int(time.time()) % 100000}"
+    data = {"campaign": campaign, "platforms": ["slurm"], "workload": SMALL, "faults": [],
+            "serve": {"train_steps": 10}, "allow_destructive_faults": True}
+    cfg_path = write_config(tmp_path / "poc.yaml", data)
+    cfg = config.from_mapping(data)
+    results = tmp_path / "results"
+    store = Store(results, campaign)
+    store.open(cfg.config_hash(), cfg.redacted(), resume=False)
+    wait_slurm_nodes_free(("c1", "c2", "c3"))
+    backend = SlurmBackend.from_config(cfg)
+    spec, th = train(backend, cfg)
+    serve = backend.serving(cfg.serve)
+    node = container = None
+    try:
+        dep = serve.deploy(th, spec)
+        serve.url(120)
+        wait("the replica ready through the balancer", lambda: [r for r in serve.replicas() if r["ready"]], 120)
+        rec = serve.lose_node(journal=lambda: store.mark_inflight(th.to_json()))
+        node = rec["node"]
+        container = th.data["stopped_containers"][node]
+        (saved,) = store.inflight()
+        assert saved["data"]["lost_nodes"] == [node] and dep["job_id"] in saved["ids"], saved
+        assert saved["data"]["lost_marks"] == {node: f"poc-lose-node job {dep['job_id']}"}
+        # the harness dies here: its balancer thread goes with it, nothing is restored or torn down
+        serve.balancer.stop()
+        store.close()
+        t0 = time.monotonic()
+        p = subprocess.run(poc_argv("cleanup", "--config", str(cfg_path), "--results", str(results), "--json"),
+                           capture_output=True, text=True, timeout=300, check=False)
+        took = time.monotonic() - t0
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert json.loads(p.stdout)["undone"] == [spec.run_id]
+        out = slurm_docker.run(["docker", "inspect", "-f", "{{.State.Running}}", container], check=False).stdout
+        assert out.strip() == "true"
+        assert node_usable(login(["sinfo", "-h", "-n", node, "-o", "%T"]))
+        ids = [j["job_id"] for j in serve.jobs]
+        wait("the serving jobs gone from squeue", lambda: not login(["squeue", "-h", "-j", ",".join(ids),
+                                                                    "-o", "%i"]).strip(), 60)
+        assert inflight(results / campaign) == []
+        print(f"\npoc cleanup after a crash mid serving node loss: {node} back, jobs {', '.join(ids)} "
+              f"cancelled in {took:.1f} s")
+    finally:
+        if container and "true" not in slurm_docker.run(["docker", "inspect", "-f", "{{.State.Running}}",
+                                                         container], check=False).stdout:
+            slurm_docker.run(["docker", "start", container], check=False)
+        serve.teardown()
+        backend.cleanup(th, True, "never")

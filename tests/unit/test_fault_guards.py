@@ -357,3 +357,94 @@ def test_k8s_with_host_network_a_rank_is_found_by_its_nodes_name():
 ])
 def test_a_lost_node_is_the_runs_to_resume_only_while_no_one_elses_reason_is_on_it(reason, ok):
     assert guard.restorable(reason, guard.lost_node_mark("7")) is ok
+
+
+def serving_pod(node_name: str) -> dict:
+    return {"metadata": {"name": "k8s-serve-7d9f-abcde", "namespace": "poc", "labels": {"app": "k8s-serve"},
+                         "creationTimestamp": "2026-12-04T10:00:00Z"},
+            "spec": {"nodeName": node_name},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_k8s_serving_node_loss_is_journalled_on_the_training_handle_and_undone_after_a_crash():
+    """Without power control the serving node loss cordons the replica's node: the training run's handle
+    names that cordon and its mark and is journalled before the PATCH, so a crash's `poc cleanup`
+    (cancel of that handle) uncordons it, and a later cordon of someone else's is left."""
+    from harness.serve.k8s import K8sServe
+
+    nodes = {"poc-n2": node("poc-n2")}
+    c = FakeClient([serving_pod("poc-n2")], nodes)
+    c._core.delete_namespaced_pod = lambda name, ns, grace_period_seconds=None, _request_timeout=None: \
+        c.log.append(("DELETE pod", name))
+    s = K8sServe(c, config.Kubernetes(), image="img", checkpoint_root="/tmp/x")
+    s.serving = SimpleNamespace(namespace="poc", name="k8s-serve", selector={"app": "k8s-serve"})
+    train = k8s_handle()
+    s.train = train
+    journalled = []
+    rec = s.lose_node(journal=lambda: journalled.append((len(c.log), train.to_json())))
+    at, saved = journalled[0]
+    patches = [i for i, x in enumerate(c.log) if x[0] == "PATCH node"]
+    assert patches and at <= patches[0], c.log               # the journal before the cordon
+    mark = nodes["poc-n2"]["metadata"]["annotations"][faults.CORDONED_BY]
+    assert saved["data"]["cordoned"] == ["poc-n2"] and saved["data"]["cordon_marks"] == {"poc-n2": mark}
+    assert rec["node"] == "poc-n2" and ("DELETE pod", "k8s-serve-7d9f-abcde") in c.log
+    # the harness dies here; `poc cleanup` reads the journal and cancels the training handle
+    again = Handle.from_json(json.loads(json.dumps(saved)))
+    faults.restore(FakeClient([], nodes), again)
+    assert nodes["poc-n2"]["spec"]["unschedulable"] is False
+    assert faults.CORDONED_BY not in nodes["poc-n2"]["metadata"]["annotations"]
+    assert again.data["cordoned"] == [] and "cordon_marks" not in again.data
+    # replayed after an operator cordoned the node again with a mark of theirs: left as it is
+    nodes["poc-n2"] = node("poc-n2", unschedulable=True, annotations={faults.CORDONED_BY: "maintenance"})
+    replay = Handle.from_json(json.loads(json.dumps(saved)))
+    assert faults.uncordon(FakeClient([], nodes), replay, "poc-n2") == "cordoned by run maintenance: left"
+
+
+def test_k8s_serving_restore_stops_naming_the_cordon_on_the_training_handle():
+    from harness.serve.k8s import K8sServe
+
+    nodes = {"poc-n2": node("poc-n2")}
+    c = FakeClient([serving_pod("poc-n2")], nodes)
+    c._core.delete_namespaced_pod = lambda *a, **kw: None
+    s = K8sServe(c, config.Kubernetes(), image="img", checkpoint_root="/tmp/x", sleep=lambda s: None)
+    s.serving = SimpleNamespace(namespace="poc", name="k8s-serve", selector={"app": "k8s-serve"})
+    s.train = train = k8s_handle()
+    s.lose_node(journal=lambda: None)
+    assert s.restore()["restored"] == ["poc-n2"]
+    assert nodes["poc-n2"]["spec"]["unschedulable"] is False
+    assert train.data["cordoned"] == [] and train.data["cordon_marks"] == {}
+
+
+class DownNodes:
+    """A scheduler whose nodes are down with a reason each (sinfo %E); resume clears it."""
+
+    def __init__(self, reasons: dict[str, str]):
+        self.reasons, self.resumed = dict(reasons), []
+
+    def node_usable(self, host):
+        return host not in self.reasons, "down" if host in self.reasons else "idle"
+
+    def node_reason(self, host):
+        return self.reasons.get(host, "none")
+
+    def set_node_state(self, host, state, check=True):
+        self.resumed.append(host)
+        self.reasons.pop(host, None)
+
+    def node_record(self, host, when):
+        return {"node": host, "when": when}
+
+
+def test_slurm_restore_resumes_each_node_while_the_mark_of_the_job_that_took_it_is_on_it():
+    """The training run's handle names a node its own fault took (job 4's mark) and one a serving
+    replica's node loss took (job 10's mark): each is resumed while its own mark is the reason."""
+    from harness.backends.slurm.nodes import restore_lost_nodes
+
+    h = Handle("slurm", "slurm-serve", ["4", "10"], 0.0,
+               data={"job_id": "4", "lost_nodes": ["c1", "c2", "c3"], "lost_marks": {"c2": "poc-lose-node job 10",
+                                                                                   "c3": "poc-lose-node job 10"}})
+    sched = DownNodes({"c1": "poc-lose-node job 4", "c2": "poc-lose-node job 10", "c3": "poc-lose-node job 4"})
+    restore_lost_nodes(sched, h, None, lambda argv: None, None)
+    assert sched.resumed == ["c1", "c2"]
+    # c3 carries job 4's mark, but job 10's fault took it: not a mark this handle may take for its own
+    assert list(h.data["nodes_left"]) == ["c3"] and h.data["lost_nodes"] == [] and "lost_marks" not in h.data

@@ -49,10 +49,13 @@ class LocalServe:
     answers by starting the process again after `restart_s`, as a container restart would."""
     platform = "slurm"
 
-    def __init__(self, ckpt: Path, restart_s: float = 1.0):
-        self.ckpt, self.restart_s = ckpt, restart_s
+    def __init__(self, ckpt: Path, restart_s: float = 1.0, inflight: Path | None = None):
+        """inflight: the campaign's journal directory, read back when the node loss is about to act."""
+        self.ckpt, self.restart_s, self.inflight = ckpt, restart_s, inflight
         self.procs: dict[str, tuple[subprocess.Popen, int]] = {}
         self.calls: list[str] = []
+        self.journalled: dict | None = None
+        self.train = None
 
     def _start(self, name: str, port: int) -> None:
         p = subprocess.Popen([sys.executable, str(SERVE), "--ckpt-dir", str(self.ckpt), "--port", str(port),
@@ -62,6 +65,7 @@ class LocalServe:
 
     def deploy(self, train, spec):
         self.calls.append(f"deploy:{train.run_id}")
+        self.train = train
         t0 = time.time()
         self._start("r1", free_port())
         return {"submitted": t0, "submitted_after": time.time(), "how": ["serve_model.py"], "objects": ["r1"]}
@@ -95,11 +99,19 @@ class LocalServe:
     def kill_server(self):
         return self._crash("kill")
 
-    def lose_node(self):
+    def lose_node(self, journal):
+        # as a platform does: the node and its mark on the training run's handle, journalled, then the fault
+        self.train.data.setdefault("lost_nodes", []).append("localhost")
+        self.train.data.setdefault("lost_marks", {})["localhost"] = "poc-lose-node job r1"
+        journal()
+        if self.inflight is not None:
+            self.journalled = json.loads((self.inflight / f"{self.train.run_id}.json").read_text())
         return self._crash("lose")
 
     def restore(self):
         self.calls.append("restore")
+        self.train.data["lost_nodes"].remove("localhost")
+        self.train.data["lost_marks"].pop("localhost")
         return {"restored": ["localhost"]}
 
     def evidence(self):
@@ -160,10 +172,14 @@ def test_the_plan_has_one_serving_run_per_scheduler_only_when_enabled():
 
 
 def test_a_serving_run_measures_every_phase_and_rederives(tmp_path, ckpt):
-    plat = LocalServe(ckpt)
+    plat = LocalServe(ckpt, inflight=tmp_path / "smoke" / "inflight")
     (rec,) = _run(tmp_path, ServingScheduler(plat))
     assert rec["status"] == "ok", rec.get("error")
     assert plat.calls == ["deploy:slurm-serve", "kill", "lose", "restore", "scale:2", "teardown"]
+    # the node loss was in the journal, with its mark, before it acted: `poc cleanup` after a crash there
+    # cancels the training handle, which brings the node back
+    assert plat.journalled["data"]["lost_nodes"] == ["localhost"], plat.journalled
+    assert plat.journalled["data"]["lost_marks"] == {"localhost": "poc-lose-node job r1"}
     names = [s["name"] for s in rec["stages"]]
     assert names.index("submit") < names.index("serve") < names.index("serve:teardown") < names.index("metrics")
     m = rec["metrics"]

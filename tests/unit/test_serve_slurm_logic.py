@@ -4,6 +4,7 @@ outputs recorded on the local cluster (tests/fixtures/serve/slurm/), and SlurmSe
 kill and teardown over a transport that answers with those recordings."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -256,7 +257,10 @@ def test_lose_node_uses_the_backends_fault_and_the_training_handle_names_the_nod
     assert s.train.ids == ["4", "10"]          # the serving job is cancelled with the training run's handle
     seen = {}
 
+    journalled: list[dict] = []
+
     def inject(h, kind, target):
+        assert journalled, "the node loss acts before the training handle naming it is journalled"
         seen["inject"] = (h.data["job_id"], kind, target, list(s.train.data["lost_nodes"]))
         h.data["lost_nodes"].append(target["host"])
         return FaultRecord(kind, 123.0, target, {"how": "docker kill of the node's container"})
@@ -266,11 +270,15 @@ def test_lose_node_uses_the_backends_fault_and_the_training_handle_names_the_nod
         h.data["lost_nodes"].clear()
 
     s.b.inject, s.b._restore_nodes = inject, restore
-    rec = s.lose_node()
-    # written on the training handle before the node went, so a crash's cancel() brings it back
+    rec = s.lose_node(journal=lambda: journalled.append(json.loads(json.dumps(s.train.data))))
+    # written on the training handle and journalled before the node went, with the serving job's mark
+    # (the reason the fault sets), so a crash's cancel() brings it back while that mark is on it
     assert seen["inject"] == ("10", "lose_node", {"host": "c1"}, ["c1"])
+    assert journalled[0]["lost_nodes"] == ["c1"] and journalled[0]["lost_marks"] == {"c1": "poc-lose-node job 10"}
+    assert journalled[0]["stopped_containers"] == {"c1": "poc-slurm-c1"}
     assert rec["t"] == 123.0 and rec["node"] == "c1" and "docker kill" in rec["how"]
     assert s.train.data["stopped_containers"] == {"c1": "poc-slurm-c1"}
     assert s.restore() == {"restored": ["c1"]} and seen["restore"] == ["c1"]
     assert s.train.data["lost_nodes"] == [] and s.train.data["stopped_containers"] == {}
+    assert s.train.data["lost_marks"] == {}
     assert s._addr == {}                       # a node that came back may have a new address

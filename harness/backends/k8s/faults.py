@@ -194,6 +194,7 @@ def restore(client: K8sClient, h: Handle, *, power=None, ready_wait_s: float = 9
         uncordon(client, h, node)
         h.data["cordoned"].remove(node)
     h.data["cordoned"] = []
+    h.data.pop("cordon_marks", None)
     if power is not None and h.data.get("ledger"):
         power.Ledger(ledger_path(h)).drop(h.run_id)
 
@@ -207,7 +208,9 @@ def uncordon(client: K8sClient, h: Handle, node: str) -> str:
         return "node gone"
     n = client.to_dict(n)
     mark = (get(n, "metadata", "annotations", default={}) or {}).get(CORDONED_BY)
-    if mark is not None and mark != cordon_mark(h):
+    # a node another part of the run cordoned (a serving replica's node loss) carries that part's mark
+    ours = (h.data.get("cordon_marks") or {}).get(node) or cordon_mark(h)
+    if mark is not None and mark != ours:
         return f"cordoned by run {mark}: left"
     if mark is None:
         # the journal is written before the cordon: a crash in between leaves no cordon of ours

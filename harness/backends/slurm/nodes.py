@@ -22,8 +22,11 @@ def restore_lost_nodes(sched, handle: Handle, docker: dict | None, docker_call: 
     first), so the next run finds the nodes idle. Safe to repeat: what is done leaves handle.data, what
     is left to someone else goes to handle.data["nodes_left"] with the state and reason seen."""
     stopped = handle.data.get("stopped_containers") or {}
-    mark = guard.lost_node_mark(str(handle.data.get("job_id", "")))
+    # a node another job of the run took (a serving replica's node loss) carries that job's mark
+    marks = handle.data.get("lost_marks") or {}
+    own = guard.lost_node_mark(str(handle.data.get("job_id", "")))
     for host in list(handle.data.get("lost_nodes") or []):
+        mark = marks.get(host) or own
         container = stopped.get(host) or (docker or {}).get("nodes", {}).get(host)
         if container:
             docker_call(["docker", "start", container])   # no-op for a running container
@@ -37,7 +40,9 @@ def restore_lost_nodes(sched, handle: Handle, docker: dict | None, docker_call: 
                         "resume the node", host, left)
         handle.data["lost_nodes"].remove(host)
         stopped.pop(host, None)
+        marks.pop(host, None)
     handle.data.pop("stopped_containers", None)
+    handle.data.pop("lost_marks", None)
 
 
 def resume_if_ours(sched, host: str, mark: str) -> str | None:
