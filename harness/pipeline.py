@@ -17,6 +17,7 @@ from . import evidence, provenance, redact
 from . import metrics as metmod
 from .afterrun import audit_run, calls_by_phase, cleanup_run
 from .backends.base import Backend, FaultRecord, Handle
+from .backends.identity import refuse_other_cluster
 from .config import Config
 from .contention import Blocker, check_contention, start_blocker
 from .drills.runner import Session as DrillSession
@@ -361,6 +362,7 @@ def _open_platform(plat: str, plan: list, store: Store, make_backend: BackendFac
     backend = make_backend(plat)
     try:
         for h in [h for h in store.inflight() if h["platform"] == plat]:
+            refuse_other_cluster(h, backend.cluster_identity())   # its jobs and nodes are another cluster's
             backend.cancel(Handle.from_json(h))
             store.clear_inflight(h["run_id"])
         return backend, (backend.preflight() if plan else {})

@@ -252,7 +252,7 @@ def show_config(text: str) -> dict[str, str]:
     """``scontrol show config`` -> {key: value} (the 'Slurmctld(primary) at ...' tail is ignored)."""
     out = {}
     for line in (text or "").splitlines():
-        m = re.match(r"^([A-Za-z][A-Za-z0-9_]*)\s*=\s?(.*)$", line)
+        m = re.match(r"^([A-Za-z][A-Za-z0-9_]*(?:\[\d+\])?)\s*=\s?(.*)$", line)   # SlurmctldHost[0] too
         if m:
             out[m.group(1)] = m.group(2).strip()
     return out

@@ -13,6 +13,7 @@ import fcntl
 from collections.abc import Callable
 
 from .backends.base import Backend, Handle
+from .backends.identity import refuse_other_cluster
 from .errors import PocError, StoreError
 from .store import Store
 
@@ -41,9 +42,11 @@ def undo_inflight(store: Store, make_backend: Callable[[str], Backend]) -> tuple
             try:
                 for h in handles:
                     try:
+                        refuse_other_cluster(h, backend.cluster_identity())
                         backend.cancel(Handle.from_json(h))
                     except Exception as exc:  # noqa: BLE001 - the handle stays for the next try; say why
-                        failed.append({**h, "error": getattr(exc, "message", None) or str(exc)})
+                        failed.append({**h, "error": getattr(exc, "message", None) or str(exc),
+                                       **({"tip": exc.tip} if getattr(exc, "tip", None) else {})})
                         continue
                     store.clear_inflight(h["run_id"])
                     done.append(h)

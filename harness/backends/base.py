@@ -188,5 +188,10 @@ class Backend(abc.ABC):
         raise BackendError(f"no serving scenario on {self.platform or 'this platform'}",
                            tip="the serving scenario runs on the slurm and k8s platforms")
 
+    def cluster_identity(self) -> dict | None:
+        """The cluster this backend reaches (backends/identity.py), recorded in every handle it makes so
+        a journalled handle is never cancelled on another cluster; None for this machine's own runs."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook: a backend without connections inherits this no-op
         """Release connections (SSH, API clients) when the campaign is done with this platform."""

@@ -289,10 +289,11 @@ def cmd_cleanup(args) -> int:
         redacted = "" if getattr(args, "config", None) else \
             " (the platforms were reached with the config in campaign.json, whose secret paths are redacted: " \
             "pass the campaign's --config)"
+        tips = list(dict.fromkeys(h["tip"] for h in failed if h.get("tip")))
         raise PocError(f"{len(failed)} in-flight run(s) could not be undone: "
                        + "; ".join(f"{h['run_id']}: {h['error']}" for h in failed),
-                       tip=f"fix what the message says, then run `poc {args.command}` again (the records are "
-                           f"kept){redacted}")
+                       tip=(" ".join(tips) if tips else f"fix what the message says, then run `poc {args.command}` "
+                                                        f"again (the records are kept){redacted}"))
     return 0
 
 

@@ -140,3 +140,41 @@ def test_poc_cleanup_leaves_an_operators_drain_of_the_lost_node_and_says_so(tmp_
         ctld(["scontrol", "update", f"nodename={node}", "state=resume"])
         wait_for(f"{node} idle again", lambda: login(["sinfo", "-h", "-n", node, "-o", "%T"]).stdout.strip() == "idle",
                  90)
+
+
+def test_poc_cleanup_refuses_a_handle_made_on_another_cluster_and_touches_nothing(tmp_path):
+    """The journal's handle says it was made on Slurm cluster `prod` (controller prod-ctl); this config
+    reaches the local cluster `poc`. The running job it names (a real one here: the same job id could
+    be anyone's on this cluster) is not cancelled, the record stays, and the ERROR says why."""
+    slurm_docker.up(release=RELEASE, timeout=300)
+    campaign = f"replay-{os.getpid() % 100000}-{int(time.time()) % 100000}"
+    data = {"campaign": campaign, "platforms": ["slurm"], "repetitions": 0, "faults": []}
+    cfg_path = write_config(tmp_path / "poc.yaml", data)
+    results = tmp_path / "results"
+    cfg = config.from_mapping(data)
+    store = Store(results, campaign)
+    store.open(cfg.config_hash(), cfg.redacted(), resume=False)
+    wait_slurm_nodes_free(("c1",))
+    job_id = login(["sbatch", "--parsable", "-N1", "-w", "c1", "-o", "/dev/null", "--wrap", "sleep 300"],
+                   check=True).stdout.strip()
+    try:
+        wait_for(f"job {job_id} running", lambda: squeue_state(job_id) == "RUNNING", 120)
+        h = Handle("slurm", "slurm-clean-01", [job_id], time.time(),
+                   data={"job_id": job_id, "run_dir": f"/shared/poc/{campaign}/slurm-clean-01",
+                         "events_dir": f"/shared/poc/{campaign}/slurm-clean-01/events", "campaign": campaign,
+                         "lost_nodes": [], "cluster": {"platform": "slurm", "cluster_name": "prod",
+                                                       "controllers": ["prod-ctl"]}})
+        store.mark_inflight(h.to_json())
+        store.close()
+        p = _cleanup(cfg_path, results)
+        assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+        err = p.stderr.splitlines()
+        at = next(i for i, line in enumerate(err) if line.startswith("ERROR "))
+        assert "made on another slurm cluster than the one this config reaches" in err[at], p.stderr
+        assert "cluster_name prod then, poc now" in err[at] and "controllers prod-ctl then, slurmctld now" in err[at]
+        assert err[at + 1].startswith("TIP point --config"), p.stderr
+        assert squeue_state(job_id) == "RUNNING"                      # not touched
+        assert inflight(results / campaign) == ["slurm-clean-01.json"]   # kept for the right cluster
+        print(f"\npoc cleanup refused a handle of cluster prod; job {job_id} on this cluster still running")
+    finally:
+        login(["scancel", job_id])

@@ -81,6 +81,9 @@ class FakeClient:
 
     timeout = 5
     own_core = None
+    context = None
+    # what k8s_identity reads: the API server's URL (no CA file on a fake)
+    api = SimpleNamespace(configuration=SimpleNamespace(host="https://127.0.0.1:6443", ssl_ca_cert=None))
 
     def __init__(self, server: FakeApiServer):
         self.server = server

@@ -23,6 +23,7 @@ from ...paths import NATIVE_K8S_CLUSTER, cluster_state_dir
 from ...render import jobset as rj
 from ...spec import JobSpec, build
 from ...states import JobState
+from .. import identity
 from ..base import (
     Backend,
     Collected,
@@ -101,6 +102,7 @@ class KubernetesBackend(Backend):
         self.looks = Looks(client, use_watches)
         self._alloc: tuple[float, list[dict] | None] | None = None   # (when, nodes' allocatable)
         self.setup_report: dict = {}
+        self._identity: dict | None = None
         self.trace = trace                  # trace(run_id, look): each look at a run's objects, as observed
         self.follow_logs = follow_logs      # follow running pods' logs (events arrive as written) or poll them
         # requests made outside client.call() are counted too (a recorded client for pure tests may not count)
@@ -210,12 +212,17 @@ class KubernetesBackend(Backend):
                               tip="is the cluster up? `poc cluster status --k8s`") from None
         self._runs[spec.run_id] = _RunState()
         data = {"namespace": ns, "name": job.name, "uid": created["metadata"]["uid"], "configmap": cm,
-                "campaign": spec.campaign,
+                "campaign": spec.campaign, "cluster": self.cluster_identity(),
                 "nodes": spec.nodes, "checkpoint_path": job.checkpoint_path, "checkpoint_pvc": job.checkpoint_pvc,
                 "submit_returned": stamp["after"], "lost_nodes": [], "cordoned": []}
         if self.power is not None:
             data["ledger"] = str(Path(self.checkpoint_root) / LEDGER)
         return Handle("k8s", spec.run_id, [f"{ns}/{job.name}"], stamp["before"], data=data)
+
+    def cluster_identity(self) -> dict | None:
+        if self._identity is None:
+            self._identity = identity.k8s_identity(self.client.api.configuration, self.client.context)
+        return self._identity
 
     # ------------------------------------------------------------------ observe
     def observe(self, handles: list[Handle]) -> dict[str, Observation]:

@@ -38,6 +38,7 @@ from ...render.sbatch import render_sbatch
 from ...spec import JobSpec
 from ...states import JobState
 from ...transports import Transport
+from .. import identity
 from ..base import (
     Backend,
     Collected,
@@ -91,6 +92,7 @@ class SlurmBackend(Backend):
         self._polls: dict[str, dict] = {}           # run_id -> what watching it cost, kept with the run
         self._squeue: dict[str, dict] = {}          # job id -> the last squeue --json entry seen (raw evidence)
         self._image: dict | None = None
+        self._identity: dict | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -135,6 +137,7 @@ class SlurmBackend(Backend):
     def preflight(self) -> dict:
         ver = self.sched.version()
         conf = self.sched.settings()
+        self._identity = identity.slurm_identity(conf)
         if self.cfg.partition:
             parts = self.sched.partitions()
             if self.cfg.partition not in parts:
@@ -150,6 +153,7 @@ class SlurmBackend(Backend):
 
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
         job = rendered.payload
+        cluster = self.cluster_identity()   # known from preflight; asked before the job exists otherwise
         self.t.run(["rm", "-rf", job.run_dir], timeout=60)  # a resumed campaign re-runs from scratch
         self._put(job.workload_path, workload_script().read_text())
         self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
@@ -165,8 +169,13 @@ class SlurmBackend(Backend):
         self._first.pop(spec.run_id, None)
         return Handle("slurm", spec.run_id, [job_id], submitted,
                       data={"job_id": job_id, "run_dir": job.run_dir, "events_dir": job.events_dir,
-                            "campaign": spec.campaign,
+                            "campaign": spec.campaign, "cluster": cluster,
                             "lost_nodes": [], "submit_returned_at": returned})
+
+    def cluster_identity(self) -> dict | None:
+        if self._identity is None:
+            self._identity = identity.slurm_identity(self.sched.settings())
+        return self._identity
 
     def _look(self, job_ids: list[str], runs: list[ef.RunFiles]) -> ef.Look | None:
         """One command: squeue for job_ids (if any) and the new bytes of every run's event files."""
