@@ -117,6 +117,7 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     if order is not None:
         record["order"] = order
     handle: Handle | None = None
+    intent: Handle | None = None
     events: list[dict] = []
     times: dict = {}
     faults: list[FaultRecord] = []
@@ -144,6 +145,9 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
                 drill = DrillSession(ctx, spec)
                 drill.open()
         with stages.stage("submit"):
+            intent = backend.intent(spec, rendered)
+            if intent is not None:   # on disk before the job exists: a crash in the submit call finds it
+                store.mark_inflight(intent.to_json())
             handle = backend.submit(spec, rendered)
             store.mark_inflight(handle.to_json())
             record["job_ids"] = handle.ids
@@ -284,7 +288,8 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
             serve.close()       # idempotent; a failed or interrupted serving run leaves nothing behind
         if drill is not None:
             drill.cancel_follower()
-        for h in (handle, blocker.handle if blocker is not None else None):  # a finished blocker's objects too
+        # a submit that raised cancels its intent: whatever the call made before it failed is found and removed
+        for h in (handle or intent, blocker.handle if blocker is not None else None):  # a blocker's objects too
             if h is None:
                 continue
             try:

@@ -248,6 +248,17 @@ def node_usable(text: str) -> bool:
     return len(words) == 1 and words[0].rstrip("$-") in ("idle", "mixed", "allocated")
 
 
+def jobs_in_dir(text: str, workdir: str) -> list[str]:
+    """``squeue -h -o %i|%Z`` -> the ids of the jobs whose working directory is workdir."""
+    want = workdir.rstrip("/")
+    out = []
+    for line in (text or "").splitlines():
+        jid, _, wd = line.strip().partition("|")
+        if jid and wd.rstrip("/") == want:
+            out.append(jid)
+    return out
+
+
 def show_config(text: str) -> dict[str, str]:
     """``scontrol show config`` -> {key: value} (the 'Slurmctld(primary) at ...' tail is ignored)."""
     out = {}

@@ -132,6 +132,13 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle: ...
 
+    def intent(self, spec: JobSpec, rendered: Rendered) -> Handle | None:
+        """A handle for the job submit() is about to make, naming it by what the submit gives it (a
+        job name and directory, a JobSet name and labels) rather than by the id it does not have yet;
+        the pipeline journals it before submit(), so a crash inside the submit call leaves a record
+        whose cancel() finds the job. None where a crash leaves nothing on a cluster to find."""
+        return None
+
     @abc.abstractmethod
     def observe(self, handles: list[Handle]) -> dict[str, Observation]:
         """One batched look at several jobs (keyed by run_id)."""
@@ -147,7 +154,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def cancel(self, handle: Handle) -> None:
-        """Stop and remove what the run created. Idempotent; must not raise for an already-gone job."""
+        """Stop and remove what the run created. Idempotent; must not raise for an already-gone job.
+        An intent() handle (no ids) finds the job first, and touches only what is the run's own."""
 
     def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:
         """After collect and cancel: remove the run's files on the cluster (Slurm run directory,

@@ -70,6 +70,11 @@ def check(spec: JobSpec, cfg: Slurm) -> None:
         raise ConfigError("the entrypoint is empty", "name the script to run, e.g. ddp_train.py")
 
 
+def job_name(run_id: str) -> str:
+    """The job's name in squeue and sacct: what finds a job whose id a crash kept from the journal."""
+    return f"poc-{run_id}"
+
+
 def run_dir(spec: JobSpec, cfg: Slurm) -> str:
     return f"{cfg.workdir.rstrip('/')}/{spec.campaign}/{spec.run_id}"
 
@@ -77,7 +82,7 @@ def run_dir(spec: JobSpec, cfg: Slurm) -> str:
 def sbatch_options(spec: JobSpec, cfg: Slurm, rdir: str) -> list[str]:
     cpus = max(1, spec.cpus_per_node // 1)  # one task (a torchrun agent) per node holds the node's CPUs
     opts = [
-        f"--job-name=poc-{spec.run_id}",
+        f"--job-name={job_name(spec.run_id)}",
         f"--comment=poc-run-id={spec.run_id}",
         f"--nodes={spec.nodes}",
         "--ntasks-per-node=1",

@@ -5,6 +5,9 @@ The crash is staged exactly as the journal leaves it (harness/backends/base.py J
 runs on c1-c2, its in-flight record names c2 as lost and its container, and c2's container is really
 killed, as the fault does. Then the real CLI runs `poc cleanup` (no --resume). When an operator has
 drained the node meanwhile, cleanup starts its container but leaves the drain, and says so.
+
+Also: a handle made on another cluster is refused and its job left running; and a crash inside the
+submit call (only the intent journalled) is undone on both platforms by finding the job.
 """
 from __future__ import annotations
 
@@ -178,3 +181,52 @@ def test_poc_cleanup_refuses_a_handle_made_on_another_cluster_and_touches_nothin
         print(f"\npoc cleanup refused a handle of cluster prod; job {job_id} on this cluster still running")
     finally:
         login(["scancel", job_id])
+
+
+@pytest.mark.parametrize("plat", ["slurm", "k8s"])
+def test_poc_cleanup_finds_a_job_whose_handle_never_reached_the_journal(tmp_path, plat):
+    """The harness dies inside the submit call: the intent is in the journal (written before the
+    submit), the job exists, its id or uid is nowhere on disk. The real `poc cleanup` finds it by what
+    the intent names (Slurm: this user's job of that name in the run's directory; Kubernetes: the
+    JobSet of that name whose labels are this campaign's run) and cancels it."""
+    from harness.backends.factory import make_backend
+    from harness.spec import build
+
+    campaign = f"intent-{plat}-{os.getpid() % 100000}-{int(time.time()) % 100000}"
+    data = {"campaign": campaign, "platforms": [plat], "repetitions": 0, "faults": []}
+    cfg_path = write_config(tmp_path / "poc.yaml", data)
+    results = tmp_path / "results"
+    cfg = config.from_mapping(data)
+    store = Store(results, campaign)
+    store.open(cfg.config_hash(), cfg.redacted(), resume=False)
+    if plat == "slurm":
+        slurm_docker.up(release=RELEASE, timeout=300)
+        wait_slurm_nodes_free(("c1", "c2"))
+    backend = make_backend(plat, cfg)
+    made = None
+    try:
+        backend.preflight()
+        spec = build(cfg, plat, f"{plat}-clean-01", None)
+        rendered = backend.render(spec)
+        store.mark_inflight(backend.intent(spec, rendered).to_json())
+        made = backend.submit(spec, rendered)          # ... and the harness dies before journalling this
+        store.close()
+        (saved,) = store.inflight()
+        assert saved["data"]["intent"] and not (saved["data"].get("uid") or (saved["ids"] if plat == "slurm" else None))
+        p = _cleanup(cfg_path, results)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert json.loads(p.stdout)["undone"] == [spec.run_id]
+        if plat == "slurm":
+            wait_for(f"job {made.ids[0]} cancelled", lambda: squeue_state(made.ids[0]) not in ACTIVE_SLURM_STATES,
+                     60)
+        else:
+            from harness.backends.k8s.api import JOBSETS
+            assert backend.client.get("GET JobSet", JOBSETS, made.data["name"], made.data["namespace"],
+                                      missing_ok=True) is None
+        assert inflight(results / campaign) == []
+        print(f"\npoc cleanup found and cancelled {plat} {' '.join(made.ids)} from its intent alone")
+    finally:
+        if made is not None:
+            backend.cancel(made)
+        backend.close()
+

@@ -172,3 +172,33 @@ def test_cancel_deletes_the_runs_own_objects():
     h = be.submit(spec, be.render(spec))
     be.cancel(h)
     assert server.objects == {}
+
+
+def test_a_crash_inside_the_submit_call_is_undone_from_the_journalled_intent():
+    """The intent (no uid yet) is journalled before the submit; the harness dies after the JobSet was
+    created and before its handle reached the journal. cancel() of the intent finds the JobSet by name,
+    deletes it only because its labels are this campaign's run, and with its uid as the precondition."""
+    server = FakeApiServer()
+    be, cfg = backend(server)
+    spec = build(cfg, "k8s", "k8s-clean-01", None)
+    rendered = be.render(spec)
+    intent = Handle.from_json(be.intent(spec, rendered).to_json())    # as the journal keeps it
+    assert intent.data["intent"] and intent.data["uid"] is None and intent.data["name"] == "k8s-clean-01"
+    made = be.submit(spec, rendered)                                  # the handle that never reached the journal
+    be.cancel(intent)
+    assert ("DELETE", "JobSet", "k8s-clean-01", made.data["uid"]) in server.log and server.objects == {}
+
+
+def test_an_intent_leaves_another_campaigns_jobset_of_the_runs_name():
+    """The submit never happened (refused, or the crash came first) and another campaign's run of the
+    same id has a JobSet of that name: the intent's cancel leaves it and its ConfigMap."""
+    server = FakeApiServer()
+    be, cfg = backend(server)
+    spec = build(cfg, "k8s", "k8s-clean-01", None)
+    intent = be.intent(spec, be.render(spec))
+    theirs = server.put("JobSet", "k8s-clean-01", labels("team-b"))
+    their_cm = server.put("ConfigMap", "k8s-clean-01-workload", labels("team-b"))
+    be.cancel(intent)
+    assert server.objects[("JobSet", "k8s-clean-01")] == theirs
+    assert server.objects[("ConfigMap", "k8s-clean-01-workload")] == their_cm
+    assert [x for x in server.log if x[0] == "DELETE"] == []

@@ -201,3 +201,32 @@ def test_a_fault_run_whose_job_succeeded_before_the_fault_step_says_the_fault_wa
                       resume=False, poll_s=0.01, clock=clock, sleep=clock.sleep)
     assert rec["status"] == "failed" and "fault kill_rank was not injected" in rec["error"]["message"], rec
     assert "at_step" in rec["error"]["tip"]
+
+
+def test_the_intent_is_journalled_before_the_submit_and_cancelled_when_the_submit_fails(tmp_path):
+    """A crash inside the submit call must leave a record that finds the job: the backend's intent is
+    on disk when submit() runs; a submit that raises (here the transport dropping mid-call, after the
+    job may exist) cancels the intent, and the journal is empty after."""
+    from harness.backends.base import Handle
+    from harness.errors import TransportError
+
+    cfg = _cfg()
+    store = Store(tmp_path, cfg.campaign)
+    seen: dict = {}
+
+    class DropsMidSubmit(ScriptedBackend):
+        def intent(self, spec, rendered):
+            return Handle("local", spec.run_id, [], 0.0, data={"intent": True, "job_name": f"poc-{spec.run_id}"})
+
+        def submit(self, spec, rendered):
+            seen["journal"] = [h["data"] for h in store.inflight()]
+            raise TransportError("ssh connection dropped")
+
+        def cancel(self, handle):
+            seen["cancelled"] = handle.data
+            super().cancel(handle)
+
+    (rec,) = campaign(cfg, ["local"], store, lambda p: DropsMidSubmit(), resume=False, poll_s=0.01)
+    assert seen["journal"] == [{"intent": True, "job_name": "poc-local-clean-01"}]
+    assert seen["cancelled"] == {"intent": True, "job_name": "poc-local-clean-01"}
+    assert rec["status"] != "ok" and store.inflight() == []

@@ -297,6 +297,27 @@ def test_submit_uploads_then_sbatch_parsable():
     assert any(c[2].startswith("#!/bin/bash") for c in uploads)   # the batch script
 
 
+def test_a_crash_inside_sbatch_is_undone_from_the_journalled_intent():
+    """The intent names the job by its name and run directory; its cancel scancels this user's job of
+    that name in that directory only (another campaign's run of the same id works elsewhere)."""
+    mine, theirs = "/shared/poc/smoke/slurm-clean-01", "/shared/poc/other/slurm-clean-01"
+    be, cfg = make({"squeue": (0, f"77|{mine}\n78|{theirs}\n79|{mine}/\n", "")})
+    s = spec.build(cfg, "slurm", "slurm-clean-01", None)
+    intent = Handle.from_json(be.intent(s, be.render(s)).to_json())   # as the journal keeps it
+    assert intent.ids == [] and intent.data["job_name"] == "poc-slurm-clean-01" and intent.data["run_dir"] == mine
+    be.cancel(intent)
+    argvs = [c[0] for c in be.t.calls]
+    assert ["squeue", "--me", "-h", "--name=poc-slurm-clean-01", "-o", "%i|%Z"] in argvs
+    assert argvs[-1] == ["scancel", "77", "79"]
+
+
+def test_an_intent_whose_job_never_came_cancels_nothing():
+    be, cfg = make({"squeue": (0, "", "")})
+    s = spec.build(cfg, "slurm", "slurm-clean-01", None)
+    be.cancel(be.intent(s, be.render(s)))
+    assert not any(c[0][0] == "scancel" for c in be.t.calls)
+
+
 def test_submit_refused_is_a_submit_error_with_slurms_words():
     be, cfg = make({"sbatch": (1, "", "sbatch: error: invalid partition specified: nope")})
     s = spec.build(cfg, "slurm", "slurm-clean-01", None)

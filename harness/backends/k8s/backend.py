@@ -171,6 +171,13 @@ class KubernetesBackend(Backend):
         return report
 
     # ------------------------------------------------------------------ submit
+    def intent(self, spec: JobSpec, rendered: Rendered) -> Handle:
+        job: rj.K8sJob = rendered.payload
+        return Handle("k8s", spec.run_id, [f"{job.namespace}/{job.name}"], time.time(),
+                      data={"intent": True, "namespace": job.namespace, "name": job.name, "uid": None,
+                            "configmap": job.configmap["metadata"]["name"], "campaign": spec.campaign,
+                            "cluster": self.cluster_identity(), "lost_nodes": [], "cordoned": []})
+
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
         job: rj.K8sJob = rendered.payload
         c = self.client
@@ -477,11 +484,17 @@ class KubernetesBackend(Backend):
 
     def cancel(self, handle: Handle) -> None:
         ns, name = handle.data["namespace"], handle.data["name"]
+        if handle.data.get("intent") and not handle.data.get("uid"):   # the uid never reached the journal
+            handle.data["uid"] = ownership.own_uid(self.client.get("GET JobSet", JOBSETS, name, ns, missing_ok=True),
+                                                   handle.data.get("campaign") or "", handle.run_id)
+            if handle.data["uid"] is None:
+                name = ""   # none there, or someone else's of that name: no JobSet to delete
         try:
             faults.restore(self.client, handle, power=self.power)
         finally:
             campaign = handle.data.get("campaign") or ""
-            self._delete_run(ns, name, handle.data.get("uid"), campaign)
+            if name:
+                self._delete_run(ns, name, handle.data.get("uid"), campaign)
             self._delete_configmap(ns, handle.data["configmap"], campaign, handle.run_id)
             self._delete_serving(handle.data.get("serving"))
             if self._on_volume(handle):

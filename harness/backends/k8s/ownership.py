@@ -30,6 +30,11 @@ def is_ours(obj, campaign: str, run_id: str) -> bool:
     return bool(campaign) and lab.get(CAMPAIGN_LABEL) == campaign and lab.get(RUN_LABEL) == run_id
 
 
+def own_uid(obj, campaign: str, run_id: str) -> str | None:
+    """The object's uid when it is this campaign's run's (found by name after a crash), else None."""
+    return uid_of(obj) if obj is not None and is_ours(obj, campaign, run_id) else None
+
+
 def not_ours(kind: str, name: str, ns: str, obj, campaign: str) -> SubmitError:
     lab = labels_of(obj)
     meta = obj.get("metadata", {}) if isinstance(obj, dict) else {}

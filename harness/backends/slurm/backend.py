@@ -34,7 +34,7 @@ from ... import slurm_parse as sp
 from ...config import Config, Slurm
 from ...errors import BackendError, CommandError, SubmitError, TransportError
 from ...render.local import workload_script
-from ...render.sbatch import render_sbatch
+from ...render.sbatch import job_name, render_sbatch
 from ...spec import JobSpec
 from ...states import JobState
 from ...transports import Transport
@@ -376,8 +376,18 @@ class SlurmBackend(Backend):
         return records.gather(self.t, self.sched, handle, acct, rows[0].submit if rows else None,
                               self._squeue.get(str(handle.data["job_id"])), self._image)
 
+    def intent(self, spec: JobSpec, rendered: Rendered) -> Handle:
+        job = rendered.payload
+        return Handle("slurm", spec.run_id, [], time.time(),
+                      data={"intent": True, "job_name": job_name(spec.run_id), "run_dir": job.run_dir,
+                            "campaign": spec.campaign, "cluster": self.cluster_identity(), "lost_nodes": []})
+
     def cancel(self, handle: Handle) -> None:
-        self.sched.cancel(list(handle.ids))
+        ids = list(handle.ids)
+        if not ids and handle.data.get("intent"):   # the id never reached the journal: find the job
+            ids = self.sched.find_jobs(handle.data["job_name"], handle.data["run_dir"])
+        if ids:
+            self.sched.cancel(ids)
         self._restore_nodes(handle)
 
     def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:

@@ -298,6 +298,14 @@ class RestScheduler:
                 errs.append(f"job {jid}: HTTP {status} {_errors(doc)}")
         return 0, json.dumps({**meta, "jobs": jobs}), "\n".join(errs)
 
+    def find_jobs(self, name: str, workdir: str) -> list[str]:
+        """This user's jobs of that name in that working directory, from slurmctld's job list."""
+        _, _, doc = self._get("slurm", "jobs/")
+        want = workdir.rstrip("/")
+        return [str(j.get("job_id")) for j in (doc or {}).get("jobs") or []
+                if isinstance(j, dict) and j.get("name") == name and j.get("user_name") == self.c.user
+                and str(j.get("current_working_directory") or "").rstrip("/") == want]
+
     def _slurmdb_job(self, job_id: str) -> tuple[int, str, dict | None]:
         return self._get("slurmdb", f"job/{job_id}", ok=(200, 404, 500))
 
