@@ -22,6 +22,7 @@ TEMPLATE = ("sbatch", "job.sbatch.tmpl")     # in harness/data
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _HEAD = "__POC_HEAD__"
 _PORT = "__POC_PORT__"
+_CPUS = "__POC_CPUS__"
 # The c10d store listens on the allocation's first node. Jobs that do not hold whole nodes share them,
 # so a fixed port would clash (or, worse, join another job's rendezvous): each job takes the base port
 # plus its job id modulo this span (29500-29999 by default, below Linux's ephemeral range).
@@ -130,7 +131,10 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
                 script, *spec.workload_args(ckpt_dir(spec, cfg, rdir), f"{rdir}/events")]
     # --export=ALL: every node's step gets this script's environment (setup, fabric), whatever
     # --export the job itself was given (extra_sbatch may say NONE, which srun would inherit).
-    srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={spec.nodes}", "--ntasks-per-node=1", "--export=ALL"]
+    # --cpus-per-task: srun of Slurm 22.05-23.02 does not take it from the job, and the agent, its ranks
+    # and NCCL's proxy threads would share one core; the job's own value, so both always agree.
+    srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={spec.nodes}", "--ntasks-per-node=1",
+            f"--cpus-per-task={_CPUS}", "--export=ALL"]
     if cfg.container == "pyxis":
         # Pyxis passes the job's environment into the container, but a variable the image sets
         # keeps the image's value unless --container-env names it; GPUs need nothing here (enroot's
@@ -155,7 +159,8 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
         else:
             parts.append((" " if parts else "") + q)
     # The rendezvous host and port are only known inside the allocation: let the shell expand them.
-    return "".join(parts).replace(_HEAD, '"$head"').replace(_PORT, '"$rdzv_port"')
+    return ("".join(parts).replace(_HEAD, '"$head"').replace(_PORT, '"$rdzv_port"')
+            .replace(_CPUS, '"$SLURM_CPUS_PER_TASK"'))
 
 
 def _env_names(spec: JobSpec) -> list[str]:

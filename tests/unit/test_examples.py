@@ -84,12 +84,21 @@ def test_example_renders_as_its_golden_files(path):
         assert text == (base / rel).read_text(), f"{base / rel} differs; POC_UPDATE_GOLDEN=1 rewrites it after review"
 
 
+@pytest.mark.parametrize("path", EXAMPLES, ids=_ids(EXAMPLES))
+def test_adapter_lists_are_exact_names_not_prefixes(path):
+    """NCCL reads NCCL_IB_HCA names as prefixes unless the list starts with `=` (or `^=`): `mlx5_1`
+    also selects mlx5_10 and mlx5_11, `mlx5` every adapter, storage ports included."""
+    hca = (config.load(path).fabric.env or {}).get("NCCL_IB_HCA")
+    if hca is not None:
+        assert hca.startswith(("=", "^=")), f"{path.name}: NCCL_IB_HCA {hca!r} is a prefix match"
+
+
 def test_goldens_show_the_settings_each_example_is_about():
     """A few lines per example that must reach what the scheduler receives (not only the config)."""
     g = {p.stem: rendered(p) for p in EXAMPLES}
     pyxis = g["slurm-pyxis"]["slurm/job.sbatch"]
     for line in ("#SBATCH --gpus-per-node=8", "#SBATCH --reservation=ml-poc", "#SBATCH --constraint=h100&ib",
-                 "#SBATCH --switches=1@00:10:00", "NCCL_IB_HCA=mlx5_0,mlx5_1"):
+                 "#SBATCH --switches=1@00:10:00", "NCCL_IB_HCA==mlx5_0,mlx5_1"):
         assert line in pyxis, line
     assert "--container-image=nvcr.io#nvidia/pytorch:24.05-py3" in pyxis
     app = g["slurm-apptainer"]["slurm/job.sbatch"]

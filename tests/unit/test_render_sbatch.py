@@ -96,6 +96,17 @@ def test_each_job_rendezvous_on_a_port_of_its_own():
     assert ports == {"1": 29501, "2": 29502, "500": 29500, "123457": 29957}
 
 
+@pytest.mark.parametrize("name", ["default-clean", "gpu-pyxis", "gpu-apptainer", "gpu-bare-venv"])
+def test_the_step_gets_the_jobs_cpus_per_task(name):
+    """srun of Slurm 22.05-23.02 does not inherit --cpus-per-task: without it the agent, its ranks and
+    NCCL's threads share one core. The step asks for the job's own value, whatever the container."""
+    text = rendered(name)
+    (cpus,) = [ln for ln in text.splitlines() if ln.startswith("#SBATCH --cpus-per-task=")]
+    srun = text[text.index("\nsrun \\\n"):]
+    srun = srun[:srun.index("\n\n")] if "\n\n" in srun else srun
+    assert '  --cpus-per-task="$SLURM_CPUS_PER_TASK" \\\n' in srun and int(cpus.split("=")[1]) >= 1
+
+
 def test_gpu_options():
     text = rendered("gpu-pyxis")
     for opt in ("--gpus-per-node=8", "--partition=gpu", "--account=ml-team", "--qos=high", "--exclusive",
