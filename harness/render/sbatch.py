@@ -123,10 +123,19 @@ def ckpt_dir(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     return f"{rdir}/ckpt"
 
 
+# torchrun hosts the c10d store only where it recognises the endpoint's host as its own (the host name,
+# its FQDN, or an IP literal); the endpoint is Slurm's NodeName, which need not be either (a NodeName
+# for the IB address, say), and then no agent hosts the store and every agent waits. The allocation's
+# first node (SLURM_NODEID 0 in the step, evaluated on each node) is told so. A constant script: the
+# Python is "$0" and torchrun's arguments "$@".
+SLURM_LAUNCH = ('if [ "${SLURM_NODEID:-0}" = 0 ]; then h=1; else h=0; fi; '
+                'exec "$0" -m torch.distributed.run --rdzv_conf="is_host=$h" "$@"')
+
+
 def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     """The srun line that starts one torchrun agent per node."""
     script = entrypoint_path(spec, rdir)
-    torchrun = [cfg.python, "-m", "torch.distributed.run",
+    torchrun = ["bash", "-c", SLURM_LAUNCH, cfg.python,
                 *spec.torchrun_args(f"{_HEAD}:{_PORT}"),
                 script, *spec.workload_args(ckpt_dir(spec, cfg, rdir), f"{rdir}/events")]
     # --export=ALL: every node's step gets this script's environment (setup, fabric), whatever
@@ -150,7 +159,7 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
                       cfg.container_image] + torchrun
     else:
         cmd = srun + torchrun
-    breaks = {cfg.python, script, "apptainer"}
+    breaks = {cfg.python, script, "apptainer", "bash"}
     parts: list[str] = []
     for a in cmd:
         q = shlex.quote(a)

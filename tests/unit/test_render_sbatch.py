@@ -107,6 +107,28 @@ def test_the_step_gets_the_jobs_cpus_per_task(name):
     assert '  --cpus-per-task="$SLURM_CPUS_PER_TASK" \\\n' in srun and int(cpus.split("=")[1]) >= 1
 
 
+def test_the_first_node_of_the_step_hosts_the_rendezvous_store(tmp_path):
+    """torchrun hosts the c10d store only where it takes the endpoint's host for its own, and Slurm's
+    NodeName need not be the host name: the launch tells the step's node 0 that it is the host and the
+    others that they are not. The rendered launch, from `bash` on, runs with a `python3` that prints
+    what it was given, once as SLURM_NODEID 0 and once as 1."""
+    text = rendered("default-clean")
+    launch = text[text.index("  bash \\\n"):]
+    launch = launch[:launch.index(" &\n")] if " &\n" in launch else launch[:launch.index("\n\n")]
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python3").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (bin_ / "python3").chmod(0o755)
+    got = {}
+    for node in ("0", "1"):
+        res = subprocess.run(["bash", "-c", f"head=c1; rdzv_port=29501; {launch}"], capture_output=True, text=True,
+                             env={"PATH": f"{bin_}:/usr/bin:/bin", "SLURM_NODEID": node}, check=True)
+        got[node] = res.stdout.splitlines()
+    assert got["0"][:3] == ["-m", "torch.distributed.run", "--rdzv_conf=is_host=1"]
+    assert got["1"][:3] == ["-m", "torch.distributed.run", "--rdzv_conf=is_host=0"]
+    assert "--rdzv_endpoint=c1:29501" in got["1"] and got["1"][-2:] == got["0"][-2:]
+
+
 def test_gpu_options():
     text = rendered("gpu-pyxis")
     for opt in ("--gpus-per-node=8", "--partition=gpu", "--account=ml-team", "--qos=high", "--exclusive",
