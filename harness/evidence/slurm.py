@@ -196,7 +196,11 @@ def _attempt(i: int, row: sp.SlurmJob, lines: list[dict], last: bool, floor: flo
                 return ln
         return None
     start_line, exit_line, requeue_line = first("batch_start"), first("srun_exit"), first("requeue")
-    own_end = requeue_line or (exit_line if row.state in (JobState.SUCCEEDED, JobState.FAILED) else None)
+    # NODE_FAIL is FAILED in the shared enum, but slurmctld ended that attempt: the batch script's srun
+    # may end only then (killed with the job), so its lines are a consequence of End, not a bound on it
+    outside = row.native_state.startswith("NODE_FAIL")
+    own_end = None if outside else requeue_line or (
+        exit_line if row.state in (JobState.SUCCEEDED, JobState.FAILED) else None)
     ended = _ended(i, row, own_end, checks)
     detected = None
     if requeue_line is not None and exit_line is not None and (not row.end or requeue_line["t"] < row.end + 1):

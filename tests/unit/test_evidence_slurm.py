@@ -112,6 +112,20 @@ def test_lost_node_is_detected_at_slurmctlds_end_of_the_failed_attempt():
     assert whens[:2] == ["inject", "collect"] and all(n["text"] for n in r["nodes"][:2])
 
 
+def test_a_lost_nodes_attempt_ends_at_slurmctlds_end_whatever_the_batch_script_writes_after():
+    """slurmctld ends a NODE_FAIL attempt; srun on the surviving head node may end only when the job is
+    killed, and the batch script's srun_exit line comes after End (seen once in CI: End 1796456595,
+    srun_exit 1796456596.008). That line is a consequence of End, not a bound on it: no failed check,
+    and the attempt's end is slurmctld's End second."""
+    r = copy.deepcopy(raw("lose-node"))
+    end = sacct_rows(r)[0]["time"]["end"]
+    r["alloc_evidence"]["text"] += f"srun_exit {end + 1.008:.9f} 0 c1 3 143\n"
+    st = ev.stamps(r)
+    assert failed(st) == []
+    ended = st["attempts"][0]["ended"]
+    assert (ended.lo, ended.hi) == (end, end + 1.0)
+
+
 def test_outside_requeue_is_detected_at_slurmctlds_end():
     st = ev.stamps(raw("requeue"))
     det = st["attempts"][0]["detected"]
