@@ -202,6 +202,9 @@ def test_poc_cleanup_finds_a_job_whose_handle_never_reached_the_journal(tmp_path
     if plat == "slurm":
         slurm_docker.up(release=RELEASE, timeout=300)
         wait_slurm_nodes_free(("c1", "c2"))
+    else:
+        from _native import native_cluster
+        native_cluster()          # up, or brought up (another suite may have taken it down)
     backend = make_backend(plat, cfg)
     made = None
     try:
