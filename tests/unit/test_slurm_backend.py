@@ -345,6 +345,26 @@ def test_preflight_records_the_settings_that_shape_recovery():
     assert facts["nodes"] == [{"node": "c1", "state": "idle", "cpus": "2", "memory_mb": "8192"}]
 
 
+def test_handles_record_the_cluster_preflight_read_and_submit_asks_nothing_more():
+    """The identity `poc cleanup` and --resume compare comes from preflight's scontrol show config;
+    submit adds no command to what a submit costs (the user-experience probes count them)."""
+    conf = (FIX / "trixie" / "scontrol_show_config.txt").read_text()
+    answers = {"sinfo": lambda a: (0, "slurm-wlm 24.11.5\n" if "--version" in a else "c1|idle|2|8192\n", ""),
+               "scontrol": (0, conf, ""), "sbatch": (0, "42\n", "")}
+    be, cfg = make(answers)
+    be.preflight()
+    s = spec.build(cfg, "slurm", "slurm-clean-01", None)
+    rendered = be.render(s)
+    before = len(be.t.calls)
+    assert be.intent(s, rendered).data["cluster"] == be.submit(s, rendered).data["cluster"] == {
+        "platform": "slurm", "cluster_name": "poc", "controllers": ["slurmctld"]}
+    assert not any(c[0][0] == "scontrol" for c in be.t.calls[before:])
+    fresh, _ = make(answers)             # no preflight (a probe's backend): nothing recorded, nothing asked
+    assert fresh.submit(s, fresh.render(s)).data["cluster"] is None
+    assert not any(c[0][0] == "scontrol" for c in fresh.t.calls)
+    assert fresh.cluster_identity()["cluster_name"] == "poc"   # what cleanup asks, when it needs it
+
+
 # ---------------------------------------------------------------- faults and cancel
 
 class Docker:
