@@ -110,6 +110,8 @@ def test_status_logs_and_cancel_from_another_terminal_then_resume(slurm_cluster,
             handle = json.loads((cdir / "inflight" / f"{SECOND}.json").read_text())
         except (FileNotFoundError, ValueError):
             return None
+        if not handle["data"].get("job_id"):   # the submit is under way: the journal holds its intent
+            return None
         if squeue_state(handle["data"]["job_id"]) != "RUNNING":
             return None
         # the workload has started writing: `poc logs` has events to show

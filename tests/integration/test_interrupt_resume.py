@@ -245,8 +245,8 @@ def test_slurm_interrupt_scancels_and_resume_continues(slurm_cluster, tmp_path):
             handle = json.loads((cdir / "inflight" / f"{second}.json").read_text())
         except (FileNotFoundError, ValueError):
             return None
-        job_id = handle["data"]["job_id"]
-        if squeue_state(job_id) != "RUNNING":
+        job_id = handle["data"].get("job_id")
+        if not job_id or squeue_state(job_id) != "RUNNING":   # no id yet: the journal holds the intent
             return None
         out = login(["sh", "-c", 'cat "$1"/*.jsonl 2>/dev/null; true', "sh", handle["data"]["events_dir"]]).stdout
         return has_step(evmod.parse_lines(out.splitlines())) and handle
