@@ -22,7 +22,6 @@ TEMPLATE = ("sbatch", "job.sbatch.tmpl")     # in harness/data
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _HEAD = "__POC_HEAD__"
 _PORT = "__POC_PORT__"
-_CPUS = "__POC_CPUS__"
 # The c10d store listens on the allocation's first node. Jobs that do not hold whole nodes share them,
 # so a fixed port would clash (or, worse, join another job's rendezvous): each job takes the base port
 # plus its job id modulo this span (29500-29999 by default, below Linux's ephemeral range).
@@ -80,8 +79,12 @@ def run_dir(spec: JobSpec, cfg: Slurm) -> str:
     return f"{cfg.workdir.rstrip('/')}/{spec.campaign}/{spec.run_id}"
 
 
+def cpus_per_task(spec: JobSpec) -> int:
+    return max(1, spec.cpus_per_node // 1)  # one task (a torchrun agent) per node holds the node's CPUs
+
+
 def sbatch_options(spec: JobSpec, cfg: Slurm, rdir: str) -> list[str]:
-    cpus = max(1, spec.cpus_per_node // 1)  # one task (a torchrun agent) per node holds the node's CPUs
+    cpus = cpus_per_task(spec)
     opts = [
         f"--job-name={job_name(spec.run_id)}",
         f"--comment=poc-run-id={spec.run_id}",
@@ -141,9 +144,10 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     # --export=ALL: every node's step gets this script's environment (setup, fabric), whatever
     # --export the job itself was given (extra_sbatch may say NONE, which srun would inherit).
     # --cpus-per-task: srun of Slurm 22.05-23.02 does not take it from the job, and the agent, its ranks
-    # and NCCL's proxy threads would share one core; the job's own value, so both always agree.
+    # and NCCL's proxy threads would share one core. The number the #SBATCH line asks for, written out:
+    # a job submitted through slurmrestd has no SLURM_CPUS_PER_TASK in its environment.
     srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={spec.nodes}", "--ntasks-per-node=1",
-            f"--cpus-per-task={_CPUS}", "--export=ALL"]
+            f"--cpus-per-task={cpus_per_task(spec)}", "--export=ALL"]
     if cfg.container == "pyxis":
         # Pyxis passes the job's environment into the container, but a variable the image sets
         # keeps the image's value unless --container-env names it; GPUs need nothing here (enroot's
@@ -168,8 +172,7 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
         else:
             parts.append((" " if parts else "") + q)
     # The rendezvous host and port are only known inside the allocation: let the shell expand them.
-    return ("".join(parts).replace(_HEAD, '"$head"').replace(_PORT, '"$rdzv_port"')
-            .replace(_CPUS, '"$SLURM_CPUS_PER_TASK"'))
+    return "".join(parts).replace(_HEAD, '"$head"').replace(_PORT, '"$rdzv_port"')
 
 
 def _env_names(spec: JobSpec) -> list[str]:
