@@ -193,6 +193,13 @@ def _wait_jobset_done(api, ns: str, name: str, timeout: float) -> str:
     return wait_for(f"JobSet {name} to finish", done, timeout, interval=2)
 
 
+def _endpoint_slices(api, ns: str) -> list[str]:
+    """Each EndpointSlice's endpoints as 'hostname ip ready', for a failure message."""
+    slices = client.DiscoveryV1Api(api).list_namespaced_endpoint_slice(ns).items
+    return [f"{s.metadata.name}: " + ", ".join(f"{e.hostname} {e.addresses} ready={e.conditions.ready}"
+                                              for e in s.endpoints or []) for s in slices]
+
+
 def _pod_logs(api, ns: str, selector: str) -> dict[str, str]:
     core = client.CoreV1Api(api)
     return {p.metadata.name: core.read_namespaced_pod_log(p.metadata.name, ns)
@@ -215,19 +222,22 @@ def test_jobset_pods_resolve_each_other_by_dns(api, namespace):
     _queue(api, namespace, f"cq-{namespace}", "4")
     try:
         peer = "dns-w-0-{}.dns." + namespace + ".svc.cluster.local"
-        # A pod that has exited drops out of the headless Service, so a pod that resolves both
-        # names first stays up a while: otherwise a slower peer can never resolve it (CI saw this).
-        # A failing pod prints its last nslookup answer so the log says why.
-        # (the busybox image has no /tmp: the answers are kept in shell variables)
-        script = ("for i in $(seq 90); do a=$(nslookup " + peer.format(0) + " 2>&1) && b=$(nslookup "
-                  + peer.format(1) + " 2>&1) && { echo RESOLVED $(hostname); echo \"$b\"; sleep 20; exit 0; };"
+        # Each pod stays up 45 s after it has resolved both names, so that a slower peer can still
+        # resolve it (a CI saw a pod fail when its peer left 20 s after resolving). A failing pod
+        # prints its last nslookup answer, and the assertion shows the Service's EndpointSlices,
+        # so the log says why. (the busybox image has no /tmp: answers are kept in shell variables)
+        resolved = ("echo RESOLVED $(hostname) $(date +%T) after $i tries; echo \"$b\"; sleep 45;"
+                    " echo END $(date +%T); exit 0")
+        script = ("echo START $(date +%T); for i in $(seq 120); do a=$(nslookup " + peer.format(0)
+                  + " 2>&1) && b=$(nslookup " + peer.format(1) + " 2>&1) && { " + resolved + "; };"
                   " sleep 1; done; echo UNRESOLVED $(hostname); echo \"$a\"; echo \"$b\"; exit 1")
         client.CustomObjectsApi(api).create_namespaced_custom_object(
             "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets",
             _jobset("dns", f"cq-{namespace}", nk.BUSYBOX_IMAGE, ["sh", "-c", script]))
-        result = _wait_jobset_done(api, namespace, "dns", 240)
+        result = _wait_jobset_done(api, namespace, "dns", 360)
         logs = _pod_logs(api, namespace, "jobset.sigs.k8s.io/jobset-name=dns")
-        assert result == "Completed", (logs, _pod_states(api, namespace, "jobset.sigs.k8s.io/jobset-name=dns"))
+        assert result == "Completed", (logs, _pod_states(api, namespace, "jobset.sigs.k8s.io/jobset-name=dns"),
+                                       _endpoint_slices(api, namespace))
         assert len(logs) == 2 and all("RESOLVED" in text for text in logs.values()), logs
     finally:
         _delete_cq(api, f"cq-{namespace}")
