@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import audit as auditmod
-from . import bounds
+from . import bounds, defaults
 from . import drills as drillmod
 from . import serving as servemod
 from . import ux as uxmod
@@ -225,9 +225,12 @@ def _inference_row(row: Row, keys: list[str], summ: dict, comps: dict, serves: l
 
 
 def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Comparison],
-         drills: list | None = None, serves: list | None = None) -> list[Row]:
+         drills: list | None = None, serves: list | None = None,
+         at_defaults: list | None = None) -> list[Row]:
     """drills: the campaign's drill runs (report/drills.py load), for the upgrades row; None leaves that row
-    to the upgrade_* figures alone. serves: the serve runs (report/serving.py load), likewise for inference."""
+    to the upgrade_* figures alone. serves: the serve runs (report/serving.py load), likewise for inference.
+    at_defaults: recovery per platform and fault at each platform's defaults (report/defaults.py summarize),
+    named beside the recovery row's settings."""
     s = {(r.platform, r.metric): r for r in summ}
     c = {x.metric: x for x in comps if (x.numerator, x.denominator) == (A, B)}
     bw = "allreduce_avg_busbw_gbps" if "allreduce_avg_busbw_gbps" in verdict_metrics(gs) else "allreduce_busbw_gbps"
@@ -269,6 +272,8 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
                 row.parts[0] = (f"{ev} ({over}, as recorded)", ratio, ah)
         if row.measured:
             row.settings = bounds.settings_text(name, table.settings, (B, A), _label)
+            if name == "recovery" and at_defaults:
+                row.settings += "; " + defaults.cell(at_defaults, _label)
         out.append(row)
     return out
 

@@ -23,6 +23,7 @@ from . import charts as chartmod
 from . import charts_decision as chartdec
 from . import charts_drill as chartdrill
 from . import charts_serve as chartserve
+from . import defaults as defaultsmod
 from . import drills as drillmod
 from . import headline as headmod
 from . import sections as sec
@@ -109,7 +110,8 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     serve_runs = servemod.load(results_dir)   # [] without serve runs: no section, no charts
     serve_charts = chartserve.all_charts(serve_runs, out / "charts")
     charts.update(serve_charts)
-    rows = decision.rows(table, gs, summ, comps, drills=drill_runs, serves=serve_runs)
+    at_defaults = defaultsmod.summarize(defaultsmod.load(results_dir))
+    rows = decision.rows(table, gs, summ, comps, drills=drill_runs, serves=serve_runs, at_defaults=at_defaults)
     charts["decision"] = chartdec.ratios(decision.ratio_points(rows), out / "charts" / "decision.png")
     probes = uxmod.probes(table)
     if probes:
@@ -146,6 +148,7 @@ def build(results_dir: str, out_dir: str | None = None) -> dict[str, Path]:
     phases = sec.metric_table(summ, lambda k: base_metric(k) in RECOVERY_PHASES or base_metric(k) == "recovery_s")
     if "recovery" in charts:
         secs.append(("Recovery broken down", [("table", phases), ("img", ("recovery", charts["recovery"]))]))
+    secs += defaultsmod.section(at_defaults, lambda p: PLATFORM_LABEL.get(p, p))
     cost_rows = sec.metric_table(summ, lambda k: base_metric(k) in COST_KEYS)
     pricing = sec.pricing_lines(table)
     if pricing or cost_rows[1]:

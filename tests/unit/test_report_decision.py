@@ -129,7 +129,9 @@ def test_each_row_names_the_settings_that_bound_it_as_recorded(tmp_path):
         "Slurm: cred_expire 10, SlurmdTimeout 30 sec, sched_interval 5, bf_interval 5, JobRequeue 1; "
         "Kubernetes: JobSet maxRestarts 3, JobSet restartStrategy Recreate, node-monitor-grace-period 20s, "
         "pod tolerationSeconds 30, default not-ready toleration 30, default unreachable toleration 30, "
-        "Kueue requeue backoff not recorded")
+        "Kueue requeue backoff not recorded; at each platform's defaults: Kubernetes kill_rank 12 s (no setting in its "
+        "path), Kubernetes lose_node 377 s [365–390] projected, Slurm kill_rank 146 s [128–163] projected, Slurm "
+        "lose_node 443 s [327–560] projected")
     assert rows["queue"][2] == "Slurm: sched_interval 5, bf_interval 5" and rows["startup"][2] == "–"
     assert "cluster with other values can show other figures on those rows" in _section(md, "Decision summary")
 

@@ -1,0 +1,292 @@
+"""Recovery at each platform's default settings, projected from the phases the runs measured.
+
+A cluster tuned for a quick smoke answers the recovery question for its own settings. Each setting
+below governs one stretch of a recovery, which the run's own records bound:
+
+  Slurm, any requeue: the requeued attempt is held until `cred_expire` has passed (sacct's Eligible of
+    the new attempt − End of the failed one), then waits for a scheduling pass that nothing triggers
+    (Start − Eligible: at most the shorter of `sched_interval` and `bf_interval`).
+  Slurm, a lost node: slurmctld marks the node down once it has not answered for `SlurmdTimeout`;
+    it asks every `SlurmdTimeout`/3, so the fault lands anywhere in that window (the detection phase).
+  Kubernetes, a lost node: the node controller marks it NotReady after `node-monitor-grace-period`
+    (detection; the kubelet renews its lease every 10 s and the controller looks every 5 s), and its
+    pods are evicted when their not-ready/unreachable toleration runs out (teardown).
+  Kubernetes, a killed rank or deleted pod: no cluster setting; JobSet recreates the pods at once.
+
+The projection keeps everything a run measured outside those stretches and replaces each stretch by
+what it becomes at the platform's default: the part beyond the setting's own value (Slurm's requeue
+second, a scheduling pass) carries over, and where the fault's place in a polling window decides the
+stretch, the bounds span the default's whole window. A run whose settings already are the defaults is
+reported as measured. The defaults are the documented ones (slurm.conf(5); kube-controller-manager,
+DefaultTolerationSeconds); benchmarks/recovery_at_defaults.py measures the Slurm case against this.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from ..store import runs_files
+from . import bounds
+
+# (value in seconds, where it is documented)
+SLURM_DEFAULTS = {"cred_expire": 120.0, "SlurmdTimeout": 300.0, "sched_interval": 60.0, "bf_interval": 30.0}
+K8S_DEFAULTS = {"node-monitor-grace-period": 50.0, "pod toleration": 300.0}
+DEFAULTS_SOURCE = {"slurm": "slurm.conf(5): AuthInfo cred_expire 120, SlurmdTimeout 300, "
+                            "SchedulerParameters sched_interval 60 and bf_interval 30",
+                   "k8s": "kube-controller-manager --node-monitor-grace-period 50s (since 1.32), "
+                          "DefaultTolerationSeconds 300 s for not-ready and unreachable"}
+K8S_LEASE_RENEW_S = 10.0        # a kubelet renews its node lease every 10 s by default
+K8S_MONITOR_PERIOD_S = 5.0      # --node-monitor-period: how often the node controller looks
+SACCT_RESOLUTION_S = 1.0        # sacct's Submit/Eligible/Start/End are whole seconds
+
+
+@dataclass(frozen=True)
+class Term:
+    """One stretch of a recovery a setting governs: what it measured here, what it projects to."""
+    setting: str
+    stretch: str
+    site: float
+    default: float
+    measured: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class Projection:
+    run_id: str
+    platform: str
+    fault: str
+    measured: float
+    terms: tuple[Term, ...]
+
+    @property
+    def lo(self) -> float:
+        return self.measured + sum(t.lo - t.measured for t in self.terms)
+
+    @property
+    def hi(self) -> float:
+        return self.measured + sum(t.hi - t.measured for t in self.terms)
+
+    @property
+    def at_defaults(self) -> bool:
+        """Every setting in its path was at its default: the run measured the defaults' figure."""
+        return bool(self.terms) and all(t.site == t.default for t in self.terms)
+
+
+def seconds(value: Any) -> float | None:
+    """A recorded setting in seconds: 30, '30', '30 sec', '20s', '1m0s'; None if it does not read as one."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(?:s|sec|secs|seconds)?", text)
+    if m:
+        return float(m.group(1))
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s)", text)
+    if parts and "".join(a + b for a, b in parts) == text:
+        scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+        return sum(float(a) * scale[b] for a, b in parts)
+    return None
+
+
+def slurm_site(env: dict) -> dict[str, float] | None:
+    """The Slurm settings a recovery depends on, as the run recorded them (a key slurm.conf leaves out
+    is at its default); None when the run recorded no Slurm configuration."""
+    conf = env.get("slurm_settings")
+    if not isinstance(conf, dict) or not conf:
+        return None
+    out = dict(SLURM_DEFAULTS)
+    for name in ("cred_expire",):
+        v = seconds(bounds.recorded(env, ("slurm_settings", "AuthInfo", name)))
+        out[name] = out[name] if v is None else v
+    for name in ("sched_interval", "bf_interval"):
+        v = seconds(bounds.recorded(env, ("slurm_settings", "SchedulerParameters", name)))
+        out[name] = out[name] if v is None else v
+    v = seconds(conf.get("SlurmdTimeout"))
+    out["SlurmdTimeout"] = out["SlurmdTimeout"] if v is None else v
+    return out
+
+
+def k8s_site(env: dict) -> dict[str, float] | None:
+    """node-monitor-grace-period and the pods' toleration as the run recorded them; None if not recorded."""
+    grace = seconds(env.get("node_monitor_grace_period"))
+    tol = seconds(env.get("toleration_seconds"))
+    if tol is None:
+        tol = seconds(bounds.recorded(env, ("cluster_settings", "default_unreachable_toleration_seconds")))
+    if grace is None or tol is None:
+        return None
+    return {"node-monitor-grace-period": grace, "pod toleration": tol}
+
+
+def _requeue(attempts: list[dict], fault_at: float) -> tuple[dict, dict] | None:
+    """The attempt the fault ended and the one that followed, as sacct recorded them."""
+    for a, b in itertools.pairwise(attempts):
+        if all(isinstance(x, int | float) for x in (a.get("ended"), b.get("eligible"), b.get("allocated"))) \
+                and a["ended"] >= fault_at - SACCT_RESOLUTION_S:
+            return a, b
+    return None
+
+
+def slurm_terms(fault: str, site: dict[str, float], attempts: list[dict], fault_at: float,
+                detection: float | None) -> tuple[Term, ...] | None:
+    pair = _requeue(attempts, fault_at)
+    if pair is None:
+        return ()   # restarted inside its allocation (torchrun): no requeue, nothing the settings hold
+    a, b = pair
+    hold = float(b["eligible"] - a["ended"])
+    beyond = hold - site["cred_expire"]   # the requeue's own second(s), which carry over
+    d = SLURM_DEFAULTS["cred_expire"]
+    terms = [Term("cred_expire", "requeue hold (Eligible − End)", site["cred_expire"], d, hold,
+                  d + beyond - SACCT_RESOLUTION_S, d + beyond + SACCT_RESOLUTION_S)]
+    wait = float(b["allocated"] - b["eligible"])
+    site_pass = min(site["sched_interval"], site["bf_interval"])
+    default_pass = min(SLURM_DEFAULTS["sched_interval"], SLURM_DEFAULTS["bf_interval"])
+    terms.append(Term("sched_interval/bf_interval", "wait for a scheduling pass (Start − Eligible)", site_pass,
+                      default_pass, wait, 0.0, default_pass + SACCT_RESOLUTION_S))
+    if fault == "lose_node":
+        if detection is None:
+            return None
+        t = SLURM_DEFAULTS["SlurmdTimeout"]
+        terms.insert(0, Term("SlurmdTimeout", "lost node noticed (detection)", site["SlurmdTimeout"], t, detection,
+                             t - t / 3, t + t / 3))
+    return tuple(terms)
+
+
+def k8s_terms(fault: str, site: dict[str, float] | None, phases: dict[str, float | None]) -> tuple[Term, ...] | None:
+    if fault != "lose_node":
+        return ()
+    if site is None or phases.get("detection") is None or phases.get("teardown") is None:
+        return None
+    g = K8S_DEFAULTS["node-monitor-grace-period"]
+    tol = K8S_DEFAULTS["pod toleration"]
+    teardown = float(phases["teardown"])
+    beyond = teardown - site["pod toleration"]
+    return (Term("node-monitor-grace-period", "lost node noticed (detection)", site["node-monitor-grace-period"], g,
+                 float(phases["detection"]), g - K8S_LEASE_RENEW_S, g + K8S_MONITOR_PERIOD_S),
+            Term("pod toleration", "pods evicted (teardown)", site["pod toleration"], tol, teardown,
+                 tol + beyond - K8S_MONITOR_PERIOD_S, tol + beyond + K8S_MONITOR_PERIOD_S))
+
+
+def _value(metrics: dict, name: str) -> float | None:
+    v = (metrics.get(name) or {}).get("value")
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+
+
+def project(record: dict) -> Projection | None:
+    """A successful fault run's recovery at its platform's defaults; None when it is no such run or its
+    records do not say enough (nothing is filled in)."""
+    fault, plat = record.get("scenario"), record.get("platform")
+    if record.get("status") != "ok" or plat not in ("slurm", "k8s") or not record.get("faults"):
+        return None
+    metrics = record.get("metrics") or {}
+    measured = _value(metrics, "recovery_s")
+    if measured is None:
+        return None
+    env = record.get("environment") or {}
+    phases = {p: _value(metrics, f"recovery_{p}_s") for p in ("detection", "teardown")}
+    if plat == "slurm":
+        site = slurm_site(env)
+        if site is None:
+            return None
+        sched = record.get("scheduler") or {}
+        fault_at = float(record["faults"][0].get("injected_at") or 0.0)
+        terms = slurm_terms(fault, site, sched.get("attempts") or [], fault_at, phases["detection"])
+    else:
+        terms = k8s_terms(fault, k8s_site(env), phases)
+    if terms is None:
+        return None
+    return Projection(record.get("run_id", "?"), plat, fault, measured, terms)
+
+
+def load(results_dir: str | Path) -> list[Projection]:
+    out = []
+    for path in runs_files(str(results_dir)):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue   # a torn line: the table's reader has already warned about it
+                p = project(rec)
+                if p is not None:
+                    out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    platform: str
+    fault: str
+    n: int
+    measured: float          # median recovery_s at the runs' own settings
+    projected: float         # median of the runs' projected centres
+    lo: float                # the lowest and highest projected bound over the runs
+    hi: float
+    terms: tuple[Term, ...]  # one run's terms, for the settings' names and values
+    at_defaults: bool
+
+
+def summarize(projections: Iterable[Projection]) -> list[Summary]:
+    groups: dict[tuple[str, str], list[Projection]] = {}
+    for p in projections:
+        groups.setdefault((p.platform, p.fault), []).append(p)
+    out = []
+    for (plat, fault), ps in sorted(groups.items()):
+        out.append(Summary(plat, fault, len(ps), median(p.measured for p in ps),
+                           median((p.lo + p.hi) / 2 for p in ps), min(p.lo for p in ps), max(p.hi for p in ps),
+                           ps[0].terms, all(p.at_defaults for p in ps)))
+    return out
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.0f}" if abs(x) >= 10 or x == round(x) else f"{x:.1f}"
+
+
+def _settings(terms: tuple[Term, ...], which: str) -> str:
+    if not terms:
+        return "none in its path"
+    return ", ".join(f"{t.setting} {_fmt(getattr(t, which))} s" for t in terms)
+
+
+def _at_defaults(s: Summary) -> str:
+    if s.at_defaults:
+        return f"{_fmt(s.measured)} s measured"
+    if not s.terms:
+        return f"{_fmt(s.measured)} s (no setting in its path)"
+    return f"{_fmt(s.projected)} s [{_fmt(s.lo)}–{_fmt(s.hi)}] projected"
+
+
+def cell(summaries: list[Summary], label) -> str:
+    """The decision row's words: 'at each platform's defaults: Slurm kill_rank 146 s [129–164] projected, ...'."""
+    return "at each platform's defaults: " + ", ".join(
+        f"{label(s.platform)} {s.fault} {_at_defaults(s)}" for s in summaries)
+
+
+def section(summaries: list[Summary], label) -> list[tuple[str, list]]:
+    """The report's section: each platform's recovery per fault at these runs' settings and at its defaults."""
+    if not summaries:
+        return []
+    header = ["platform", "fault", "runs", "recovery here (median)", "settings here", "at the platform's defaults",
+              "default settings"]
+    rows = []
+    for s in summaries:
+        there = (f"{_fmt(s.measured)} s (measured: these runs used the defaults)" if s.at_defaults
+                 else _at_defaults(s).replace(" projected", " (projected)"))
+        rows.append([label(s.platform), s.fault, str(s.n), f"{_fmt(s.measured)} s", _settings(s.terms, "site"), there,
+                     _settings(s.terms, "default")])
+    notes = ["Projected from the recovery's phases: what the runs measured outside the stretches a setting governs "
+             "is kept, and each such stretch is replaced by its length at the platform's default (see "
+             "docs/method.md). The bounds span the runs' lowest and highest projection, widened by the default's "
+             "polling window where the fault's place in it decides the stretch."]
+    notes += [f"{label(p)} defaults: {DEFAULTS_SOURCE[p]}." for p in ("slurm", "k8s")
+              if any(s.platform == p and s.terms for s in summaries)]
+    return [("Recovery at each platform's defaults", [("table", (header, rows))] + [("p", n) for n in notes])]
