@@ -10,7 +10,7 @@ import time
 import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import events as evmod
 from . import evidence, provenance, redact
@@ -426,7 +426,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 continue
             if fault is not None and fault.kind not in ctx.backend.supported_faults():
                 continue
-            spec = build(cfg, slot.platform, run_id, fault, scenario)
+            spec = replace(build(cfg, slot.platform, run_id, fault, scenario), owner=store.token)
             emit(execute(ctx, spec, order=slot.to_json(cfg.seed, cfg.order)))
     finally:
         try:

@@ -66,6 +66,9 @@ class JobSpec:
     # the script path the launch line names, relative to where the workload is shipped; the file
     # itself is always WORKLOAD_SCRIPT (the user-experience probe's entrypoint typo changes only this)
     entrypoint: str = WORKLOAD_SCRIPT
+    # the campaign's ownership token (Store.token): keys the run's directory on a shared filesystem;
+    # empty outside a campaign (render, validate, a backend used as a library)
+    owner: str = ""
 
     @property
     def world_size(self) -> int:

@@ -24,6 +24,7 @@ import gzip
 import io
 import json
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -124,6 +125,9 @@ class Store:
         self.notes: list[str] = []  # what was kept aside or skipped (torn lines, corrupt handles), for the CLI to say
         self._noted: set[str] = set()   # each said once, however often the file is read again
         self.meta: dict = {}   # more for campaign.json (the CLI's config overrides), written by open()
+        # marks what this campaign makes on a shared cluster (its Slurm run directories): random, so two
+        # users' campaigns of one name never take each other's; kept in campaign.json, so --resume reuses it
+        self.token = ""
 
     # -- campaign -------------------------------------------------------------------------------------------------
     def open(self, config_hash: str, config: dict, resume: bool) -> list[dict]:
@@ -149,6 +153,7 @@ class Store:
             for note in set_aside_bad_lines(self.runs_path, self.runs_path.with_name(self.runs_path.name + ".torn")):
                 self.note(note)
         existing = read_runs(self.runs_path, self.note)
+        token = ""
         if meta_path.exists():
             try:
                 meta = json.loads(meta_path.read_bytes())
@@ -168,9 +173,12 @@ class Store:
                 raise StoreError(f"campaign {self.root} was started with another config "
                                  f"(hash {meta.get('config_hash')}, now {config_hash})",
                                  tip="resume with the same config, or start a new campaign")
+            if resume and isinstance(meta.get("token"), str) and meta["token"].isalnum():
+                token = meta["token"]
+        self.token = token or secrets.token_hex(4)
         with _writing(meta_path):
             atomic_write(meta_path, json.dumps({"schema": SCHEMA_VERSION, "campaign": self.campaign,
-                                                "config_hash": config_hash, "config": config,
+                                                "config_hash": config_hash, "token": self.token, "config": config,
                                                 **self.meta, "updated": time.time()}, indent=2) + "\n")
         return existing
 

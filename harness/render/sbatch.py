@@ -75,8 +75,14 @@ def job_name(run_id: str) -> str:
     return f"poc-{run_id}"
 
 
+def campaign_dir(campaign: str, owner: str) -> str:
+    """The campaign's directory name under slurm.workdir: <campaign>-<token> in a campaign, so that two
+    users' campaigns of one name (the default `smoke`) never share a run directory."""
+    return f"{campaign}-{owner}" if owner else campaign
+
+
 def run_dir(spec: JobSpec, cfg: Slurm) -> str:
-    return f"{cfg.workdir.rstrip('/')}/{spec.campaign}/{spec.run_id}"
+    return f"{cfg.workdir.rstrip('/')}/{campaign_dir(spec.campaign, spec.owner)}/{spec.run_id}"
 
 
 def cpus_per_task(spec: JobSpec) -> int:

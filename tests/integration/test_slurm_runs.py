@@ -126,12 +126,29 @@ def test_clean_run_over_ssh_stores_all_five_metrics(cluster, tmp_path):
     assert_run_dir_removed(rec)
 
 
-def test_clean_run_over_local_transport(cluster, tmp_path):
-    (rec,) = run_campaign(tmp_path, {"campaign": "itest-local", "repetitions": 1,
-                                     "slurm": {"transport": "local"}})
-    assert rec["status"] == "ok", rec.get("error")
-    assert_five_metrics(rec)
-    assert_one_command_per_poll(rec)
+def test_clean_run_over_local_transport_beside_a_same_named_campaign(cluster, tmp_path):
+    """Two users' campaigns of one name and run ids on one cluster: each runs in its own directory,
+    keyed by its campaign's token, and the second leaves the first's directory as it was."""
+    (first,) = run_campaign(tmp_path / "a", {"campaign": "itest-local", "repetitions": 1,
+                                             "keep_run_files": "always"})
+    theirs = first["scheduler"]["info"]["run_dir"]
+    try:
+        assert first["status"] == "ok", first.get("error")
+        assert first["cleanup"]["kept"] == [theirs]
+        (rec,) = run_campaign(tmp_path / "b", {"campaign": "itest-local", "repetitions": 1,
+                                               "slurm": {"transport": "local"}})
+        assert rec["status"] == "ok", rec.get("error")
+        assert_five_metrics(rec)
+        assert_one_command_per_poll(rec)
+        assert rec["run_id"] == first["run_id"] and rec["scheduler"]["info"]["run_dir"] != theirs
+        assert_run_dir_removed(rec)
+        token = json.loads((tmp_path / "a" / "results" / "itest-local" / "campaign.json").read_text())["token"]
+        assert theirs.endswith(f"/itest-local-{token}/{first['run_id']}")
+        left = slurm_docker.run(slurm_docker.login_exec_argv(
+            ["sh", "-c", 'cat "$1/.poc-owner"; echo; ls "$1"', "sh", theirs])).stdout.split()
+        assert left[0] == token and {"job.sbatch", "events"} <= set(left), left
+    finally:
+        slurm_docker.run(slurm_docker.login_exec_argv(["rm", "-rf", "--", str(Path(theirs).parent)]))
 
 
 @pytest.mark.parametrize("kind", ["kill_rank", "lose_node", "requeue"])

@@ -97,7 +97,7 @@ def test_slurm_names_the_mistake_before_the_deadline_and_nothing_is_left(kind, s
             and time.monotonic() < deadline:
         time.sleep(1)
     assert not left, f"job(s) {left} left in squeue 60 s after the cancel"
-    rdir = f"{cfg.slurm.workdir.rstrip('/')}/{cfg.campaign}/{run_id}"
+    rdir = f"{cfg.slurm.workdir.rstrip('/')}/{cfg.campaign}-{s.token}/{run_id}"   # keyed by the campaign's token
     kept = rec.get("cleanup", {}).get("kept") or []
     left = login(["sh", "-c", 'test -e "$1" && echo yes || echo no', "sh", rdir]).strip()
     assert left == ("yes" if rdir in kept else "no"), rec.get("cleanup")

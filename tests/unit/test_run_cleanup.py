@@ -12,7 +12,7 @@ from harness import config
 from harness.backends.base import Handle, keep_reason
 from harness.backends.k8s import cleanup as kc
 from harness.backends.k8s.backend import KubernetesBackend
-from harness.backends.slurm import SlurmBackend
+from harness.backends.slurm import SlurmBackend, guard
 from harness.backends.slurm.guard import run_dir_to_remove
 from harness.errors import BackendError
 from harness.pipeline import RunContext, execute
@@ -50,9 +50,10 @@ class Recording:
         pass
 
 
-def slurm_handle(run_dir="/shared/poc/camp/slurm-clean-01", campaign="camp", run_id="slurm-clean-01"):
+def slurm_handle(run_dir="/shared/poc/camp/slurm-clean-01", campaign="camp", run_id="slurm-clean-01", owner=""):
     return Handle("slurm", run_id, ["5"], 0.0, data={"job_id": "5", "run_dir": run_dir, "campaign": campaign,
-                                                      "events_dir": f"{run_dir}/events", "lost_nodes": []})
+                                                      "owner": owner, "events_dir": f"{run_dir}/events",
+                                                      "lost_nodes": []})
 
 
 def slurm_backend():
@@ -62,8 +63,18 @@ def slurm_backend():
 def test_slurm_removes_the_run_directory_as_argv_after_a_clean_run():
     be = slurm_backend()
     out = be.cleanup(slurm_handle(), ok=True, keep="on_failure")
-    assert be.t.calls == [["rm", "-rf", "--", "/shared/poc/camp/slurm-clean-01"]]
+    assert be.t.calls == [guard.owned_dir_argv("remove", "/shared/poc/camp/slurm-clean-01", "")]
     assert out == {"removed": ["/shared/poc/camp/slurm-clean-01"], "kept": []}
+
+
+def test_a_campaigns_run_directory_is_keyed_by_its_token():
+    be = slurm_backend()
+    h = slurm_handle("/shared/poc/camp-1a2b3c4d/slurm-clean-01", owner="1a2b3c4d")
+    assert be.cleanup(h, ok=True, keep="never")["removed"] == ["/shared/poc/camp-1a2b3c4d/slurm-clean-01"]
+    assert be.t.calls[0][-2:] == ["/shared/poc/camp-1a2b3c4d/slurm-clean-01", "1a2b3c4d"]
+    # the token is part of the only path that may be removed: the untokened directory is another campaign's
+    with pytest.raises(BackendError, match="refusing to remove"):
+        be.cleanup(slurm_handle(owner="1a2b3c4d"), ok=True, keep="never")
 
 
 def test_slurm_keeps_a_failed_runs_directory_and_says_why():

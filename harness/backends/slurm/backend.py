@@ -34,7 +34,7 @@ from ... import slurm_parse as sp
 from ...config import Config, Slurm
 from ...errors import BackendError, CommandError, SubmitError, TransportError
 from ...render.local import workload_script
-from ...render.sbatch import job_name, render_sbatch
+from ...render.sbatch import campaign_dir, job_name, render_sbatch
 from ...spec import JobSpec
 from ...states import JobState
 from ...transports import Transport
@@ -156,7 +156,8 @@ class SlurmBackend(Backend):
         # as preflight read it: asking here would add a command to what a user's submit costs (ux probes
         # count them); a backend that skipped preflight records none, and is then not compared
         cluster = self._identity
-        self.t.run(["rm", "-rf", job.run_dir], timeout=60)  # a resumed campaign re-runs from scratch
+        # a resumed campaign re-runs from scratch; a directory another campaign owns is left alone
+        guard.prepare_run_dir(self.t, job.run_dir, spec.owner)
         self._put(job.workload_path, workload_script().read_text())
         self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
         submitted = time.time()
@@ -171,7 +172,7 @@ class SlurmBackend(Backend):
         self._first.pop(spec.run_id, None)
         return Handle("slurm", spec.run_id, [job_id], submitted,
                       data={"job_id": job_id, "run_dir": job.run_dir, "events_dir": job.events_dir,
-                            "campaign": spec.campaign, "cluster": cluster,
+                            "campaign": spec.campaign, "owner": spec.owner, "cluster": cluster,
                             "lost_nodes": [], "submit_returned_at": returned})
 
     def cluster_identity(self) -> dict | None:
@@ -399,8 +400,11 @@ class SlurmBackend(Backend):
         rdir = handle.data.get("run_dir", "")
         if (why := keep_reason(ok, keep)) is not None:
             return {"removed": [], "kept": [rdir], "reason": why}
-        path = guard.run_dir_to_remove(rdir, self.cfg.workdir, handle.data.get("campaign", ""), handle.run_id)
-        self.t.run(["rm", "-rf", "--", path], timeout=120)
+        owner = handle.data.get("owner", "")
+        path = guard.run_dir_to_remove(rdir, self.cfg.workdir, campaign_dir(handle.data.get("campaign", ""), owner),
+                                       handle.run_id)
+        if not guard.remove_run_dir(self.t, path, owner):
+            return {"removed": [], "kept": [path], "reason": "its owner mark is not this campaign's"}
         return {"removed": [path], "kept": []}
 
     def drill(self, drills):

@@ -1,5 +1,6 @@
 """Shared-cluster safety on Slurm: a lose_node fault may take down only a node this run holds alone,
-and a run's directory is removed only under slurm.workdir/<campaign>/<run_id>.
+and a run's directory is removed only under slurm.workdir/<campaign>[-<token>]/<run_id>, and only
+while the owner mark the harness wrote in it is its campaign's.
 
 A node set DOWN (or its container killed) kills every job on it. Slurm's select/cons_tres packs
 jobs that do not ask for whole nodes onto the same node (recorded here: a 1-node job placed on c1
@@ -105,9 +106,57 @@ def held_node(sched, shell, job_id: str, host: str) -> str:
     return node
 
 
+OWNER_MARK = ".poc-owner"
+MARK_NOT_OURS = 3
+# sh -c SCRIPT sh MODE DIR TOKEN, the words passed as arguments (never pasted into the script).
+# A directory that exists is removed only when its owner mark is the campaign's token; a campaign
+# (a token) never takes a directory without a mark, and outside a campaign (no token) one with a
+# mark is someone's campaign's. "prepare" then makes the directory afresh with the mark in it.
+OWNED_DIR_SCRIPT = (
+    'mode=$1 d=$2 own=$3 m="$2/' + OWNER_MARK + '"\n'
+    'if [ -e "$d" ]; then\n'
+    '  if [ -n "$own" ] || [ -e "$m" ]; then\n'
+    '    [ -f "$m" ] && [ "$(cat -- "$m")" = "$own" ] || exit ' + str(MARK_NOT_OURS) + '\n'
+    '  fi\n'
+    '  rm -rf -- "$d"\n'
+    'fi\n'
+    'if [ "$mode" = prepare ]; then mkdir -p -- "$d" && printf %s "$own" > "$m"; fi\n')
+
+
+def owned_dir_argv(mode: str, path: str, owner: str) -> list[str]:
+    """The command that removes (mode "remove") or remakes (mode "prepare") a run directory the campaign
+    owns; exit MARK_NOT_OURS, touching nothing, when the directory is someone else's."""
+    return ["sh", "-c", OWNED_DIR_SCRIPT, "sh", mode, path, owner]
+
+
+def prepare_run_dir(t, path: str, owner: str) -> None:
+    """Make the run directory afresh with the campaign's owner mark in it (t: the Slurm transport);
+    BackendError, touching nothing, when a directory of that path is someone else's."""
+    res = t.run(owned_dir_argv("prepare", path, owner), timeout=60, check=False)
+    if res.returncode == MARK_NOT_OURS:
+        whose = "it has no owner mark" if owner else "another campaign's owner mark is in it"
+        raise BackendError(f"{path} exists and is not this campaign's ({whose}): another user's run directory?",
+                           tip="nothing was removed; choose another campaign name or slurm.workdir, or remove "
+                               "the directory yourself if it is yours")
+    if res.returncode != 0:
+        raise BackendError(f"could not prepare the run directory {path}: {res.stderr.strip()[:300]}",
+                           tip="check that slurm.workdir is writable by you where the harness runs Slurm's commands")
+
+
+def remove_run_dir(t, path: str, owner: str) -> bool:
+    """Remove the run directory if it is the campaign's (or gone already); False, touching nothing, if not."""
+    res = t.run(owned_dir_argv("remove", path, owner), timeout=120, check=False)
+    if res.returncode == MARK_NOT_OURS:
+        return False
+    if res.returncode != 0:
+        raise BackendError(f"could not remove the run directory {path}: {res.stderr.strip()[:300]}")
+    return True
+
+
 def run_dir_to_remove(run_dir: str, workdir: str, campaign: str, run_id: str) -> str:
     """run_dir, checked to be exactly <workdir>/<campaign>/<run_id> (no '..', no other place), else
-    BackendError: an rm -rf must never reach outside the run's own directory."""
+    BackendError: an rm -rf must never reach outside the run's own directory. campaign: the campaign's
+    directory name (render/sbatch.campaign_dir)."""
     want = normpath(f"{workdir.rstrip('/')}/{campaign}/{run_id}")
     got = normpath(run_dir)
     if (got != want or ".." in got.split("/") or not workdir.strip("/") or not campaign or not run_id

@@ -1,0 +1,102 @@
+"""A Slurm run directory is made with its campaign's owner mark and removed only while that mark is
+there: the real shell script (guard.OWNED_DIR_SCRIPT) on a real directory, through LocalTransport."""
+from __future__ import annotations
+
+import pytest
+
+from harness import config
+from harness.backends.base import Handle
+from harness.backends.slurm import SlurmBackend, guard
+from harness.errors import BackendError
+from harness.render.sbatch import run_dir
+from harness.spec import build
+from harness.store import Store
+from harness.transports import LocalTransport
+
+T = LocalTransport()
+
+
+def planted(path, mark: str | None):
+    """A directory someone made, with a file of theirs in it, and their owner mark if mark is given."""
+    path.mkdir(parents=True)
+    (path / "theirs.txt").write_text("live")
+    if mark is not None:
+        (path / guard.OWNER_MARK).write_text(mark)
+    return path
+
+
+def test_prepare_makes_the_directory_with_the_mark(tmp_path):
+    d = tmp_path / "camp-aa11" / "r1"
+    guard.prepare_run_dir(T, str(d), "aa11")
+    assert (d / guard.OWNER_MARK).read_text() == "aa11"
+
+
+def test_prepare_remakes_the_campaigns_own_directory_from_scratch(tmp_path):
+    d = planted(tmp_path / "r1", "aa11")
+    guard.prepare_run_dir(T, str(d), "aa11")
+    assert not (d / "theirs.txt").exists() and (d / guard.OWNER_MARK).read_text() == "aa11"
+
+
+@pytest.mark.parametrize("mark, owner", [("bb22", "aa11"),   # another campaign's
+                                         (None, "aa11"),     # no mark: a campaign never takes it
+                                         ("bb22", "")])      # outside a campaign: a marked one is someone's
+def test_someone_elses_directory_is_refused_and_left_as_it_was(tmp_path, mark, owner):
+    d = planted(tmp_path / "r1", mark)
+    with pytest.raises(BackendError, match="is not this campaign's") as ei:
+        guard.prepare_run_dir(T, str(d), owner)
+    assert "nothing was removed" in ei.value.tip
+    assert (d / "theirs.txt").read_text() == "live"
+    assert not guard.remove_run_dir(T, str(d), owner)
+    assert (d / "theirs.txt").read_text() == "live"
+
+
+def test_outside_a_campaign_an_unmarked_directory_is_remade(tmp_path):
+    d = planted(tmp_path / "r1", None)
+    guard.prepare_run_dir(T, str(d), "")
+    assert not (d / "theirs.txt").exists()
+
+
+def test_remove_takes_the_campaigns_own_directory_and_a_missing_one(tmp_path):
+    d = planted(tmp_path / "r1", "aa11")
+    assert guard.remove_run_dir(T, str(d), "aa11") and not d.exists()
+    assert guard.remove_run_dir(T, str(d), "aa11")
+
+
+def test_words_with_shell_characters_stay_words(tmp_path):
+    d = tmp_path / "r1 $(touch pwned); x"
+    guard.prepare_run_dir(T, str(d), "aa11")
+    assert (d / guard.OWNER_MARK).exists() and not (tmp_path / "pwned").exists()
+
+
+def test_cleanup_keeps_a_directory_whose_mark_changed(tmp_path):
+    cfg = config.from_mapping({"platforms": ["slurm"], "slurm": {"workdir": str(tmp_path)}})
+    be = SlurmBackend(cfg.slurm, T)
+    d = planted(tmp_path / "camp-aa11" / "r1", "bb22")
+    h = Handle("slurm", "r1", ["5"], 0.0, data={"job_id": "5", "run_dir": str(d), "campaign": "camp",
+                                                 "owner": "aa11", "lost_nodes": []})
+    out = be.cleanup(h, ok=True, keep="never")
+    assert out == {"removed": [], "kept": [str(d)], "reason": "its owner mark is not this campaign's"}
+    assert (d / "theirs.txt").exists()
+
+
+def test_the_run_directory_carries_the_campaign_token():
+    cfg = config.from_mapping({"platforms": ["slurm"], "campaign": "smoke"})
+    spec = build(cfg, "slurm", "slurm-clean-01", None)
+    assert run_dir(spec, cfg.slurm) == "/shared/poc/smoke/slurm-clean-01"
+    from dataclasses import replace
+    assert run_dir(replace(spec, owner="aa11"), cfg.slurm) == "/shared/poc/smoke-aa11/slurm-clean-01"
+
+
+def test_a_campaigns_token_is_random_and_kept_across_resume(tmp_path):
+    a = Store(tmp_path, "c1")
+    a.open("h1", {}, resume=False)
+    a.append({"run_id": "r1", "status": "ok"})
+    a.close()
+    b = Store(tmp_path, "c1")
+    b.open("h1", {}, resume=True)
+    b.close()
+    c = Store(tmp_path, "c2")
+    c.open("h1", {}, resume=False)
+    c.close()
+    assert len(a.token) == 8 and a.token.isalnum()
+    assert b.token == a.token and c.token != a.token
