@@ -23,7 +23,6 @@ DefaultTolerationSeconds); benchmarks/recovery_at_defaults.py measures the Slurm
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Iterable
@@ -32,7 +31,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from ..store import runs_files
+from ..store import latest_records
 from . import bounds
 
 # (value in seconds, where it is documented)
@@ -208,17 +207,13 @@ def project(record: dict) -> Projection | None:
 
 
 def load(results_dir: str | Path) -> list[Projection]:
+    """Every fault run's projection (a retried run's last record only); only lines with an injected
+    fault are parsed."""
     out = []
-    for path in runs_files(str(results_dir)):
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue   # a torn line: the table's reader has already warned about it
-                p = project(rec)
-                if p is not None:
-                    out.append(p)
+    for rec, _ in latest_records(results_dir, b'"injected_at"', lambda r: bool(r.get("faults"))):
+        p = project(rec)
+        if p is not None:
+            out.append(p)
     return out
 
 
