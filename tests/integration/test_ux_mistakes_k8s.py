@@ -29,12 +29,16 @@ from harness.smoke import smoke_config  # noqa: E402
 from harness.store import Store  # noqa: E402
 from harness.ux import probe  # noqa: E402
 
+# Kueue says why it does not admit a Workload twice, in the same words and within ~0.1 s of each other
+# (recorded: the fixture's timeline): its QuotaReserved condition and its Warning event "Pending".
+# Which one a look sees first is a race between the Workload watch cache and the event list.
+KUEUE = ("Kueue Workload condition QuotaReserved", "workload event Pending")
 # where a user reads each mistake first on this cluster (recorded: tests/fixtures/k8s/mistakes)
 EXPECTED = {
-    "impossible_resources": ("Kueue Workload condition QuotaReserved", "couldn't assign flavors"),
+    "impossible_resources": (KUEUE, "couldn't assign flavors"),
     "missing_image": (None, "does-not-exist"),      # the kubelet's Failed event or the waiting reason, by a hair
-    "wrong_queue": ("Kueue Workload condition QuotaReserved", "doesn't exist"),
-    "entrypoint_typo": ("pod log", "can't open file"),
+    "wrong_queue": (KUEUE, "doesn't exist"),
+    "entrypoint_typo": (("pod log",), "can't open file"),
     "missing_checkpoint_volume": (None, 'persistentvolumeclaim "poc-checkpoints-missing" not found'),
 }
 
@@ -86,7 +90,7 @@ def test_the_platform_names_the_mistake_before_the_deadline_and_nothing_is_left(
     source, words = EXPECTED[kind]
     assert words in m["message"], said
     if source is not None:
-        assert m["source"] == source, said
+        assert m["source"] in source, said
     assert m["time_to_error_s"] <= m["deadline_s"]
     assert f"time_to_error_s:{kind}" in rec["metrics"]
     # the calls it took to watch: one events list per look, the objects from the watch caches
