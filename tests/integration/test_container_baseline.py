@@ -22,7 +22,7 @@ from harness.clusters import images
 from harness.pipeline import campaign
 from harness.store import Store
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.local]
 
 WORKLOAD = {"steps": 24, "checkpoint_every": 5, "sweep": "1K:1M", "sweep_iters": 2, "sweep_warmup": 1}
 

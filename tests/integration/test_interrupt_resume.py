@@ -131,6 +131,7 @@ def planned_runs(cfg_path: Path, command: list[str], platform: str) -> list[str]
     return [p.run_id for p in run_plan(cfg, platform)]
 
 
+@pytest.mark.local
 @pytest.mark.parametrize("case", list(LOCAL_CASES))
 def test_local_interrupt_cancels_and_resume_continues(tmp_path, case):
     sig, command = LOCAL_CASES[case]

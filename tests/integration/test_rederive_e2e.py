@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.local]
 
 
 def _poc(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

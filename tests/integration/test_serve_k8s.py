@@ -38,6 +38,7 @@ from harness.spec import build
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.k8s,
     # an API connection of the kubernetes client is dropped unclosed at a random later GC (seen once per
     # run here, fd of the first HTTPS connection); it would fail whichever line runs then (cf. test_slurm_runs)
     pytest.mark.filterwarnings("ignore:unclosed <ssl.SSLSocket:ResourceWarning"),

@@ -20,7 +20,7 @@ from harness.serve import load
 from harness.serve import metrics as sm
 from harness.timing import Stamp
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.local]
 
 CLEAN = {"connect", "disconnected", "reset", "http_503"}    # what a killed and restarting server may answer
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.local]
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORMS = ("local", "slurm", "k8s")

@@ -18,7 +18,7 @@ from harness import config, data, spec
 from harness import events as evmod
 from harness.render.local import render_local
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.local]
 
 STEPS = 6
 

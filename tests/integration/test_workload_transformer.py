@@ -9,7 +9,7 @@ import pytest
 
 from harness import events as ev
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.local]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "harness" / "data" / "workloads" / "ddp_train.py"
 ARGS = ["--model", "transformer", "--model-params", "5M", "--layers", "2", "--seq-len", "64", "--batch", "4",
