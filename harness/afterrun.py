@@ -2,9 +2,8 @@
 and the calls it took per user action. Shared by the training pipeline and the mistake probes."""
 from __future__ import annotations
 
-from . import redact
+from . import footprint, redact
 from .backends.base import Backend, Handle
-from .ux import footprint
 
 
 def audit_run(backend: Backend, handle: Handle, raw: dict, record: dict) -> None:

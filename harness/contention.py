@@ -5,15 +5,12 @@ and the handover from one job to the next are measured the same way on every sch
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .backends.base import Handle
+from .context import RunContext
 from .errors import BackendError, RunTimeout
 from .spec import JobSpec, blocker_spec
 from .states import JobState
-
-if TYPE_CHECKING:
-    from .pipeline import RunContext
 
 
 @dataclass

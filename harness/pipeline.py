@@ -9,17 +9,17 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from . import events as evmod
-from . import evidence, provenance, redact
+from . import evidence, footprint, provenance, redact
 from . import metrics as metmod
 from .afterrun import audit_run, calls_by_phase, cleanup_run
 from .backends.base import Backend, FaultRecord, Handle
 from .backends.identity import refuse_other_cluster
 from .config import Config
 from .contention import Blocker, check_contention, start_blocker
+from .context import Progress, RunContext, StageFailed, Stages, _noop
 from .drills.runner import Session as DrillSession
 from .errors import BackendError, PocError, RunTimeout
 from .metrics.drill import from_evidence as drill_metrics
@@ -29,46 +29,6 @@ from .serve.session import Session as ServeSession
 from .spec import FaultPlan, JobSpec, build, run_plan
 from .states import JobState
 from .store import Store
-from .ux import footprint
-
-Progress = Callable[[str, str, str, float], None]  # platform, run_id, phase, seconds since submit
-
-
-def _noop(*_a) -> None:
-    pass
-
-
-class StageFailed(Exception):
-    def __init__(self, stage: str, error: BaseException):
-        super().__init__(f"{stage}: {error}")
-        self.stage = stage
-        self.error = error
-
-
-@dataclass
-class Stages:
-    items: list[dict] = field(default_factory=list)
-    clock: Callable[[], float] = time.time
-    calls: Callable[[], dict] = dict          # the backend's cumulative call counts: each stage keeps its own
-
-    @contextmanager
-    def stage(self, name: str):
-        rec = {"name": name, "start": self.clock(), "end": None, "ok": False}
-        self.items.append(rec)
-        before = self.calls()
-        try:
-            yield rec
-            rec["ok"] = True
-        except StageFailed:
-            raise
-        except BaseException as exc:
-            rec["error"] = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
-            raise StageFailed(name, exc) from exc
-        finally:
-            rec["end"] = self.clock()
-            made = footprint.diff(before, self.calls())
-            if made:
-                rec["calls"] = made
 
 
 def derive_inputs(cfg: Config, spec: JobSpec) -> dict:
@@ -90,20 +50,6 @@ def fault_target(events: list[dict], fault: FaultPlan, first_attempt: tuple | No
                 and (first_attempt is None or evmod.attempt_of(e) == first_attempt)):
             return e
     return None
-
-
-@dataclass
-class RunContext:
-    backend: Backend
-    store: Store
-    cfg: Config
-    platform_info: dict
-    progress: Progress = _noop
-    poll_s: float = 0.5
-    clock: Callable[[], float] = time.time          # epoch seconds; tests pass a simulated one
-    sleep: Callable[[float], None] = time.sleep
-    # raw scheduler evidence -> time-stamps; pure-logic tests with a scripted backend pass their own
-    stamps: Callable[[str, dict], dict] = evidence.stamps
 
 
 def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:

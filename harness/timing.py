@@ -12,7 +12,9 @@ clock and record (e.g. "slurmctld Start (sacct -D, whole s)"), resolution_s that
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 
 @dataclass(frozen=True)
@@ -89,3 +91,23 @@ def stamp_of(d: dict | Stamp | None) -> Stamp | None:
     if d is None or isinstance(d, Stamp):
         return d
     return Stamp.from_json(d)
+
+
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+def docker_time(text: str | None) -> float | None:
+    """dockerd's RFC 3339 time (nanoseconds) -> epoch seconds; None for Go's zero time or junk.
+
+    Parsed by hand: datetime keeps microseconds only, and the nanoseconds are added back here."""
+    if not text:
+        return None
+    m = _RFC3339.match(text.strip())
+    if not m:
+        return None
+    whole, frac, zone = m.groups()
+    if whole.startswith("0001-"):
+        return None     # Go's zero time: the container never started / has not finished
+    tz = UTC if zone == "Z" else datetime.strptime(zone.replace(":", ""), "%z").tzinfo
+    base = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=tz).timestamp()
+    return base + (int(frac.ljust(9, "0")) / 1e9 if frac else 0.0)

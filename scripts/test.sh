@@ -25,8 +25,10 @@ step() {  # step NAME COMMAND...: run it, remember how long it took; the first f
   fi
 }
 
-# Lint first: seconds, and a finding fails the build like a failed test.
-step lint .venv/bin/ruff check .
+# Lint first: seconds, and a finding fails the build like a failed test. lint-imports checks the
+# import contracts of pyproject.toml (the layer order, no cycles), imports inside functions included.
+lint() { .venv/bin/ruff check . && .venv/bin/lint-imports --no-cache; }
+step lint lint
 # unit tests on every core (pytest-xdist): pure logic and recorded outputs, nothing shared between them
 step unit "$py" -m pytest -v -p no:cacheprovider -n auto tests/unit "$@"
 # The integration tests would build or start the clusters on first use; doing it here first keeps the

@@ -184,18 +184,6 @@ class Backend(abc.ABC):
     def supported_faults(self) -> set[str]:
         return set()
 
-    def drill(self, drills):
-        """The platform's side of an upgrade drill (harness/drills/base.py PlatformDrill), for the
-        harness's Drills settings. Default: this platform has no control plane to restart."""
-        raise BackendError(f"no upgrade drill on {self.platform or 'this platform'}",
-                           tip="drills run on the slurm and k8s platforms")
-
-    def serving(self, serve):
-        """The platform's side of the serving scenario (harness/serve/base.py PlatformServe), for the
-        harness's Serve settings. Default: this platform has no way to run a service."""
-        raise BackendError(f"no serving scenario on {self.platform or 'this platform'}",
-                           tip="the serving scenario runs on the slurm and k8s platforms")
-
     def cluster_identity(self) -> dict | None:
         """The cluster this backend reaches (backends/identity.py), recorded in every handle it makes so
         a journalled handle is never cancelled on another cluster; None for this machine's own runs."""

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from .. import events as evmod
 from ..errors import BackendError
-from ..evidence.local import docker_time
 from ..render.local import workload_script
 from ..spec import WORKLOAD_SCRIPT, JobSpec
 from ..states import JobState
+from ..timing import docker_time
 from .base import Backend, Collected, FaultRecord, Handle, Observation, Rendered
 from .local import EventTail, _descendants
 

@@ -207,7 +207,7 @@ def job_request(requests: dict[str, str], pods: int) -> dict[str, float]:
 
 def quota_fit(c: Cluster, lq: dict, total: dict[str, float], managed: bool = False) -> str:
     """managed: this machine's native cluster, whose ClusterQueue the campaign's own setup sizes to the
-    config's job before the first run (clusters/k8s/setup.py): a shortfall there is not the user's to fix."""
+    config's job before the first run (backends/k8s/local_setup.py): a shortfall there is not the user's to fix."""
     name = (lq.get("spec") or {}).get("clusterQueue")
     cq, status, msg = c.read("clusterqueue", name)
     if status in (401, 403):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 SHELLS = ("bash", "zsh", "tcsh")
 # Options and positionals that name a path: the shell offers files, or directories, for them.
@@ -44,9 +44,8 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     return shtab.complete(parser, shell=shell)
 
 
-def cmd_completion(args) -> int:
-    from .parser import build_parser  # here, not at the top: parser.py imports this module
-
+def cmd_completion(args, build_parser: Callable[[], argparse.ArgumentParser]) -> int:
+    """build_parser: poc's parser, passed in by parser.py (which imports this module)."""
     text = script(build_parser(), args.shell)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0

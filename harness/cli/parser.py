@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 
 from .. import __version__
 from .campaign_cmds import cmd_cleanup, cmd_list, cmd_logs, cmd_status
@@ -188,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     co = _sub(sub, "completion", "print a shell completion script for poc's commands and options",
               "poc completion bash > ~/.local/share/bash-completion/completions/poc", description=INSTALL)
     co.add_argument("shell", choices=SHELLS, metavar="SHELL", help="one of " + ", ".join(SHELLS))
-    co.set_defaults(func=cmd_completion)
+    co.set_defaults(func=functools.partial(cmd_completion, build_parser=build_parser))
     return p
 
 

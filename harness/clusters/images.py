@@ -302,11 +302,3 @@ def prune_stale_images() -> list[str]:
 
 ENSURE: dict[str, Callable[..., str]] = {"base": ensure_base, "worker": ensure_worker_image,
                                         "slurm": ensure_slurm_image, "mariadb": ensure_mariadb_image}
-
-
-if __name__ == "__main__":   # python -m harness.clusters.images [what] [--release R]
-    import sys
-
-    from harness.clusters import run_as_poc
-
-    raise SystemExit(run_as_poc(["images", *sys.argv[1:]]))

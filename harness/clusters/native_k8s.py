@@ -23,7 +23,7 @@ adds the fake GPUs and GPU taint (``k8s/gpu_shape.py``) and the restricted user 
 
 State lives in ``$POC_STATE_DIR/k8s-native`` (default ``~/.local/state/k8s-slurm-poc``); logs in
 ``<state>/logs/<name>.log``. Must run as root (containerd, mounts, network devices, cgroups).
-``python -m harness.clusters.native_k8s up|down|status`` is ``poc cluster … --k8s --provider native``.
+`poc cluster up|down|status --k8s --provider native` drives it.
 """
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ import dataclasses
 import fcntl
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -50,6 +49,7 @@ from harness.clusters.k8s import (
     readiness,
     teardown,
     tenant,
+    upgrade,
 )
 from harness.clusters.k8s.layout import (
     APISERVER_PORT,
@@ -96,7 +96,7 @@ __all__ = [
     "BRIDGE_PREFIX", "BUSYBOX_IMAGE", "CGROUP_PARENT", "DNS_LINK", "IPTABLES_CHAIN", "NODE_MONITOR_GRACE_PERIOD",
     "PAUSE_IMAGE", "TOLERATION_SECONDS", "ClusterInfo", "ComponentStatus", "Layout", "NativeK8s", "builds",
     "describe", "down", "ensure_busybox_image", "ensure_pause_image", "import_image", "info", "is_up", "load_state",
-    "memory_mib", "prune_images", "start_kubelet", "state_root", "status", "stop_kubelet", "up",
+    "memory_mib", "prune_images", "restore_pinned", "start_kubelet", "state_root", "status", "stop_kubelet", "up",
 ]
 
 # Components `up` restarts in place when they died (or were killed by a fault injection) while
@@ -395,6 +395,20 @@ def down(state_dir: str | Path | None = None) -> dict:
         return teardown.down_layout(L)
 
 
+def restore_pinned(state_dir: str | Path | None = None, nodes: int | None = None, say: Say | None = None) -> dict:
+    """The cluster at its pinned releases again after an upgrade drill: a new cluster when anything
+    was upgraded (stored state is not downgraded), made as `up` makes it (the restricted tenant, fake
+    GPUs and audit policy come back with it)."""
+    L = Layout(state_root(state_dir))
+    n = nodes or len(load_state(L).get("nodes", [])) or 3
+    if is_up(state_dir) and upgrade.at_pinned_versions(L):
+        return {"recreated": False}
+    t0 = time.monotonic()
+    down(state_dir)
+    up(nodes=n, state_dir=state_dir, say=say)
+    return {"recreated": True, "seconds": round(time.monotonic() - t0, 1)}
+
+
 def describe() -> dict:
     """Versions and settings, without starting anything (for reports)."""
     return {"versions": {b.component: b.version for b in builds.ALL}}
@@ -419,9 +433,3 @@ class NativeK8s:
 
     def is_up(self) -> bool:
         return is_up(self.state_dir)
-
-
-if __name__ == "__main__":
-    from harness.clusters import run_as_poc
-
-    raise SystemExit(run_as_poc(sys.argv[1:], "--k8s", "--provider", "native"))

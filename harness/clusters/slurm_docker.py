@@ -21,7 +21,7 @@ Public API (``SlurmDocker`` puts it behind the LocalCluster interface of ``base.
 
 The compose subset lives in ``slurm/compose.py``, the secrets in ``slurm/secrets.py``, slurmrestd's
 port, probe and tokens in ``slurm/restd.py``.
-``python -m harness.clusters.slurm_docker up|down|status`` is ``poc cluster … --slurm``.
+`poc cluster up|down|status --slurm` drives it.
 
 State dir: ``$POC_STATE_DIR/slurm`` (default ``~/.local/state/k8s-slurm-poc/slurm``) holds the secrets
 (munge key, JWT key, DB password, SSH keys; mode 0600, never printed), ``ssh.json`` (what the harness's
@@ -33,37 +33,30 @@ import json
 import os
 import re
 import socket
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import data
 from harness.clusters import images
 from harness.clusters.base import ComponentStatus, Say
 from harness.clusters.images import run
 from harness.clusters.slurm import accounts, compose, restd
 from harness.clusters.slurm.compose import run_argv
+from harness.clusters.slurm.layout import COMPOSE_FILE, state_dir
 from harness.clusters.slurm.secrets import ensure_secrets
 from harness.errors import ClusterError
 from harness.fsutil import atomic_write, atomic_write_json
-from harness.paths import SLURM_CLUSTER, cluster_state_dir
+from harness.paths import SLURM_CLUSTER
 
-COMPOSE_FILE = data.path("docker-compose.yml")
 LABEL = "k8s-slurm-poc.cluster=slurm"
 LOGIN_CONTAINER = "poc-slurm-login"
 CTLD_CONTAINER = "poc-slurm-slurmctld"
 COMPUTE_NODES = ("c1", "c2", "c3")
 SSH_USER = "poc"
 SHARED_DIR = "/shared"
-__all__ = ["ensure_secrets", "run", "run_argv"]   # re-exported for callers of this module
-
-
-def state_dir(base: str | os.PathLike | None = None) -> Path:
-    """``<base or $POC_STATE_DIR>/slurm``."""
-    return cluster_state_dir(SLURM_CLUSTER, base)
+__all__ = ["COMPOSE_FILE", "ensure_secrets", "run", "run_argv", "state_dir"]   # re-exported for callers of this module
 
 
 @dataclass(frozen=True)
@@ -392,9 +385,3 @@ class SlurmDocker:
 
     def is_up(self) -> bool:
         return is_up(self.state_dir)
-
-
-if __name__ == "__main__":
-    from harness.clusters import run_as_poc
-
-    raise SystemExit(run_as_poc(sys.argv[1:], "--slurm"))

@@ -418,5 +418,5 @@ class K8sDrill:
     def restore(self, kind: str) -> dict:
         if not self.native:
             return {}
-        from ..clusters.k8s import upgrade
-        return upgrade.restore(self._state_dir, nodes=len(self._state().get("nodes", [])) or None)
+        from ..clusters import native_k8s
+        return native_k8s.restore_pinned(self._state_dir, nodes=len(self._state().get("nodes", [])) or None)

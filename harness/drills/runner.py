@@ -14,18 +14,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from .. import redact
 from ..backends.base import Handle
+from ..context import RunContext
 from ..errors import BackendError
 from ..spec import JobSpec
 from ..states import JobState
 from .base import PlatformDrill, Step
-
-if TYPE_CHECKING:
-    from ..pipeline import RunContext
-
+from .platforms import platform_drill
 
 LEFTOVER_SETTLE_S = 60.0
 
@@ -81,7 +78,7 @@ class Session:
         self.ctx, self.spec = ctx, spec
         self.kind = spec.scenario.split(":", 1)[1]
         self.cfg = ctx.cfg.drills
-        self.drill: PlatformDrill = ctx.backend.drill(self.cfg)
+        self.drill: PlatformDrill = platform_drill(ctx.backend, self.cfg)
         self.follower: Handle | None = None
         self.started = False
         self._cancelled = False

@@ -22,35 +22,12 @@ Edges:
 """
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime
-
-from ..timing import Stamp
+from ..timing import Stamp, docker_time
 
 DOCKER_RES_S = 1e-9
 # A thread blocked in waitpid() wakes within this of the child's exit on an unloaded machine; the
 # exit instant is taken to lie in [seen - WAIT_WAKE_S, seen].
 WAIT_WAKE_S = 0.005
-_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
-
-
-def docker_time(text: str | None) -> float | None:
-    """dockerd's RFC 3339 time (nanoseconds) -> epoch seconds; None for Go's zero time or junk.
-
-    Parsed by hand: datetime keeps microseconds only, and the nanoseconds are added back here."""
-    if not text:
-        return None
-    m = _RFC3339.match(text.strip())
-    if not m:
-        return None
-    whole, frac, zone = m.groups()
-    if whole.startswith("0001-"):
-        return None     # Go's zero time: the container never started / has not finished
-    tz = UTC if zone == "Z" else datetime.strptime(zone.replace(":", ""), "%z").tzinfo
-    base = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=tz).timestamp()
-    return base + (int(frac.ljust(9, "0")) / 1e9 if frac else 0.0)
-
-
 def _check(checks: list, what: str, ok: bool, detail: str) -> None:
     checks.append({"what": what, "ok": bool(ok), "detail": detail})
 

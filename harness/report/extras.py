@@ -74,7 +74,7 @@ class Extras:
 
 
 def written(w: dict) -> tuple:
-    """harness.ux.footprint.written's totals: job_files, job_lines, ... and per file its role; a record
+    """harness.footprint.written's totals: job_files, job_lines, ... and per file its role; a record
     shaped as the plan first had it ({"files": n, "lines": n, "objects": n}) reads too."""
     job = tuple((k, _count(w.get(f"job_{k}", w.get(k)))) for k in WRITTEN)
     per = w.get("files") if isinstance(w.get("files"), dict) else {}

@@ -13,7 +13,7 @@ Faults:
   container's main process (sh) exits with 137 and the kubelet restarts the container.
 - lose_node: the backend's node-loss machinery (backends/k8s/faults.py) on the node of one ready
   replica, and only on a node where a running pod of this Deployment is: on the native cluster a
-  power loss (clusters/k8s/power.py, noted in the backend's ledger first so a crashed campaign's
+  power loss (clusters/native_power.py, noted in the backend's ledger first so a crashed campaign's
   node comes back at the next preflight); elsewhere a cordon plus deletion of this Deployment's pods
   there, the cordon named with its mark on the training run's handle and journalled first, so
   `poc cleanup` or --resume uncordons it after a crash. restore() undoes it with faults.restore

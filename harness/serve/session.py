@@ -21,17 +21,15 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from .. import redact
 from ..backends.base import Handle
+from ..context import RunContext
 from ..errors import BackendError
 from ..spec import JobSpec
 from . import load
 from .base import PREDICT, PlatformServe
-
-if TYPE_CHECKING:
-    from ..pipeline import RunContext
+from .platforms import platform_serve
 
 INFO_POLL_S = 0.25
 FAULTS = ("kill_server", "node_loss")
@@ -83,7 +81,7 @@ class Session:
 
     # --- hooks -------------------------------------------------------------------------------
     def open(self) -> None:
-        self.platform = self.ctx.backend.serving(self.cfg)
+        self.platform = platform_serve(self.ctx.backend, self.cfg)
         self.evidence["platform_name"] = self.platform.platform
 
     def run(self, train: Handle) -> None:

@@ -12,13 +12,13 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from .. import redact
+from .. import footprint, redact
 from ..afterrun import audit_run, cleanup_run
 from ..backends.base import Backend, Handle
 from ..config import Config
 from ..errors import PocError
 from ..spec import build
-from . import clear, footprint, mistakes
+from . import clear, mistakes
 
 BackendFor = Callable[[str, Config], Backend]    # platform, config -> a backend (factory.make_backend)
 MAX_MESSAGES = 200      # a looping container error repeats: the first sightings are what count

@@ -14,6 +14,7 @@ from _poc import login, squeue_state, wait_for
 
 from harness.clusters import slurm_docker
 from harness.config_drills import Drills
+from harness.drills.platforms import platform_drill
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 RELEASE = os.environ.get("POC_SLURM_RELEASE", "trixie")
@@ -21,7 +22,7 @@ RELEASE = os.environ.get("POC_SLURM_RELEASE", "trixie")
 
 def test_restart_drill_keeps_the_running_job_and_the_queued_one_starts_after():
     slurm_docker.up(release=RELEASE, timeout=300)
-    drill = backend().drill(Drills(component_timeout_s=60))
+    drill = platform_drill(backend(), Drills(component_timeout_s=60))
     owned, why = drill.owned()
     assert owned, why
     plan = drill.plan("restart")

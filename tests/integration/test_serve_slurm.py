@@ -21,6 +21,7 @@ from harness import spec as specmod
 from harness.backends.slurm.backend import SlurmBackend
 from harness.clusters import slurm_docker
 from harness.serve import load
+from harness.serve.platforms import platform_serve
 from harness.states import JobState
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
@@ -80,7 +81,7 @@ def test_serving_job_discovered_balanced_restarted_and_scaled(cluster, tmp_path)
     t_start = time.monotonic()
     spec, th = train(backend, cfg)
     t_trained = time.monotonic()
-    serve = backend.serving(cfg.serve)
+    serve = platform_serve(backend, cfg.serve)
     try:
         dep = serve.deploy(th, spec)
         job0 = dep["job_id"]
@@ -178,7 +179,7 @@ def test_a_crash_during_the_serving_node_loss_is_undone_by_poc_cleanup(cluster, 
     wait_slurm_nodes_free(("c1", "c2", "c3"))
     backend = SlurmBackend.from_config(cfg)
     spec, th = train(backend, cfg)
-    serve = backend.serving(cfg.serve)
+    serve = platform_serve(backend, cfg.serve)
     node = container = None
     try:
         dep = serve.deploy(th, spec)

@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 from fakes import FIX, ScriptedBackend
 
@@ -22,6 +23,7 @@ from harness import events as ev
 from harness import evidence
 from harness.backends.base import Collected, Observation
 from harness.config import from_mapping
+from harness.drills import platforms
 from harness.drills.base import Step
 from harness.pipeline import campaign
 from harness.states import JobState
@@ -192,7 +194,7 @@ class Scheduler(ScriptedBackend):
         self.scenario = spec.scenario
         return super().render(spec)
 
-    def drill(self, drills):
+    def make_drill(self, drills):
         self.steps_done = []
         kind = self.scenario.split(":", 1)[1]
         return ScriptedDrill(self, kind, owned=not (self.platform == "slurm" and kind == "upgrade"))
@@ -247,8 +249,10 @@ def generate(dest: Path) -> None:
     cfg = from_mapping(CFG)
     with tempfile.TemporaryDirectory() as tmp:
         backends = {p: Scheduler(p) for p in CFG["platforms"]}
-        campaign(cfg, CFG["platforms"], Store(tmp, cfg.campaign), lambda p: backends[p], resume=False, poll_s=0.1,
-                 stamps_fn=lambda platform, raw: evidence.stamps("local", raw))
+        parts = {p: (lambda b, drills: b.make_drill(drills)) for p in CFG["platforms"]}
+        with mock.patch.dict(platforms.PARTS, parts):   # each platform's drill part is the fake scheduler's own
+            campaign(cfg, CFG["platforms"], Store(tmp, cfg.campaign), lambda p: backends[p], resume=False,
+                     poll_s=0.1, stamps_fn=lambda platform, raw: evidence.stamps("local", raw))
         shutil.rmtree(dest, ignore_errors=True)
         shutil.copytree(Path(tmp) / cfg.campaign, dest / cfg.campaign)
 

@@ -92,10 +92,12 @@ def test_a_cluster_action_needs_a_cluster_and_errors_go_through_the_cli(capsys):
     assert "ERROR say which cluster: --slurm, --k8s or both" in err and "TIP " in err
 
 
-def test_module_entry_points_are_the_cli(tmp_path):
-    """`python -m harness.clusters.native_k8s status` is `poc cluster status --k8s --provider native`."""
+def test_a_cluster_module_returns_what_the_cli_prints_and_prints_nothing(tmp_path, capsys):
+    """The cluster modules are a library below the CLI: status is data, `poc cluster status` prints it."""
+    assert NativeK8s(state_dir=tmp_path).status() == [] and not NativeK8s(state_dir=tmp_path).is_up()
+    assert capsys.readouterr() == ("", "")
     env = dict(os.environ, POC_STATE_DIR=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-m", "harness.clusters.native_k8s", "status"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "status", "--k8s", "--provider", "native"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["k8s:", "  (nothing running)"]

@@ -14,7 +14,9 @@ from fakes import ScriptedBackend, SimClock
 from harness import evidence
 from harness.backends.base import Observation
 from harness.config import from_mapping
+from harness.drills import platforms
 from harness.drills.base import Step
+from harness.drills.platforms import platform_drill
 from harness.errors import BackendError
 from harness.pipeline import campaign
 from harness.rederive import check
@@ -105,7 +107,7 @@ class DrilledScheduler(ScriptedBackend):
     def _kill(self):
         self.killed = True
 
-    def drill(self, drills):
+    def make_drill(self, drills):
         return self.fake
 
     def audit_evidence(self, handle):
@@ -155,6 +157,12 @@ class DrilledScheduler(ScriptedBackend):
             for p in c.raw["processes"]:
                 p["spawn_before"] = p["spawn_after"] = self.main_end + 0.4
         return c
+
+
+@pytest.fixture(autouse=True)
+def scripted_drill_part(monkeypatch):
+    """The scripted scheduler's drill part, registered for its platform as the real ones are."""
+    monkeypatch.setitem(platforms.PARTS, DrilledScheduler.platform, lambda backend, drills: backend.make_drill(drills))
 
 
 CFG = {"platforms": ["slurm"], "repetitions": 0, "faults": [], "workload": {"steps": 2},
@@ -221,6 +229,7 @@ def test_a_cluster_not_known_to_be_the_users_is_refused_before_anything_is_submi
     assert backend.submitted == [] and backend.fake.calls == []
 
 
-def test_the_default_backend_has_no_drill():
-    with pytest.raises(BackendError, match="no upgrade drill"):
-        ScriptedBackend().drill(None)
+def test_a_platform_without_a_drill_part_is_refused_with_a_tip():
+    with pytest.raises(BackendError, match="no upgrade drill on local") as exc:
+        platform_drill(ScriptedBackend(), None)
+    assert exc.value.tip == "drills run on the k8s and slurm platforms"

@@ -13,10 +13,10 @@ import pytest
 from harness import evidence
 from harness.backends.container import ContainerBackend, _trim_env, job_names, render_containers
 from harness.config import from_mapping
-from harness.evidence.local import docker_time, stamps
+from harness.evidence.local import stamps
 from harness.render.local import workload_script
 from harness.spec import build
-from harness.timing import Span
+from harness.timing import Span, docker_time
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "local-evidence"
 

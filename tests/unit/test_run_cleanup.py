@@ -14,8 +14,9 @@ from harness.backends.k8s import cleanup as kc
 from harness.backends.k8s.backend import KubernetesBackend
 from harness.backends.slurm import SlurmBackend, guard
 from harness.backends.slurm.guard import run_dir_to_remove
+from harness.context import RunContext
 from harness.errors import BackendError
-from harness.pipeline import RunContext, execute
+from harness.pipeline import execute
 from harness.render import cleanup as rc
 from harness.spec import build
 from harness.store import Store

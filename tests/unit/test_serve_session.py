@@ -23,7 +23,9 @@ from harness.config import from_mapping
 from harness.errors import BackendError
 from harness.pipeline import campaign
 from harness.rederive import check
+from harness.serve import platforms
 from harness.serve import session as ss
+from harness.serve.platforms import platform_serve
 from harness.spec import run_plan
 from harness.store import Store
 
@@ -137,7 +139,7 @@ class ServingScheduler(ScriptedBackend):
         super().__init__()
         self.serve = serve
 
-    def serving(self, cfg):
+    def make_serve(self, cfg):
         return self.serve
 
 
@@ -155,6 +157,12 @@ CFG = {"platforms": ["slurm"], "repetitions": 0, "faults": [], "workload": {"ste
        "serve": {"enabled": True, "clients": 2, "phase_s": 1.5, "fault_phase_s": 30, "fault_after_s": 1,
                  "settle_s": 1,
                  "ready_timeout_s": 60, "scale_timeout_s": 60, "rows": 2}}
+
+
+@pytest.fixture(autouse=True)
+def fake_slurm_part(monkeypatch):
+    """The session asks the platform registry for its part: here Slurm's is the fake scheduler's own."""
+    monkeypatch.setitem(platforms.PARTS, ServingScheduler.platform, lambda b, serve: b.make_serve(serve))
 
 
 def _run(tmp_path, backend, cfg=CFG):
@@ -209,7 +217,8 @@ def test_a_serving_run_measures_every_phase_and_rederives(tmp_path, ckpt):
     assert res.findings == []
 
 
-def test_a_platform_without_serving_is_refused_before_anything_is_submitted(tmp_path):
+def test_a_platform_without_serving_is_refused_before_anything_is_submitted(tmp_path, monkeypatch):
+    monkeypatch.delitem(platforms.PARTS, "slurm")
     class NoServe(ScriptedBackend):
         platform = "slurm"
 
@@ -254,9 +263,10 @@ def test_no_server_is_left_running(ckpt):
     assert os.path.exists(SERVE)
 
 
-def test_the_default_backend_has_no_serving():
-    with pytest.raises(BackendError, match="no serving scenario"):
-        ScriptedBackend().serving(None)
+def test_a_platform_without_a_serving_part_is_refused_with_a_tip():
+    with pytest.raises(BackendError, match="no serving scenario on local") as exc:
+        platform_serve(ScriptedBackend(), None)
+    assert exc.value.tip == "the serving scenario runs on the k8s and slurm platforms"
 
 
 def test_node_loss_needs_the_destructive_opt_in():

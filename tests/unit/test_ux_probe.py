@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import config, evidence
+from harness import config, evidence, footprint
 from harness.backends.base import Backend, Collected, Handle, Observation, Rendered
 from harness.config_ux import MISTAKES
 from harness.errors import BackendError, ConfigError
@@ -17,7 +17,7 @@ from harness.metrics.common import normalise
 from harness.metrics.timing import first_log
 from harness.states import JobState
 from harness.store import Store, load_events, load_raw
-from harness.ux import clear, footprint, mistakes, probe
+from harness.ux import clear, mistakes, probe
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -18,6 +18,7 @@ from _poc import login, squeue_state, wait_for
 
 from harness.clusters import slurm_docker
 from harness.config_drills import Drills
+from harness.drills.platforms import platform_drill
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.upgrade]
 
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.upgrade]
 def test_upgrade_drill_carries_the_running_job_and_the_accounting_over():
     info = slurm_docker.up(release="trixie", timeout=300)
     assert info.slurm_version.startswith("24.11"), info.slurm_version
-    drill = backend().drill(Drills(component_timeout_s=180))
+    drill = platform_drill(backend(), Drills(component_timeout_s=180))
     assert drill.owned()[0]
     t0 = time.time()
     prepared = drill.prepare("upgrade")

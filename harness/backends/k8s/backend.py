@@ -93,7 +93,7 @@ class KubernetesBackend(Backend):
         self.checkpoint_root = checkpoint_root
         self.checkpoint_pvc = checkpoint_pvc
         self.local = local_cluster          # the native cluster on this host: setup and node faults allowed
-        self.power = power                  # harness.clusters.k8s.power on the local cluster, else None
+        self.power = power                  # harness.clusters.native_power on the local cluster, else None
         self.setup_spec = setup_spec
         self.queue_jobs = queue_jobs
         self.query_budget = query_budget
@@ -130,7 +130,7 @@ class KubernetesBackend(Backend):
             else str(native_root / "checkpoints")
         power = None
         if local:
-            from ...clusters.k8s import power
+            from ...clusters import native_power as power
         return cls(k, K8sClient(kubeconfig, k.context), image=image, checkpoint_root=ckpt,
                    checkpoint_pvc=k.checkpoint_pvc, local_cluster=local, power=power,
                    setup_spec=build(cfg, "k8s", "k8s-setup", None),
@@ -161,8 +161,8 @@ class KubernetesBackend(Backend):
 
     def setup_local(self) -> dict:
         """The local cluster only: nodes a crashed campaign left powered off come back; then the
-        namespace, Kueue queues and the worker image (see harness/clusters/k8s/setup.py)."""
-        from ...clusters.k8s.setup import setup_local
+        namespace, Kueue queues and the worker image (see local_setup.py)."""
+        from .local_setup import setup_local
         preflight.require_crds(self.client)
         restored = self.restore_lost_nodes()
         report = setup_local(self.client, rj.setup_objects(self.setup_spec, self.cfg, self.queue_jobs),
@@ -344,21 +344,6 @@ class KubernetesBackend(Backend):
         if log.notes:
             rs.log_errors[name] = log.notes[-1]
         return events
-
-    def drill(self, drills):
-        """The upgrade drills' Kubernetes side (harness/drills/k8s.py): the native cluster's own restarts,
-        or, on a user's cluster, owned() and the probes through this backend's kubeconfig."""
-        from ...drills.k8s import K8sDrill
-        return K8sDrill(self, drills)
-
-    def serving(self, serve):
-        """The serving scenario's Kubernetes side (harness/serve/k8s.py): a Deployment and a ClusterIP
-        Service through this backend's client; node loss through this backend's power and ledger."""
-        from ...serve.k8s import K8sServe
-        return K8sServe(self.client, self.cfg, image=self.image, checkpoint_root=self.checkpoint_root,
-                        checkpoint_pvc=self.checkpoint_pvc, local=self.local, power=self.power,
-                        ledger=str(Path(self.checkpoint_root) / LEDGER) if self.power is not None else None,
-                        port=serve.port)
 
     def close(self) -> None:
         """Stop the watches and close the API client (the campaign is done with this platform)."""

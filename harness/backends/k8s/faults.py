@@ -1,6 +1,6 @@
 """Faults on Kubernetes, aimed at the pod that ran a given rank: kill_rank, delete_pod, lose_node.
 
-lose_node on the native cluster is a power loss (harness/clusters/k8s/power.py); elsewhere it is a
+lose_node on the native cluster is a power loss (harness/clusters/native_power.py); elsewhere it is a
 cordon plus eviction of this run's pods on the node. Either way, what the fault changes outside the
 job is written into the handle and persisted (journal) before it happens, and ``restore`` undoes it.
 

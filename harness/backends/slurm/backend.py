@@ -406,15 +406,3 @@ class SlurmBackend(Backend):
         if not guard.remove_run_dir(self.t, path, owner):
             return {"removed": [], "kept": [path], "reason": "its owner mark is not this campaign's"}
         return {"removed": [path], "kept": []}
-
-    def drill(self, drills):
-        """The upgrade drills' Slurm side (harness/drills/slurm.py)."""
-        from ...drills.slurm import SlurmDrill
-
-        return SlurmDrill(self, drills)
-
-    def serving(self, serve):
-        """The serving scenario's Slurm side (harness/serve/slurm.py): batch jobs, discovery, the harness's balancer."""
-        from ...serve.slurm import SlurmServe
-
-        return SlurmServe(self, serve)

@@ -10,7 +10,7 @@ device exists: pods see no /dev/nvidia*, and the workload is told its GPUs are s
 
 The kubelet keeps an extended resource it did not set, but a node restarted from scratch may
 come back without it: ``apply`` is idempotent and runs on every ``up`` and after a node is powered
-back on (``power.power_on``).
+back on (``harness.clusters.native_power.power_on``).
 """
 from __future__ import annotations
 

@@ -137,19 +137,3 @@ def at_pinned_versions(L: Layout) -> bool:
         if v != want:
             return False
     return not load_state(L).get("upgraded")
-
-
-def restore(state_dir=None, nodes: int | None = None, say=None) -> dict:
-    """The cluster at its pinned releases again: a new cluster when anything was upgraded (stored
-    state is not downgraded), made the way `poc cluster up --k8s --provider native` makes it
-    (native_k8s.up: the restricted tenant, fake GPUs and audit policy come back with it)."""
-    from harness.clusters import native_k8s as nk  # native_k8s imports this package: import late
-
-    L = Layout(nk.state_root(state_dir))
-    n = nodes or len(load_state(L).get("nodes", [])) or 3
-    if nk.is_up(state_dir) and at_pinned_versions(L):
-        return {"recreated": False}
-    t0 = time.monotonic()
-    nk.down(state_dir)
-    nk.up(nodes=n, state_dir=state_dir, say=say)
-    return {"recreated": True, "seconds": round(time.monotonic() - t0, 1)}

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.clusters import images
+from harness.clusters.slurm import compose, layout
 from harness.errors import ClusterError
 from harness.fsutil import atomic_write_json
 from harness.paths import cache_dir
@@ -216,22 +217,17 @@ def install_argv(container: str) -> list[str]:
 
 def _compose_doc(state_dir=None) -> dict:
     """The cluster's compose document as `up` last rendered it (compose.env in the state dir)."""
-    from harness.clusters import slurm_docker as sd
-    from harness.clusters.slurm import compose
-
-    path = sd.state_dir(state_dir) / "compose.env"
+    path = layout.state_dir(state_dir) / "compose.env"
     try:
         env = dict(ln.split("=", 1) for ln in path.read_text().splitlines() if "=" in ln)
     except FileNotFoundError as exc:
         raise ClusterError(f"{path} does not exist", tip="run `poc cluster up --slurm` first") from exc
-    return compose.load_compose(env, sd.COMPOSE_FILE)
+    return compose.load_compose(env, layout.COMPOSE_FILE)
 
 
 def service_run_argv(service: str, image: str, state_dir=None) -> list[str]:
     """The `docker run` argv of one of the cluster's services (same name, network alias, volumes,
     secrets, labels) with another image: how slurmdbd and slurmctld come back at the newer release."""
-    from harness.clusters.slurm import compose
-
     doc = _compose_doc(state_dir)
     svc = dict(doc["services"][service], image=image)
     return compose.run_argv(service, svc, doc)
@@ -242,7 +238,5 @@ def state_volumes() -> list[str]:
     StateSaveLocation): what a downgrade must start afresh. The shared file system is kept."""
     import yaml
 
-    from harness.clusters import slurm_docker as sd
-
-    vols = (yaml.safe_load(sd.COMPOSE_FILE.read_text()).get("volumes") or {})
+    vols = (yaml.safe_load(layout.COMPOSE_FILE.read_text()).get("volumes") or {})
     return [vols[k]["name"] for k in ("mysql", "ctld-state")]

@@ -16,8 +16,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from ...errors import ClusterError, CommandError
-from ...fsutil import atomic_write_json
+from ..errors import ClusterError, CommandError
+from ..fsutil import atomic_write_json
+from . import native_k8s
+from .k8s import gpu_shape, host
+from .k8s.layout import Layout, state_root
 
 
 class Ledger:
@@ -47,13 +50,11 @@ class Ledger:
 
 
 def bridge_of(node: str) -> str:
-    from .. import native_k8s
     return f"{native_k8s.BRIDGE_PREFIX}{list(native_k8s.info().nodes).index(node) + 1}"
 
 
 def native_nodes() -> list[str]:
     """The native cluster's nodes on this host; [] when there is none."""
-    from .. import native_k8s
     try:
         return list(native_k8s.info().nodes)
     except Exception:  # noqa: BLE001 - no native cluster here: no node of it can be powered off
@@ -62,8 +63,6 @@ def native_nodes() -> list[str]:
 
 def power_off(node: str, link: str, runner=subprocess.run) -> dict:
     """Cut the node's network, kill its kubelet and its pods' processes. Returns what it did."""
-    from .. import native_k8s
-    from . import host
     p = runner(["ip", "link", "set", link, "down"], capture_output=True, text=True, timeout=30, check=False)
     if p.returncode != 0:
         raise ClusterError(f"ip link set {link} down failed: {p.stderr.strip()}", tip="run as root")
@@ -76,9 +75,6 @@ def power_off(node: str, link: str, runner=subprocess.run) -> dict:
 def power_on(nodes: list[str], links: list[str], runner=subprocess.run) -> None:
     """Links up, kubelets started, fake GPUs and the GPU taint back; idempotent (a node that is up
     stays as it is)."""
-    from .. import native_k8s
-    from . import gpu_shape
-    from .layout import Layout, state_root
     for link in links:
         runner(["ip", "link", "set", link, "up"], capture_output=True, timeout=30, check=False)
     for node in nodes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from ...clusters import images, native_k8s
 from ...errors import BackendError
 from ...render import jobset as rj
 
@@ -30,7 +31,6 @@ def setup_local(client, objects: list[dict], namespace: str, *, import_image: bo
             break
         sleep(0.5)
     if import_image:
-        from .. import images, native_k8s
         t0 = clock()
         try:
             ref = images.ensure_worker_image()
@@ -38,7 +38,7 @@ def setup_local(client, objects: list[dict], namespace: str, *, import_image: bo
         except Exception as exc:  # noqa: BLE001 - ClusterError, CommandError: reported with the tip below
             raise BackendError(f"the worker image could not be put on the local cluster's nodes: "
                                f"{getattr(exc, 'message', exc)}",
-                               tip="python -m harness.clusters.images worker; then retry") from None
+                               tip="poc cluster images worker; then retry") from None
         report["image_s"] = round(clock() - t0, 1)
     return report
 
