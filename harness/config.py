@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from . import capabilities as cap
 from . import config_yaml, imageref
 from .config_clusters import (  # noqa: F401
     _ENV_NAME,
@@ -27,23 +28,15 @@ from .config_clusters import (  # noqa: F401
     _image_reference,
     _Model,
 )
-from .config_drills import DRILL_PLATFORMS, Drills
-from .config_serve import SERVE_PLATFORMS, Serve
-from .config_ux import UX_PLATFORMS, Ux
+from .config_drills import Drills
+from .config_serve import Serve
+from .config_ux import Ux
 from .errors import ConfigError
 
-PLATFORMS = ("local", "slurm", "k8s")
+PLATFORMS = cap.PLATFORMS
 PLATFORM_ALIASES = {"kubernetes": "k8s", "kube": "k8s", "k8s": "k8s", "slurm": "slurm", "local": "local"}
-FAULT_PLATFORMS = {
-    "kill_rank": {"local", "slurm", "k8s"},
-    "delete_pod": {"k8s"},
-    "lose_node": {"slurm", "k8s"},
-    "requeue": {"slurm"},
-}
 # faults that change the cluster, not only the run's own processes
 DESTRUCTIVE_FAULTS = frozenset({"lose_node"})
-# Contention needs a scheduler that makes a job wait; the local baseline has none.
-CONTENTION_PLATFORMS = {"slurm", "k8s"}
 _SIZE = re.compile(r"^\s*\d+\s*[KMGkmg]?(i?B)?\s*$")
 # Conservative: what Slurm, Kubernetes labels and file names all accept.
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
@@ -266,11 +259,11 @@ class Config(_Model):
             raise ValueError("GPUs were asked for (resources.gpus_per_node > 0) but workload.backend is gloo; "
                              "use auto or nccl, or set workload.simulated_gpus: true on clusters without GPUs")
         destructive = [f.kind for f in self.faults if f.kind in DESTRUCTIVE_FAULTS
-                       and FAULT_PLATFORMS[f.kind] & set(self.platforms)]
+                       and cap.fault_platforms(f.kind) & set(self.platforms)]
         if destructive and not self.allow_destructive_faults:
             raise ValueError(f"fault {destructive[0]} takes a node away from the cluster; set "
                              "allow_destructive_faults: true to allow it (it only touches nodes the run holds)")
-        if self.serve.enabled and "node_loss" in self.serve.faults and SERVE_PLATFORMS & set(self.platforms) \
+        if self.serve.enabled and "node_loss" in self.serve.faults and cap.SCENARIOS["serve"] & set(self.platforms) \
                 and not self.allow_destructive_faults:
             raise ValueError("the serving scenario's node_loss fault takes a node away from the cluster; set "
                              "allow_destructive_faults: true to allow it (it only touches nodes the run holds), "
@@ -286,19 +279,34 @@ class Config(_Model):
         return self
 
     def contention_runs(self, platform: str) -> int:
-        return self.contention.runs if self.contention and platform in CONTENTION_PLATFORMS else 0
+        return self.contention.runs if self.contention and cap.runs("contention", platform) else 0
 
     def mistakes_for(self, platform: str) -> list[str]:
-        return list(self.ux.mistakes) if platform in UX_PLATFORMS else []
+        return list(self.ux.mistakes) if cap.runs("ux", platform) else []
 
     def drills_for(self, platform: str) -> list[str]:
-        return list(self.drills.kinds) if platform in DRILL_PLATFORMS else []
+        return list(self.drills.kinds) if cap.runs("drills", platform) else []
 
     def serve_for(self, platform: str) -> bool:
-        return self.serve.enabled and platform in SERVE_PLATFORMS
+        return self.serve.enabled and cap.runs("serve", platform)
+
+    def slurm_shell(self) -> bool:
+        """Whether Slurm's commands reach a login node's shell: not through slurmrestd with a mounted run directory."""
+        return not (self.slurm.transport == "rest" and self.slurm.rest.files == "mount")
 
     def faults_for(self, platform: str) -> list[Fault]:
-        return [f for f in self.faults if platform in FAULT_PLATFORMS[f.kind]]
+        """The configured faults ``platform``'s backend injects, in config order."""
+        can = cap.faults(platform, shell=self.slurm_shell())
+        return [f for f in self.faults if f.kind in can]
+
+    def faults_left_out(self, platform: str) -> list[str]:
+        """Why each configured fault that ``platform`` injects elsewhere is not planned here: a
+        transport that lacks what the fault needs (a platform that never injects a kind is not listed)."""
+        if platform != "slurm" or self.slurm_shell():
+            return []
+        kinds = sorted({f.kind for f in self.faults} & cap.SLURM_SHELL_FAULTS)
+        return [f"{k}: slurm.transport rest with rest.files mount gives no login-node shell for srun/scontrol"
+                for k in kinds]
 
     def config_hash(self) -> str:
         """Identity of what was measured: excludes connection details, which do not change the job."""

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from . import capabilities as cap
 from .config_clusters import _Model
 
 KINDS = ("restart", "upgrade")
-DRILL_PLATFORMS = {"slurm", "k8s"}    # the local baseline has no scheduler to restart
 
 
 class Drills(_Model):
@@ -43,8 +43,8 @@ class Drills(_Model):
     @classmethod
     def _commands(cls, v: dict) -> dict:
         for plat, kinds in v.items():
-            if plat not in DRILL_PLATFORMS:
-                raise ValueError(f"commands.{plat}: drills are for {', '.join(sorted(DRILL_PLATFORMS))}")
+            if not cap.runs("drills", plat):
+                raise ValueError(f"commands.{plat}: drills are for {', '.join(sorted(cap.SCENARIOS['drills']))}")
             for kind, steps in (kinds or {}).items():
                 if kind not in KINDS:
                     raise ValueError(f"commands.{plat}.{kind}: choose from {', '.join(KINDS)}")

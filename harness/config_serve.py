@@ -10,7 +10,6 @@ from pydantic import Field, field_validator
 
 from .config_clusters import _Model
 
-SERVE_PLATFORMS = {"slurm", "k8s"}    # the local baseline has no scheduler to host a service
 FAULTS = ("kill_server", "node_loss")
 
 

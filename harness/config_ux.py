@@ -11,7 +11,6 @@ from .config_clusters import _Model
 
 # the mistakes users make most (issue 12), in the order the report lists them
 MISTAKES = ("impossible_resources", "missing_image", "wrong_queue", "entrypoint_typo", "missing_checkpoint_volume")
-UX_PLATFORMS = {"slurm", "k8s"}      # the local baseline has no scheduler to make the mistakes with
 # kubernetes keys a probe may override: who submits and where, not what the job is
 UX_K8S_KEYS = {"kubeconfig", "context", "namespace", "local_queue", "pod", "checkpoint_host_path",
                "checkpoint_pvc", "image", "image_pull_policy", "audit_log"}

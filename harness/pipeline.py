@@ -75,6 +75,11 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     drill: DrillSession | None = None
     serve: ServeSession | None = None
     try:
+        if spec.fault is not None and spec.fault.kind not in backend.supported_faults():
+            with stages.stage("plan"):   # the plan reads capabilities.py: a backend that disagrees says so
+                raise BackendError(f"the {spec.platform} backend cannot inject {spec.fault.kind} "
+                                   f"(it injects: {', '.join(sorted(backend.supported_faults())) or 'nothing'})",
+                                   tip="see harness/capabilities.py for what each platform injects")
         with stages.stage("render"):
             rendered = backend.render(spec)
             files.update({f"rendered/{k}": v for k, v in rendered.files.items()})
@@ -369,8 +374,6 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                     from .backends.factory import make_backend as make_probe_backend
                 emit(probe.run(cfg, slot.platform, run_id, scenario.split(":", 1)[1], store, make_probe_backend,
                                clock=clock, sleep=sleep, progress=progress))
-                continue
-            if fault is not None and fault.kind not in ctx.backend.supported_faults():
                 continue
             spec = replace(build(cfg, slot.platform, run_id, fault, scenario), owner=store.token)
             emit(execute(ctx, spec, order=slot.to_json(cfg.seed, cfg.order)))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import capabilities as cap
 from ..config import DESTRUCTIVE_FAULTS
 from ..errors import BackendError
 from ..spec import JobSpec
@@ -182,7 +183,9 @@ class Backend(abc.ABC):
         return {}
 
     def supported_faults(self) -> set[str]:
-        return set()
+        """The faults this backend injects: its platform's row of capabilities.FAULTS (Slurm: narrowed by
+        its transport), so config validation, the run plan and the backend agree."""
+        return set(cap.faults(self.platform))
 
     def cluster_identity(self) -> dict | None:
         """The cluster this backend reaches (backends/identity.py), recorded in every handle it makes so

@@ -209,9 +209,6 @@ class LocalBackend(Backend):
             out[h.run_id] = Observation(state=state, events=new, times=times, native_state=why)
         return out
 
-    def supported_faults(self) -> set[str]:
-        return {"kill_rank"}
-
     def inject(self, handle: Handle, kind: str, target_event: dict, journal=None) -> FaultRecord:
         if kind != "kill_rank":
             raise BackendError(f"fault {kind!r} is not available on the local baseline",

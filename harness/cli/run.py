@@ -75,6 +75,9 @@ def run_campaign(args, cfg, out: Out) -> int:
         log.debug("no run count for the progress line", exc_info=True)
     out.info(f"campaign {cfg.campaign} -> {store.root}  platforms: {', '.join(plats)}"
              + (f"  ({out.counter.total} runs)" if out.counter else ""))
+    for plat in plats:
+        for why in cfg.faults_left_out(plat):
+            out.info(f"{plat}: not planned: fault {why}")
     log.info("campaign %s: config hash %s, overrides %s", cfg.campaign, cfg.config_hash(), applied or "none")
 
     def on_record(rec):

@@ -364,9 +364,6 @@ class KubernetesBackend(Backend):
         return dict(getattr(self.client, "calls", None) or {})
 
     # ------------------------------------------------------------------ faults
-    def supported_faults(self) -> set[str]:
-        return {"kill_rank", "delete_pod", "lose_node"}
-
     def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
         require_destructive_allowed(kind, self.allow_destructive_faults, "k8s")
         return faults.inject(self.client, handle, kind, target_event, journal, power=self.power)

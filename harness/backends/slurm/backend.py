@@ -277,7 +277,7 @@ class SlurmBackend(Backend):
         return dict(self.sched.calls)
 
     def supported_faults(self) -> set[str]:
-        return set(getattr(self.sched, "faults", {"kill_rank", "lose_node", "requeue"}))
+        return set(self.sched.faults)   # what the transport allows: capabilities.faults("slurm", shell=...)
 
     def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
         job_id = handle.data["job_id"]

@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ... import capabilities as cap
 from ... import slurm_parse as sp
 from ...config import Slurm
 from ...errors import BackendError, CommandError, ConfigError, SubmitError, TransportError
@@ -227,7 +228,7 @@ class RestScheduler:
         self.calls: Counter = client.calls   # requests, and the commands the files channel and shell ran
         self.files = counting(files, self.calls)
         self.shell = None if shell is None else self.files if shell is files else counting(shell, self.calls)
-        self.faults = {"lose_node"} | ({"kill_rank", "requeue"} if shell is not None else set())
+        self.faults = cap.faults("slurm", shell=shell is not None)
 
     def describe(self) -> dict:
         return {"transport": "rest", **self.c.describe(), "files": self.files.describe()}

@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from typing import Protocol
 
+from ... import capabilities as cap
 from ... import slurm_parse as sp
 from ...errors import CommandError, SubmitError
 from ...transports import Transport
@@ -90,6 +91,7 @@ def counting(t: Transport, calls: Counter) -> Transport:
 class Scheduler(Protocol):
     name: str
     combined_look: bool      # True: squeue runs inside the files channel's event-file command
+    faults: frozenset[str]   # what it can inject (capabilities.faults("slurm", shell=...))
     calls: Counter           # what it asked of the cluster, by command or request kind
 
     def describe(self) -> dict: ...
@@ -116,6 +118,7 @@ class CliScheduler:
     """Slurm's command-line tools through a Transport: what the backend always did."""
     name = "cli"
     combined_look = True
+    faults = cap.faults("slurm")
 
     def __init__(self, t: Transport, calls: Counter | None = None):
         self.calls: Counter = Counter() if calls is None else calls
