@@ -1,6 +1,6 @@
 """`poc run` with no config file, on the project's own clusters, as a new user runs it after
 `poc cluster up`: the built-in config's clean and kill_rank runs are ok on Slurm in Docker and on
-the native Kubernetes cluster (whose GPU-shaped nodes carry the GPU taint); a taint the pods do not
+the native Kubernetes cluster, each run on its own (whose GPU-shaped nodes carry the GPU taint); a taint the pods do not
 tolerate is refused at preflight with ERROR/TIP, before anything is submitted."""
 from __future__ import annotations
 
@@ -28,10 +28,8 @@ def _poc(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedPr
                           cwd=str(cwd))
 
 
-@pytest.fixture(scope="module")
-def clusters(tmp_path_factory):
-    up = _poc("cluster", "up", "--slurm", "--k8s", "--provider", "native", "--quiet",
-              cwd=tmp_path_factory.mktemp("up"), timeout=3600)
+def _up(plat: str, cwd: Path) -> None:
+    up = _poc("cluster", "up", f"--{plat}", "--provider", "native", "--quiet", cwd=cwd, timeout=3600)
     assert up.returncode == 0, up.stderr[-3000:]
 
 
@@ -40,18 +38,21 @@ def _records(results: Path) -> dict[str, dict]:
     return {r["run_id"]: r for r in read_runs(campaign / "runs.jsonl")}
 
 
-def test_the_built_in_config_runs_ok_on_both_local_clusters(clusters, tmp_path):
+# each platform in its own integration lane (scripts/test.sh), side by side
+@pytest.mark.parametrize("plat", [pytest.param("slurm", marks=pytest.mark.slurm),
+                                  pytest.param("k8s", marks=pytest.mark.k8s)])
+def test_the_built_in_config_runs_ok_on_each_local_cluster(plat, tmp_path):
+    _up(plat, tmp_path)
     res = tmp_path / "results"
-    run = _poc("run", "--platform", "slurm", "--platform", "k8s", "--results", str(res), cwd=tmp_path)
+    run = _poc("run", "--platform", plat, "--results", str(res), cwd=tmp_path)
     recs = _records(res)
     summary = {k: (r["status"], (r.get("error") or {}).get("message", "")[:300]) for k, r in recs.items()}
     assert run.returncode == 0, run.stderr[-3000:] + json.dumps(summary, indent=1)
-    assert sorted(recs) == ["k8s-clean-01", "k8s-kill-rank-01", "slurm-clean-01", "slurm-kill-rank-01"]
+    assert sorted(recs) == [f"{plat}-clean-01", f"{plat}-kill-rank-01"]
     assert all(r["status"] == "ok" for r in recs.values()), summary
-    for plat in ("slurm", "k8s"):
-        clean, fault = recs[f"{plat}-clean-01"]["metrics"], recs[f"{plat}-kill-rank-01"]["metrics"]
-        assert clean["startup_s"]["value"] > 0 and clean["step_time_s"]["value"] > 0, plat
-        assert fault["recovery_s"]["value"] > 0, plat           # the fault was injected and recovered from
+    clean, fault = recs[f"{plat}-clean-01"]["metrics"], recs[f"{plat}-kill-rank-01"]["metrics"]
+    assert clean["startup_s"]["value"] > 0 and clean["step_time_s"]["value"] > 0, plat
+    assert fault["recovery_s"]["value"] > 0, plat           # the fault was injected and recovered from
     print({k: (r["metrics"].get("recovery_s") or r["metrics"]["startup_s"])["value"] for k, r in recs.items()})
 
 
@@ -73,7 +74,9 @@ def _set_taints(core, node: str, change) -> None:
     core.patch_node(node, ops)
 
 
-def test_a_taint_the_pods_do_not_tolerate_is_refused_at_preflight_with_nothing_submitted(clusters, tmp_path):
+@pytest.mark.k8s
+def test_a_taint_the_pods_do_not_tolerate_is_refused_at_preflight_with_nothing_submitted(tmp_path):
+    _up("k8s", tmp_path)
     core, custom = _native_core()
     nodes = [n.metadata.name for n in core.list_node().items]
     started = time.time()
