@@ -1,4 +1,4 @@
-"""The upgrade drills' settings (issue 13): restart, or upgrade, the scheduler's components one at a
+"""The upgrade drills' settings: restart, or upgrade, the scheduler's components one at a
 time while a training job runs and a same-shape job waits behind it.
 
 A drill restarts a platform's control plane: it runs only where the harness can tell the cluster is

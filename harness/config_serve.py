@@ -1,4 +1,4 @@
-"""The serving scenario's settings (issue 14): serve the checkpoint a short training run wrote, on
+"""The serving scenario's settings: serve the checkpoint a short training run wrote, on
 each scheduler platform, and measure it under the same bounded closed-loop load.
 
 Every load phase is bounded in count and time (harness/serve/load.py has the hard caps), and it only

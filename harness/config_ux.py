@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from .config_clusters import _Model
 
-# the mistakes users make most (issue 12), in the order the report lists them
+# the mistakes users make most, in the order the report lists them
 MISTAKES = ("impossible_resources", "missing_image", "wrong_queue", "entrypoint_typo", "missing_checkpoint_volume")
 # kubernetes keys a probe may override: who submits and where, not what the job is
 UX_K8S_KEYS = {"kubeconfig", "context", "namespace", "local_queue", "pod", "checkpoint_host_path",

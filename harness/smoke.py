@@ -50,7 +50,7 @@ def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | No
     # version-upgrade drill builds newer releases (minutes to half an hour) and replaces the clusters
     # afterwards: benchmarks/upgrade_drill.py runs it, or drills.kinds in the config
     cfg.drills.kinds = cfg.drills.kinds or list(SMOKE_DRILLS)
-    # the inference probe once per scheduler (issue 14): serve what a short run trained, kill the
+    # the inference probe once per scheduler: serve what a short run trained, kill the
     # server, lose its node, scale out
     cfg.serve.enabled = True
     if tenant and cfg.kubernetes.native and not cfg.ux.kubernetes:

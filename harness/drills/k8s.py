@@ -1,4 +1,4 @@
-"""The Kubernetes side of the upgrade drills (issue 13): the native cluster's components restarted (or
+"""The Kubernetes side of the upgrade drills: the native cluster's components restarted (or
 upgraded one minor release) one at a time, in the order of Kubernetes' version-skew policy: the
 control plane first (kube-apiserver, kube-controller-manager, kube-scheduler), then the Kueue and
 JobSet controllers with their webhooks, then the kubelets one node at a time (a kubelet may lag the

@@ -7,7 +7,7 @@ algbw = bytes / 1e9 / time (nccl-tests src/all_reduce.cu, AllReduceGetBw).
 
 - allreduce_busbw_gbps: busbw at the largest swept size whose result was correct, in-place.
   One size, the same in every run, so runs compare like with like; the peak over sizes (the
-  figure before issue 10) picks whichever noisy size happened to be fastest, and it moved between
+  figure in older campaigns) picks whichever noisy size happened to be fastest, and it moved between
   runs (peak / mean over 4-64 MiB had median 1.17 in the 2026-12-02 campaign).
   In-place, because torch.distributed has no out-of-place all_reduce: "out-of-place" is a copy
   plus the in-place call (as torch's functional all_reduce does), not nccl-tests' out-of-place
@@ -25,8 +25,9 @@ a GPU, the clock on a CPU: no stall) and reports each block's time per iteration
 slowest of the ranks' totals and all blocks of all ranks, hi from the fastest: the range the time
 per iteration moved in during the measurement, not a confidence interval.
 
-Events from before issue 10 carry one in-place figure per size, from the slowest rank's time,
-with no spread: they read as that variant with lo = hi = value and detail.legacy = True.
+Events from older workloads (the 2026-12-02 campaign) carry one in-place figure per size, from the
+slowest rank's time, with no spread: they read as that variant with lo = hi = value and
+detail.legacy = True.
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def sweep_point(e: dict, world: int) -> dict:
     world = e.get("world_size", world)
     nbytes = e["bytes"]
     point = {"bytes": nbytes, "iters": e.get("iters"), "warmup": e.get("warmup"), "legacy": "ip" not in e}
-    if point["legacy"]:   # before issue 10: in-place only, time_s is the slowest rank's, no spread
+    if point["legacy"]:   # an older workload's event: in-place only, time_s is the slowest rank's, no spread
         t = e.get("time_s")
         point["ip"] = _variant(nbytes, {"iters": e.get("iters"), "time_s": t, "time_max_s": t, "time_min_s": t,
                                         "correct": e.get("correct")}, world)

@@ -9,20 +9,20 @@ UNITS = {
     "queue_s": "s", "queue_admission_s": "s", "startup_s": "s", "launch_s": "s", "rendezvous_s": "s",
     "first_step_s": "s", "sweep_s": "s", "allreduce_busbw_gbps": "GB/s", "recovery_s": "s", "lost_steps": "steps",
     "step_time_s": "s", "handover_s": "s", "cost_per_step_usd": "USD", "cost_per_step_steady_usd": "USD",
-    # issue 10: recovery broken down, goodput, cost to release and of recovery
+    # recovery broken down, goodput, cost to release and of recovery
     "resume_s": "s", "recovery_detection_s": "s", "recovery_teardown_s": "s", "recovery_rescheduling_s": "s",
     "recovery_restart_s": "s", "recovery_checkpoint_load_s": "s", "recovery_recompute_s": "s",
     "goodput": "ratio", "cost_run_usd": "USD", "recovery_cost_usd": "USD",
     "allreduce_avg_busbw_gbps": "GB/s",   # nccl-tests' "Avg bus bandwidth" (metrics/bandwidth.py)
-    # issue 12: user experience
+    # user experience
     "first_log_s": "s", "time_to_error_s": "s",
-    # issue 14: the serving scenario (serve/metrics.py); a fault or two-replica phase's figure is keyed
+    # the serving scenario (serve/metrics.py); a fault or two-replica phase's figure is keyed
     # "name:phase" with the same unit
     "serve_ready_s": "s", "serve_latency_p50_s": "s", "serve_latency_p95_s": "s", "serve_latency_p99_s": "s",
     "serve_throughput_rps": "req/s", "serve_availability": "ratio", "serve_failed_requests": "count",
     "serve_degraded_s": "s", "serve_scaleout_s": "s", "serve_scaleout_p50_ratio": "ratio",
     "serve_cost_per_1k_usd": "USD",
-    # issue 13: upgrade drills (metrics/drill.py); yes/no figures are 1/0 so runs can be summed and compared
+    # upgrade drills (metrics/drill.py); yes/no figures are 1/0 so runs can be summed and compared
     "upgrade_job_survived": "yes=1", "upgrade_job_restarts": "count", "upgrade_steps_lost": "steps",
     "upgrade_max_step_gap_s": "s", "upgrade_submit_refused_s": "s", "upgrade_status_refused_s": "s",
     "upgrade_submit_slowest_s": "s", "upgrade_queued_delay_s": "s", "upgrade_leftovers": "count",

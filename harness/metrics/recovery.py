@@ -17,7 +17,7 @@ restart ->rendezvous, checkpoint_load ->loaded, recompute ->caught_up. recovery_
 sum of the phases. A phase whose end has no evidence is null and its time is counted in the next phase
 (whose detail lists it under "includes"); a phase the restart does not have (nothing released or allocated
 inside one allocation) is null with a note: never invented.
-resume_s: fault -> every rank's first step of the new attempt (what recovery_s meant before issue 10).
+resume_s: fault -> every rank's first step of the new attempt (what recovery_s meant in older campaigns).
 lost_steps = (last step completed by every rank before the fault instant) - (checkpoint step resumed from):
 steps a rank finished after the injection, before the kill landed, are not progress the fault destroyed.
 """

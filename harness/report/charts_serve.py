@@ -1,4 +1,4 @@
-"""The serving charts (issue 14): the latency CDF per platform, read back from the HdrHistograms the load
+"""The serving charts: the latency CDF per platform, read back from the HdrHistograms the load
 generator stored, and a timeline of requests per second through each fault and the scale-out."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The upgrade drills' section (issue 13): per drill kind, what each platform's running and queued
+"""The upgrade drills' section: per drill kind, what each platform's running and queued
 jobs went through while its scheduler's components were restarted or upgraded in order.
 
 Read from the stored runs alone: a drill run's record keeps the drill's summary (record["drill"]) and

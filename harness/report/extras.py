@@ -1,4 +1,4 @@
-"""What a run record says about auditing, user experience and user-mistake probes (issue 12), kept per run.
+"""What a run record says about auditing, user experience and user-mistake probes, kept per run.
 
 A campaign's runs mostly share a few audit and UX outcomes, so each run keeps a reference to one
 shared tuple (interned) rather than dicts of its own: 100,000 runs cost a list of references.

@@ -22,8 +22,9 @@ from ..store import SCHEMA_VERSION
 # The phases a timeline chart can show, in the order a run passes them.
 PHASES = ("submitted", "blocker_released", "admitted", "allocated", "launched", "rendezvous", "sweep_done",
           "first_step", "fault", "resumed", "done")
-# Metrics issue 10 adds, with their units, read whenever a record has them: the report does not
-# wait for harness.metrics to list them, and older records without them still read.
+# The newer metrics (recovery phases, goodput, run cost, average busbw, first_log_s) with their units,
+# read whenever a record has them: the report does not wait for harness.metrics to list them, and
+# older records without them still read.
 RECOVERY_PHASES = tuple(f"recovery_{p}_s" for p in ("detection", "teardown", "rescheduling", "restart",
                                                      "checkpoint_load", "recompute"))
 NEWER_UNITS = {**dict.fromkeys(RECOVERY_PHASES, "s"), "resume_s": "s", "goodput": "ratio", "cost_run_usd": "USD",
@@ -95,7 +96,7 @@ class ErrorInfo(msgspec.Struct, gc=False):
 
 
 class AuditAnswer(msgspec.Struct, gc=False):
-    """One of harness.audit's questions as a platform's own records answered it (issue 12)."""
+    """One of harness.audit's questions as a platform's own records answered it."""
     answered: Any = False
     value: Any = None
     source: Any = None
@@ -107,7 +108,7 @@ class Audit(msgspec.Struct, gc=False):
 
 
 class Ux(msgspec.Struct, gc=False):
-    """What a user writes for the job and the calls each stage took (issue 12); counts as the record has them."""
+    """What a user writes for the job and the calls each stage took; counts as the record has them."""
     calls: dict[str, Any] = {}
     written: dict[str, Any] = {}
 

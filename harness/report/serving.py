@@ -1,4 +1,4 @@
-"""The online inference section (issue 14): per platform the serve_* figures with their bounds and the
+"""The online inference section: per platform the serve_* figures with their bounds and the
 counts behind them, what serving needed beyond the platform itself, and how it was measured.
 
 Read from the stored runs alone: a serve run (scenario "serve", run id "<platform>-serve") keeps its

@@ -104,7 +104,7 @@ class RunTable:
     transport: list                # per run: the all-reduce transport the workload recorded, or None
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     pricing: dict[str, dict] = field(default_factory=dict)   # platform -> its cost metric's detail
-    # issue 12, per run (extras.py): the audit answers and UX counts (shared tuples, None where absent),
+    # per run (extras.py): the audit answers and UX counts (shared tuples, None where absent),
     # whether the run is a user-mistake probe, and each probe's outcome
     audit: list = field(default_factory=list)
     ux: list = field(default_factory=list)

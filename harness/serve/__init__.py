@@ -1,4 +1,4 @@
-"""The online inference probe (issue 14): the load generator (load.py) and the serve_* figures (metrics.py).
+"""The online inference probe: the load generator (load.py) and the serve_* figures (metrics.py).
 
 The server itself is package data (harness/data/serve/serve_model.py): it runs inside the worker
 image on the clusters, without the harness.

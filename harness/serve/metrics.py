@@ -1,4 +1,4 @@
-"""The serving figures (issue 14), from stored load results (harness/serve/load.py) and time-stamps.
+"""The serving figures, from stored load results (harness/serve/load.py) and time-stamps.
 
 Pure, so `poc rederive` can recompute them from the raw evidence. Every figure is named serve_*:
 the report keeps those apart per scenario ("serve_degraded_s:kill_server"). Each is the project's

@@ -1,4 +1,4 @@
-"""Serving on Slurm the way a Slurm user would (issue 14): PlatformServe (harness/serve/base.py).
+"""Serving on Slurm the way a Slurm user would: PlatformServe (harness/serve/base.py).
 
 * Hosting: one batch job per replica (harness/render/serving_sbatch.py): one node, ``--requeue``,
   the server under ``srun`` in the script's own restart loop, reading the training run's checkpoint

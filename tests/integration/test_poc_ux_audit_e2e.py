@@ -1,4 +1,4 @@
-"""Issue 12 end to end through the `poc` CLI on both local clusters: a campaign with one clean run per
+"""UX and auditing end to end through the `poc` CLI on both local clusters: a campaign with one clean run per
 scheduler and two user mistakes each (one Slurm refuses at sbatch, one that fails only once the job
 runs), the Kubernetes probes as the native cluster's restricted user. Every run carries its audit
 answers from the platforms' own records (attributed to who really submitted it), what the user wrote

@@ -10,7 +10,7 @@ import pytest
 from harness.report.document import build
 
 pytestmark = [pytest.mark.integration, pytest.mark.local]
-# the committed issue-12 smoke campaign: every platform, faults, contention, the mistake probes and
+# the committed UX-audit smoke campaign: every platform, faults, contention, the mistake probes and
 # every run's audit answers, so every chart and every section has data
 STORED = Path(__file__).parents[2] / "results" / "smoke-2026-12-03-ux-audit"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -1,5 +1,5 @@
 """All-reduce bandwidth: nccl-tests' formulas, its average, correctness gating, the agreed iteration
-count, the transport, and events from before issue 10 (the stored 2026-12-02 campaign)."""
+count, the transport, and older workloads' events (the stored 2026-12-02 campaign)."""
 import gzip
 import importlib.util
 import json
@@ -149,7 +149,7 @@ def test_no_correct_size_and_no_sweep():
 
 
 def test_old_events_still_give_a_value():
-    # before issue 10: in-place only, time_s was the slowest rank's, no spread
+    # an older workload's events: in-place only, time_s was the slowest rank's, no spread
     old = [{"kind": "allreduce", "ts_ns": 1 + i, "rank": r, "world_size": 2, "attempt": [0, 0, 0], "bytes": b,
             "iters": 5, "time_s": t, "algbw_gbps": b / t / 1e9, "busbw_gbps": b / t / 1e9, "correct": True}
            for i, (b, t) in enumerate([(2**20, 0.002), (2**26, 0.05)]) for r in (0, 1)]

@@ -26,7 +26,7 @@ def test_recorded_restart_recovery():
     rec = _records()["local-kill-rank-01"]
     (m, timeline), events = _derive(rec, "kill_rank_events.jsonl")
     fault_t = rec["faults"][0]["injected_at"]
-    # resume_s (recovery_s before issue 10) is fault -> every rank's first step of the new attempt
+    # resume_s (recovery_s in older campaigns) is fault -> every rank's first step of the new attempt
     post = [e for e in events if e["kind"] == "step" and tuple(e["attempt"]) == (0, 0, 1)]
     per_rank = {}
     for e in post:
@@ -59,7 +59,7 @@ def test_recorded_startup_phases_add_up():
                                                     abs=1e-6)
     times = rec["scheduler"]["times"]
     assert m["queue_s"]["value"] == pytest.approx(times["allocated"] - times["submitted"])
-    # the stored record was derived by the same code (bandwidth left out: issue 10 redefines it, test_busbw.py)
+    # the stored record was derived by the same code (bandwidth left out: its definition changed since, test_busbw.py)
     for k in ("queue_s", "startup_s", "cost_per_step_usd"):
         assert m[k]["value"] == pytest.approx(rec["metrics"][k]["value"], rel=1e-6)
 
@@ -74,8 +74,8 @@ def test_recorded_busbw_curve():
     for c in curve:  # world 2: busbw == algbw
         assert c["busbw_gbps"] == pytest.approx(c["algbw_gbps"])
         assert c["algbw_gbps"] == pytest.approx(c["bytes"] / c["time_s"] / 1e9)
-    # the figure is the largest correct size's, not the peak of noisy sizes (issue 10: the peak moved
-    # between runs); an old sweep had one (in-place) variant
+    # the figure is the largest correct size's, not the peak of noisy sizes (the peak
+    # moved between runs); an old sweep had one (in-place) variant
     assert bw["value"] == pytest.approx(curve[-1]["busbw_gbps"])
     assert bw["value"] < max(c["busbw_gbps"] for c in curve)        # the old peak read higher on this run
 

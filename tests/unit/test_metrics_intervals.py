@@ -107,7 +107,7 @@ def test_cost_bills_until_released():
     assert run["detail"]["billed_until"] == "released"
     step = m["cost_per_step_usd"]
     assert step["value"] == pytest.approx(per_s * 10.5 / 3) and step["uncertainty"] == pytest.approx(per_s * 0.6 / 3)
-    # without the release record: billed to the last done event, as before issue 10
+    # without the release record: billed to the last done event, as older campaigns were
     m2, _ = _run({"submitted": 100.0, "allocated": 101.0})
     assert m2["cost_run_usd"]["value"] == pytest.approx(per_s * 8.2)
     assert "no release record" in m2["cost_run_usd"]["detail"]["billed_until"]

@@ -5,8 +5,8 @@ import re
 
 import numpy as np
 import pytest
-from report_issue12 import STORED, campaign
 from report_rows import criteria, lines, section
+from report_ux_audit_fixture import STORED, campaign
 
 from harness.report import bottom_line, decision
 from harness.report.compare import Comparison
@@ -55,7 +55,7 @@ def test_the_committed_campaign_opens_with_the_summary_and_marks_what_it_did_not
            "inference." in reading
 
 
-def test_issue12_records_fill_the_ux_and_audit_rows(tmp_path):
+def test_ux_and_audit_records_fill_their_rows(tmp_path):
     md = build(str(campaign(tmp_path)), str(tmp_path / "rep"))["report.md"].read_text()
     rows = _rows(md)
     ux, audit = rows["user experience"], rows["auditing"]

@@ -1,4 +1,4 @@
-"""The report's upgrade-drill part (issue 13): the section, its timeline chart and the decision row, built
+"""The report's upgrade-drill part: the section, its timeline chart and the decision row, built
 from the stored fixture campaign tests/fixtures/report/drills/ (made by the real pipeline and store with
 a scripted scheduler: tests/unit/report_drills_fixture.py regenerates it)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The report's inference part (issue 14): the section, its two charts and the decision row, built from the
+"""The report's inference part: the section, its two charts and the decision row, built from the
 stored fixture campaign tests/fixtures/report/serving/ (the real load generator against a local aiohttp
 server, stored with the real Store: tests/unit/report_serving_fixture.py regenerates it)."""
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Issue 12's report sections: user-mistake probes kept out of the training tables, the user-experience
-tables and the audit table per platform."""
+"""The report's user-experience and audit sections: user-mistake probes kept out of the training tables,
+the user-experience tables and the audit table per platform."""
 import json
 import re
 
-from report_issue12 import FIXTURE, STORED, campaign, stored_records
+from report_ux_audit_fixture import FIXTURE, STORED, campaign, stored_records
 
 from harness.report import audit, sections, ux
 from harness.report.document import build

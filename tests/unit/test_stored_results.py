@@ -1,7 +1,7 @@
 """The committed smoke campaigns regenerate their reports from the files alone, with no cluster; the
-issue-10 and issue-12 campaigns also re-derive every stored metric (and the issue-12 one every audit
-answer and mistake probe) from their raw evidence with no mismatch; so does the issue-13 drills
-campaign, every drill figure included, and the issue-14 serving campaign, every serve_* figure."""
+2026-12-03 smoke and UX-audit campaigns also re-derive every stored metric (and the UX-audit one every
+audit answer and mistake probe) from their raw evidence with no mismatch; so does the upgrade drills
+campaign, every drill figure included, and the serving campaign, every serve_* figure."""
 import csv
 import re
 from pathlib import Path
@@ -14,9 +14,9 @@ from harness.store import load_results
 
 RESULTS = Path(__file__).parents[2] / "results"
 OLD, NEW = RESULTS / "smoke-2026-12-02", RESULTS / "smoke-2026-12-03"
-UX = RESULTS / "smoke-2026-12-03-ux-audit"     # issue 12: every run audited, the five mistakes probed
-DRILLS = RESULTS / "drills-2026-12-03"         # issue 13: both upgrade drills on both schedulers
-SERVE = RESULTS / "serve-2026-12-04"           # issue 14: the serving scenario on both schedulers
+UX = RESULTS / "smoke-2026-12-03-ux-audit"     # every run audited, the five mistakes probed
+DRILLS = RESULTS / "drills-2026-12-03"         # both upgrade drills on both schedulers
+SERVE = RESULTS / "serve-2026-12-04"           # the serving scenario on both schedulers
 
 
 @pytest.mark.parametrize("stored", [OLD, NEW, UX], ids=lambda p: p.name)
@@ -66,7 +66,7 @@ def test_new_campaign_baseline_and_clusters_ran_one_torch_build(stored):
         assert r["scheduler"]["stamps"]["submitted"]["source"], r["run_id"]
 
 
-def test_the_issue12_campaign_audits_every_scheduler_run_and_probes_every_mistake():
+def test_the_ux_audit_campaign_audits_every_scheduler_run_and_probes_every_mistake():
     from harness.audit import QUESTIONS
     from harness.config_ux import MISTAKES
     runs = load_results(UX)

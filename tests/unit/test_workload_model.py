@@ -1,4 +1,4 @@
-"""The workload's models, precision and GPU placement (issue 11): the transformer's size planned
+"""The workload's models, precision and GPU placement: the transformer's size planned
 without building it, a tiny one trained on CPU in fp32 and bf16, GPUs asked for but missing (an
 error, never gloo instead), and simulated GPUs recorded as such."""
 from __future__ import annotations

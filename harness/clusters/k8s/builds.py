@@ -33,7 +33,7 @@ ETCD_VERSION = "v3.6.4"
 JOBSET_VERSION = "v0.10.1"
 KUEUE_VERSION = "v0.14.5"
 COREDNS_VERSION = "v1.12.1"
-# The upgrade drill's next releases (issue 13): one minor of each. Kubernetes 1.35 (staging v0.35.4);
+# The upgrade drill's next releases: one minor of each. Kubernetes 1.35 (staging v0.35.4);
 # Kueue v0.15.2 (v0.15.3 is not served by the module proxy); JobSet v0.11.1 (k8s.io/* v0.35). All three
 # need Go 1.25, which the machine's Go covers.
 KUBERNETES_UPGRADE_VERSION = "v1.35.4"

@@ -1,4 +1,4 @@
-"""Restart or upgrade the native cluster's components one at a time, for the upgrade drills (issue 13).
+"""Restart or upgrade the native cluster's components one at a time, for the upgrade drills.
 
 A restart stops one component (SIGTERM, then SIGKILL after a grace period) and starts it again with
 the command line `up` recorded in the state file (the same argv, environment and cgroup that

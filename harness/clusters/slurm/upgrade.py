@@ -1,4 +1,4 @@
-"""The newer Slurm release for the version-upgrade drill (issue 13), fetched and built once, cached
+"""The newer Slurm release for the version-upgrade drill, fetched and built once, cached
 by version, with no registry: Debian's own packages, taken from the suite that carries the release.
 
 Which path (Slurm's upgrade guide, "Compatibility Window"): up to 24.05 a release upgrades in place

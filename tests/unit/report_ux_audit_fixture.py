@@ -1,5 +1,6 @@
-"""The committed smoke campaign with issue 12's record parts added from tests/fixtures/report/issue12.json:
-UX counts and audit answers on its runs, first_log_s, and one user-mistake probe per mistake and platform."""
+"""The committed smoke campaign with the user-experience and audit record parts added from
+tests/fixtures/report/ux_audit.json: UX counts and audit answers on its runs, first_log_s, and one
+user-mistake probe per mistake and platform."""
 from __future__ import annotations
 
 import copy
@@ -8,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
 STORED = ROOT / "results" / "smoke-2026-12-03"
-FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "report" / "issue12.json").read_text())
+FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "report" / "ux_audit.json").read_text())
 
 
 def stored_records() -> list[dict]:
@@ -48,7 +49,7 @@ def campaign(tmp: Path, *, ux: bool = True, audit: bool = True, first_log_s: boo
             r["metrics"]["first_log_s"] = fl
     if mistakes:
         recs += probes(recs[0], probe_status)
-    d = tmp / "results" / "issue12" / "smoke-poc"
+    d = tmp / "results" / "ux-audit" / "smoke-poc"
     d.mkdir(parents=True)
     (d / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     return d.parent
