@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .backends.base import Handle
-from .context import RunContext
+from .context import RunContext, Scenario, Stages
 from .errors import BackendError, RunTimeout
 from .spec import JobSpec, blocker_spec
 from .states import JobState
@@ -92,3 +92,43 @@ def check_contention(blocker: Blocker, measured_times: dict) -> None:
                            "the cluster has room for two jobs, so this run measured no contention",
                            tip="contention needs a queue that fits one job (Slurm: fewer than 2 x resources.nodes "
                                "free nodes; Kubernetes: a ClusterQueue quota that fits one job)")
+
+
+class ContentionScenario(Scenario):
+    """The measured job is submitted behind the blocker; each queued look checks the blocker is still
+    what holds the job back, and the blocker is cancelled and cleaned up with the run."""
+    kind = "contention"
+
+    def __init__(self, ctx: RunContext, spec: JobSpec):
+        super().__init__(ctx, spec)
+        self.blocker: Blocker | None = None
+
+    def prepare(self, stages: Stages, files: dict[str, str]) -> None:
+        with stages.stage("blocker"):
+            self.blocker = start_blocker(self.ctx, self.spec, files)
+
+    def watched(self) -> list[Handle]:
+        return [self.blocker.handle] if self.blocker is not None and self.blocker.watching else []
+
+    def queued(self, looked: dict, times: dict) -> str:
+        b = self.blocker
+        watching = b.handle.run_id in looked
+        if watching:
+            b.see(looked[b.handle.run_id])
+            if b.state == JobState.SUCCEEDED and b.done_at is None:  # its last lines
+                b.see_events(self.ctx.backend.collect(b.handle).events)
+        check_contention(b, times)
+        return " behind the blocker" if watching else ""
+
+    def _held(self) -> dict | None:
+        return self.blocker.to_json() if self.blocker is not None else None
+
+    def derive_kwargs(self) -> dict:
+        return {**super().derive_kwargs(), "contention": self._held()}
+
+    def record_fields(self) -> dict:
+        held = self._held()
+        return {**super().record_fields(), **({"contention": held} if held is not None else {})}
+
+    def handles(self) -> dict[str, Handle]:
+        return {"blocker": self.blocker.handle} if self.blocker is not None else {}

@@ -69,3 +69,102 @@ class RunContext:
     sleep: Callable[[float], None] = time.sleep
     # raw scheduler evidence -> time-stamps; pure-logic tests with a scripted backend pass their own
     stamps: Callable[[str, dict], dict] = evidence.stamps
+
+
+@dataclass
+class Evidence:
+    """What a run's metrics are derived from, the same in the pipeline and in `poc rederive`: the
+    workload's events, the scheduler's time-stamps (and the reader that made them), derive_inputs,
+    the injected faults, the contention record, whether the job succeeded, and the scenario's own raw
+    evidence (a drill's or a service's: raw.json.gz keeps it under the scenario's key)."""
+    platform: str
+    events: list[dict]
+    stamps: dict
+    stamps_fn: Callable[[str, dict], dict]
+    inputs: dict
+    derive: Callable                          # metrics.derive (rederive passes the one it checks with)
+    faults: list[dict] = field(default_factory=list)
+    contention: dict | None = None
+    job_ok: bool = True
+    raw: dict | None = None
+
+
+class Scenario:
+    """What a run does beside training: hooks named after the run's stages, called by the pipeline,
+    which names no scenario. The default is a clean run: every hook does nothing. A scenario is
+    registered by kind in harness/scenarios.py; ``metrics`` is static so `poc rederive` calls it too.
+
+    One instance per run; ``ctx`` and ``spec`` are the run's."""
+    kind = "clean"
+    raw_key: str | None = None       # the key of raw.json.gz (and of the record) for its own evidence
+
+    def __init__(self, ctx: RunContext, spec):
+        self.ctx, self.spec = ctx, spec
+
+    def prepare(self, stages: Stages, files: dict[str, str]) -> None:
+        """Before the submit: start or check what the run needs beside its job (its own stages)."""
+
+    def watched(self) -> list:
+        """Other jobs' handles to observe in the same batched look while the job is queued."""
+        return []
+
+    def queued(self, looked: dict, times: dict) -> str:
+        """Each look while queued (``looked``: run id -> Observation); returns a note for the progress line."""
+        return ""
+
+    def running(self, handle, events: list[dict], journal, files: dict[str, str], stages: Stages) -> None:
+        """Each look while the job runs, before the next observe."""
+
+    def ended(self, state) -> None:
+        """The job ended: raise BackendError when what the scenario does never happened."""
+
+    @property
+    def owns_failure(self) -> bool:
+        """True when a job that did not succeed is the scenario's result, not a failed run."""
+        return False
+
+    def collected(self, handle, state, stages: Stages) -> None:
+        """After collect, whatever the job's state."""
+
+    def succeeded(self, handle, stages: Stages) -> None:
+        """After the job succeeded, before metrics and the run's cleanup (its checkpoint is still there)."""
+
+    def faults(self) -> list[dict]:
+        """The faults it injected (their records)."""
+        return []
+
+    def derive_kwargs(self) -> dict:
+        """What metrics.derive takes from the scenario (Evidence's fields of the same names)."""
+        return {"faults": self.faults(), "contention": None}
+
+    def record_fields(self) -> dict:
+        """What the run's record keeps of it under the same keys, for `poc rederive` and the report."""
+        return {"faults": self.faults()}
+
+    def evidence(self) -> dict | None:
+        """Its own raw evidence (kept under raw_key), as metrics reads it."""
+        return None
+
+    @staticmethod
+    def job_ok(own: dict | None) -> bool:
+        """Whether the stored run's job succeeded, as `poc rederive` reads it from the scenario's own raw
+        evidence (``own``); a stored run of any other scenario has metrics only if it did."""
+        return True
+
+    @staticmethod
+    def metrics(ev: Evidence) -> tuple[dict, dict]:
+        """(metrics, timeline) from the evidence: the training figures of a job that succeeded."""
+        if not ev.job_ok:
+            return {}, {}
+        return ev.derive(ev.events, ev.stamps, **ev.inputs, faults=ev.faults, contention=ev.contention)
+
+    def stop(self) -> None:
+        """Whatever happened: stop what runs beside the job (idempotent; before the job is cancelled)."""
+
+    def handles(self) -> dict:
+        """Other jobs it submitted, by name (the key of their cleanup in the record): cancelled and
+        cleaned up with the run."""
+        return {}
+
+    def finish(self, raw: dict, record: dict) -> None:
+        """After the audit: its raw evidence into ``raw``, its summary into ``record``."""

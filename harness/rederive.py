@@ -23,7 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import evidence
+from .context import Evidence
 from .errors import StoreError
+from .scenarios import scenario_class
 from .store import RAW_FILE, iter_runs, load_events, load_raw, runs_files
 
 FIELDS = ("value", "lo", "hi", "uncertainty")
@@ -107,17 +109,12 @@ def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> l
         raw = load_raw(run_dir)
         inputs = derive_inputs(rec, config)
         st = stamps_fn(rec["platform"], raw)
-        drill = raw.get("drill") if str(rec.get("scenario", "")).startswith("drill:") else None
-        metrics = {}
-        if drill is None or drill.get("job_state") == "succeeded":
-            metrics, _timeline = derive_fn(events, st, **inputs, faults=rec.get("faults") or [],
-                                           contention=rec.get("contention"))
-        if drill is not None:
-            from .metrics.drill import from_evidence
-            metrics.update(from_evidence(stamps_fn, rec["platform"], events, drill, inputs["world"]))
-        if rec.get("scenario") == "serve" and raw.get("serve"):
-            from .serve.metrics import from_evidence as serve_from_evidence
-            metrics.update(serve_from_evidence(raw["serve"], inputs["price"], inputs["gpus_per_node"]))
+        # the scenario's own metrics function, the one the pipeline ran
+        scen = scenario_class(str(rec.get("scenario", "")))
+        own = raw.get(scen.raw_key) if scen.raw_key else None
+        metrics, _timeline = scen.metrics(Evidence(
+            rec["platform"], events, st, stamps_fn, inputs, derive_fn, faults=rec.get("faults") or [],
+            contention=rec.get("contention"), job_ok=scen.job_ok(own), raw=own))
     except Exception as exc:  # noqa: BLE001 - whatever broke, it is this run's finding, and the others are still checked
         return [Finding(run_id, "-", "error", f"{type(exc).__name__}: {exc}", None, "error")]
     found = compare_metrics(run_id, rec.get("metrics") or {}, metrics)
