@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from . import evidence, footprint
 from .backends.base import Backend
 from .config import Config
+from .errors import BackendError
 from .store import Store
 
 Progress = Callable[[str, str, str, float], None]  # platform, run_id, phase, seconds since submit
@@ -22,6 +23,16 @@ Progress = Callable[[str, str, str, float], None]  # platform, run_id, phase, se
 
 def _noop(*_a) -> None:
     pass
+
+
+def platform_part(parts: dict[str, Callable], backend: Backend, settings, *, none: str, runs: str):
+    """A scenario's part for the backend's platform, built from ``parts`` (platform -> factory taking the
+    backend and the scenario's settings); BackendError naming ``none`` and where it ``runs`` otherwise."""
+    make = parts.get(backend.platform)
+    if make is None:
+        raise BackendError(f"no {none} on {backend.platform or 'this platform'}",
+                           tip=f"{runs} on the {' and '.join(sorted(parts))} platforms")
+    return make(backend, settings)
 
 
 class StageFailed(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..backends.base import Backend
-from ..errors import BackendError
+from ..context import platform_part
 from .base import PlatformDrill
 
 
@@ -30,8 +30,4 @@ PARTS: dict[str, Callable[[Backend, object], PlatformDrill]] = {"slurm": _slurm,
 
 def platform_drill(backend: Backend, drills) -> PlatformDrill:
     """The drill's part for the backend's platform; BackendError (ERROR/TIP) where it has none."""
-    make = PARTS.get(backend.platform)
-    if make is None:
-        raise BackendError(f"no upgrade drill on {backend.platform or 'this platform'}",
-                           tip=f"drills run on the {' and '.join(sorted(PARTS))} platforms")
-    return make(backend, drills)
+    return platform_part(PARTS, backend, drills, none="upgrade drill", runs="drills run")

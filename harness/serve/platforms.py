@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..backends.base import Backend
-from ..errors import BackendError
+from ..context import platform_part
 from .base import PlatformServe
 
 
@@ -38,8 +38,4 @@ PARTS: dict[str, Callable[[Backend, object], PlatformServe]] = {"slurm": _slurm,
 
 def platform_serve(backend: Backend, serve) -> PlatformServe:
     """The serving scenario's part for the backend's platform; BackendError (ERROR/TIP) where it has none."""
-    make = PARTS.get(backend.platform)
-    if make is None:
-        raise BackendError(f"no serving scenario on {backend.platform or 'this platform'}",
-                           tip=f"the serving scenario runs on the {' and '.join(sorted(PARTS))} platforms")
-    return make(backend, serve)
+    return platform_part(PARTS, backend, serve, none="serving scenario", runs="the serving scenario runs")
