@@ -8,12 +8,11 @@ Which scenario a run has comes from harness/scenarios.py: this module names none
 from __future__ import annotations
 
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from . import events as evmod
-from . import evidence, footprint, provenance, redact
+from . import evidence, footprint, provenance, redact, run_record
 from . import metrics as metmod
 from .afterrun import audit_run, calls_by_phase, cleanup_run
 from .backends.base import Backend, Collected, Handle, Observation
@@ -85,9 +84,7 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
     the same for every run; the scenario (harness/scenarios.py) adds what its run does at each."""
     stages = Stages(clock=ctx.clock, calls=ctx.backend.call_counts)
     usage0 = provenance.own_usage()
-    record: dict = {"run_id": spec.run_id, "campaign": spec.campaign, "platform": spec.platform,
-                    "scenario": spec.scenario, "config_hash": ctx.cfg.config_hash(), "started_at": ctx.clock(),
-                    "status": "failed", "stages": stages.items}
+    record = run_record.start(ctx.cfg, spec.platform, spec.run_id, spec.scenario, ctx.clock(), stages.items)
     if order is not None:
         record["order"] = order
     run = _Run(ctx, spec, scenario_class(spec.scenario)(ctx, spec), stages, record)
@@ -95,11 +92,9 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         _stages(run)
         record["status"] = "ok"
     except StageFailed as sf:
-        _failed(run, sf)
-    except KeyboardInterrupt:
-        record["status"], run.interrupted = "interrupted", True
-        record["error"] = {"stage": "between stages", "type": "KeyboardInterrupt", "origin": "user",
-                           "message": "interrupted"}
+        run.interrupted = run_record.fail(record, sf.stage, sf.error)
+    except KeyboardInterrupt as exc:
+        run.interrupted = run_record.fail(record, "between stages", exc)
     finally:
         _cancel(run)
     _write(run, usage0)
@@ -209,35 +204,14 @@ def _job_failed(run: _Run) -> None:
                                              "(resources, queue, image) is what to check")))
 
 
-def _failed(run: _Run, sf: StageFailed) -> None:
-    record, err = run.record, sf.error
-    record["error"] = {"stage": sf.stage, "type": type(err).__name__, "origin": "platform",
-                       "message": getattr(err, "message", str(err)), "tip": getattr(err, "tip", None)}
-    if not isinstance(err, (PocError, KeyboardInterrupt)):
-        # not a failure the platform reported: the harness itself raised (a bug to fix here),
-        # so the report must not count it against the platform
-        record["status"] = "harness_error"
-        record["error"]["origin"] = "harness"
-        record["error"]["traceback"] = "".join(traceback.format_exception(err))[-4000:]
-    if isinstance(err, KeyboardInterrupt):
-        record["error"]["origin"] = "user"
-        record["status"], run.interrupted = "interrupted", True
-
-
 def _cancel(run: _Run) -> None:
     """Whatever happened: what runs beside the job stops, and everything submitted is cancelled."""
     backend = run.ctx.backend
     calls_before_cancel = backend.call_counts()
     run.scenario.stop()
     # a submit that raised cancels its intent: whatever the call made before it failed is found and removed
-    for h in (run.handle or run.intent, *run.scenario.handles().values()):
-        if h is None:
-            continue
-        try:
-            backend.cancel(h)
-            run.ctx.store.clear_inflight(h.run_id)
-        except Exception as exc:  # noqa: BLE001 - whatever failed, the inflight file stays for --resume
-            run.record["cancel_error"] = str(exc)[:500]
+    run_record.cancel(backend, run.ctx.store, [run.handle or run.intent, *run.scenario.handles().values()],
+                      run.record)
     run.cancel_calls = footprint.diff(calls_before_cancel, backend.call_counts())
 
 
@@ -283,22 +257,20 @@ def _write(run: _Run, usage0: dict) -> None:
                            "info": collected.info if collected else {},
                            "stamps": evidence.to_json(stamps) if stamps is not None else None}
     record["environment"] = provenance.environment(ctx.platform_info, run.events, raw)
-    record["raw_evidence"] = ctx.store.write_raw(spec.run_id, raw)
     run.files["events.jsonl"] = evmod.dumps(run.events)
     if collected:
         run.files.update({f"logs/{k}": v for k, v in collected.logs.items()})
-    ctx.store.write_artifacts(spec.run_id, run.files)
-    ctx.store.append(record)
+    run_record.write(ctx.store, record, raw, run.files)
 
 
 BackendFactory = Callable[[str], Backend]
 
 
 def _preflight_failed(cfg: Config, plat: str, run_id: str, exc: PocError, now: float) -> dict:
-    return {"run_id": run_id, "campaign": cfg.campaign, "platform": plat, "scenario": "preflight",
-            "config_hash": cfg.config_hash(), "status": "failed", "started_at": now, "finished_at": now,
-            "stages": [], "error": {"stage": "preflight", "type": type(exc).__name__, "origin": "platform",
-                                    "message": exc.message, "tip": exc.tip}}
+    rec = run_record.start(cfg, plat, run_id, "preflight", now)
+    rec["finished_at"] = now
+    run_record.fail(rec, "preflight", exc)
+    return rec
 
 
 def _open_platform(plat: str, plan: list, store: Store, make_backend: BackendFactory) -> tuple[Backend, dict]:

@@ -12,7 +12,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from .. import footprint, redact
+from .. import footprint, redact, run_record
 from ..afterrun import audit_run, cleanup_run
 from ..backends.base import Backend, Handle
 from ..config import Config
@@ -54,8 +54,7 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
     """Probe one mistake; return its record (already appended to the store)."""
     m = mistakes.make(cfg, platform, kind, worker_image)
     deadline_s = cfg.ux.deadline_s
-    record: dict = {"run_id": run_id, "campaign": cfg.campaign, "platform": platform, "scenario": "mistake",
-                    "config_hash": cfg.config_hash(), "started_at": clock(), "status": "failed", "stages": []}
+    record = run_record.start(cfg, platform, run_id, "mistake", clock())
     seen = _Seen()
     files: dict[str, str] = {}
     handle: Handle | None = None
@@ -104,25 +103,11 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
                 pass
             footprint.add(calls, "watch", footprint.diff(c1, backend.call_counts()))
         record["status"] = "ok"
-    except KeyboardInterrupt:
-        interrupted = True
-        record["status"] = "interrupted"
-        record["error"] = {"stage": "probe", "type": "KeyboardInterrupt", "origin": "user", "message": "interrupted"}
-    except PocError as exc:
-        record["error"] = {"stage": "probe", "type": type(exc).__name__, "origin": "platform",
-                           "message": exc.message, "tip": exc.tip}
-    except Exception as exc:  # noqa: BLE001 - a harness bug: recorded as such, not against the platform
-        record["status"] = "harness_error"
-        record["error"] = {"stage": "probe", "type": type(exc).__name__, "origin": "harness", "message": str(exc)[:500]}
+    except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - who failed is in the record (run_record.fail)
+        interrupted = run_record.fail(record, "probe", exc)
     finally:
         if backend is not None and handle is not None:
-            c2 = backend.call_counts()
-            try:
-                backend.cancel(handle)
-                store.clear_inflight(handle.run_id)
-            except Exception as exc:  # noqa: BLE001 - the inflight file stays for --resume / poc cleanup
-                record["cancel_error"] = str(exc)[:500]
-            footprint.add(calls, "cancel", footprint.diff(c2, backend.call_counts()))
+            footprint.add(calls, "cancel", run_record.cancel(backend, store, [handle], record))
     raw: dict = {}
     if backend is not None and handle is not None:
         try:
@@ -142,11 +127,9 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
         record["metrics"] = {f"time_to_error_s:{kind}": _metric(v)}
     record["ux"] = {"calls": calls}
     record["finished_at"] = clock()
-    record["raw_evidence"] = store.write_raw(run_id, {**raw, "user_view": seen.items})
     if collected is not None:
         files.update({f"logs/{k}": val for k, val in collected.logs.items()})
-    store.write_artifacts(run_id, files)
-    store.append(record)
+    run_record.write(store, record, {**raw, "user_view": seen.items}, files)
     if interrupted:
         raise KeyboardInterrupt
     return record
