@@ -39,7 +39,10 @@ def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | No
     cfg.allow_destructive_faults = True
     cfg.platforms = platforms or SMOKE_PLATFORMS
     cfg.repetitions = SMOKE_REPETITIONS if repetitions is None else repetitions
-    cfg.faults = [f.model_copy() for f in SMOKE_FAULTS]
+    # the built-in faults become the smoke's; a config that names its own faults keeps them (told
+    # apart by value, as the sweep below: the loaded config marks every field as set)
+    if cfg.faults == type(cfg).model_fields["faults"].default_factory():
+        cfg.faults = [f.model_copy() for f in SMOKE_FAULTS]
     # the loaded config marks every field as set, so the built-in default is told apart by value
     if cfg.workload.sweep == type(cfg.workload).model_fields["sweep"].default:
         cfg.workload.sweep = SMOKE_SWEEP

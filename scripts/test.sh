@@ -39,10 +39,11 @@ step builds .venv/bin/poc cluster up --slurm --k8s --provider native --quiet
 # Slurm's tests and those of the native Kubernetes (with the local baseline's, which need no cluster)
 # touch disjoint clusters, nodes and processes, and spend most of their time waiting on cluster
 # timeouts (SlurmdTimeout, node-monitor-grace-period, requeue holds, pod start), so those two lanes run
-# side by side; the tests that use both clusters at once (the end-to-end campaigns, the default config,
-# audit, check) run after them, alone. Each line of a lane's output starts with its name.
+# side by side; the tests that only read the clusters (marker readonly: `poc check`, the light client)
+# run in the second lane too; the tests that change both clusters at once (the end-to-end campaigns,
+# audit) run after them, alone. Each line of a lane's output starts with its name.
 LANE_SLURM='slurm and not k8s'
-LANE_K8S='not slurm and (k8s or local)'
+LANE_K8S='(not slurm and (k8s or local)) or readonly'
 LANE_BOTH="not ($LANE_SLURM) and not ($LANE_K8S)"
 lane() {  # lane NAME EXPR ARGS...: pytest on the tests EXPR selects; "none selected" (exit 5) is not a failure
   local name=$1 expr=$2 rc=0

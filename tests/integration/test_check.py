@@ -34,7 +34,8 @@ from harness.cli.entry import main
 from harness.clusters import slurm_docker
 from harness.transports import LocalTransport
 
-pytestmark = [pytest.mark.integration]
+# reads both clusters and changes nothing: runs beside the lanes that do (scripts/test.sh)
+pytestmark = [pytest.mark.integration, pytest.mark.readonly]
 RELEASE = os.environ.get("POC_SLURM_RELEASE", "trixie")
 
 

@@ -36,7 +36,7 @@ from harness.clusters import slurm_docker
 from harness.slurm_parse import node_usable
 from harness.store import Store
 
-pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+pytestmark = [pytest.mark.integration]
 RELEASE = os.environ.get("POC_SLURM_RELEASE", "trixie")
 
 
@@ -87,6 +87,7 @@ def _cleanup(cfg_path, results) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.slurm
 def test_poc_cleanup_cancels_the_job_and_brings_the_lost_node_back(tmp_path):
     node = "c2"
     cfg_path, results, campaign, job_id, container = _crash_mid_fault(tmp_path, node)
@@ -116,6 +117,7 @@ def ctld(argv: list[str]) -> None:
     slurm_docker.run(["docker", "exec", slurm_docker.CTLD_CONTAINER, *argv], check=True)
 
 
+@pytest.mark.slurm
 def test_poc_cleanup_leaves_an_operators_drain_of_the_lost_node_and_says_so(tmp_path):
     node = "c3"
     cfg_path, results, campaign, job_id, container = _crash_mid_fault(tmp_path, node)
@@ -145,6 +147,7 @@ def test_poc_cleanup_leaves_an_operators_drain_of_the_lost_node_and_says_so(tmp_
                  90)
 
 
+@pytest.mark.slurm
 def test_poc_cleanup_refuses_a_handle_made_on_another_cluster_and_touches_nothing(tmp_path):
     """The journal's handle says it was made on Slurm cluster `prod` (controller prod-ctl); this config
     reaches the local cluster `poc`. The running job it names (a real one here: the same job id could
@@ -183,9 +186,9 @@ def test_poc_cleanup_refuses_a_handle_made_on_another_cluster_and_touches_nothin
         login(["scancel", job_id])
 
 
-# the Kubernetes case also carries the k8s marker: its JobSet shares the cluster and names with the k8s
-# tests, so the integration lanes of scripts/test.sh must not run it beside them
-@pytest.mark.parametrize("plat", ["slurm", pytest.param("k8s", marks=pytest.mark.k8s)])
+# each case carries its cluster's marker: it runs in that cluster's integration lane (scripts/test.sh)
+@pytest.mark.parametrize("plat", [pytest.param("slurm", marks=pytest.mark.slurm),
+                                  pytest.param("k8s", marks=pytest.mark.k8s)])
 def test_poc_cleanup_finds_a_job_whose_handle_never_reached_the_journal(tmp_path, plat):
     """The harness dies inside the submit call: the intent is in the journal (written before the
     submit), the job exists, its id or uid is nowhere on disk. The real `poc cleanup` finds it by what

@@ -5,9 +5,10 @@ file (not a terminal: the progress is a plain line every few seconds). While the
 is RUNNING, separate processes run what a user in a second terminal would, given only the
 campaign's directory: `poc status` (JSON and the table), `poc logs RUN_ID` (the job's output so far,
 read from the cluster), and the running process's progress line is read (run N/M and an ETA). Then
-`poc cancel`: the running `poc run` exits as an interrupt does (130), its job is scancelled, the
-in-flight journal is empty, the store records the run as interrupted, `poc status` shows the
-campaign stopped with what is left, and `poc run --resume` runs only that and ends with both ok.
+`poc cancel`: the running `poc run` exits as an interrupt does (130), its job is scancelled and no
+process of it is left on any compute node, the in-flight journal is empty, the store records the run
+as interrupted, `poc status` shows the campaign stopped with what is left, and `poc run --resume`
+runs only that and ends with both ok.
 
 Every wait is a poll with a deadline: the machine is shared with other integration tests.
 """
@@ -34,6 +35,7 @@ from _poc import (
     wait_slurm_nodes_free,
     write_config,
 )
+from _slurm_checks import node_processes
 
 from harness import events as evmod
 
@@ -174,6 +176,9 @@ def test_status_logs_and_cancel_from_another_terminal_then_resume(slurm_cluster,
 
         # poc cancel from the second terminal: SIGTERM to the running process, which scancels its job.
         assert squeue_state(job_id) == "RUNNING"   # still running: the cancel is what stops it
+        run_dir = handle["data"]["run_dir"]
+        procs = node_processes(slurm_cluster.compute_nodes, run_dir)
+        assert procs and any("ddp_train.py" in ln for ln in procs), procs   # what must go away
         t_cancel = time.monotonic()
         cancel = ok_json(poc("cancel", "--results", str(cdir), "-o", "json", env=env, cwd=tmp_path, timeout=180))
         assert (cancel["campaign"], cancel["stopped_pid"], cancel["undone"], cancel["failed"]) == (
@@ -196,6 +201,8 @@ def test_status_logs_and_cancel_from_another_terminal_then_resume(slurm_cluster,
     acct = [ln.strip() for ln in login(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"]).stdout.splitlines()
             if ln.strip()]
     assert acct and acct[-1].startswith("CANCELLED"), acct
+    wait_for(f"no process of {SECOND} on {', '.join(slurm_cluster.compute_nodes)}",
+             lambda: node_processes(slurm_cluster.compute_nodes, run_dir) == [], 90, interval=1.0)
 
     assert inflight(cdir) == []
     before = records(cdir)

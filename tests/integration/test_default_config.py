@@ -18,6 +18,7 @@ from harness.store import read_runs
 pytestmark = pytest.mark.integration
 
 from _poc import poc_argv  # noqa: E402
+from _slurm_checks import assert_fault_recovered, assert_run_dir_removed, check_raw_evidence  # noqa: E402
 
 REFUSED_TAINT = {"key": "poc.test/reserved", "value": "other-team", "effect": "NoSchedule"}
 
@@ -53,6 +54,10 @@ def test_the_built_in_config_runs_ok_on_each_local_cluster(plat, tmp_path):
     clean, fault = recs[f"{plat}-clean-01"]["metrics"], recs[f"{plat}-kill-rank-01"]["metrics"]
     assert clean["startup_s"]["value"] > 0 and clean["step_time_s"]["value"] > 0, plat
     assert fault["recovery_s"]["value"] > 0, plat           # the fault was injected and recovered from
+    if plat == "slurm":   # Slurm's kill_rank end to end: checked here as every Slurm fault run is
+        check_raw_evidence(res, recs["slurm-clean-01"])
+        assert_run_dir_removed(recs["slurm-clean-01"])
+        assert_fault_recovered(res, recs["slurm-kill-rank-01"], "kill_rank")
     print({k: (r["metrics"].get("recovery_s") or r["metrics"]["startup_s"])["value"] for k, r in recs.items()})
 
 

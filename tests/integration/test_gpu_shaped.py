@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# each test carries its cluster's marker (scripts/test.sh's lanes): none uses both
 pytestmark = [
-    pytest.mark.integration, pytest.mark.k8s, pytest.mark.slurm,
+    pytest.mark.integration,
     # harness.pipeline.host_facts() leaves /proc/cpuinfo open (see test_slurm_runs.py)
     pytest.mark.filterwarnings("ignore:unclosed file:ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
@@ -128,6 +129,7 @@ def _assert_fails_fast(recs: list[dict], took: float, *needles: str, within_s: f
 # ---------------------------------------------------------------- Kubernetes
 
 
+@pytest.mark.k8s
 def test_native_nodes_are_gpu_shaped(k8s):
     client, api = _admin(k8s)
     for n in client.CoreV1Api(api).list_node().items:
@@ -137,6 +139,7 @@ def test_native_nodes_are_gpu_shaped(k8s):
         assert n.metadata.labels.get("nvidia.com/gpu.present") == "true"
 
 
+@pytest.mark.k8s
 def test_restricted_user_is_confined_to_its_namespace(k8s):
     from kubernetes import client
     from kubernetes import config as kconfig
@@ -162,6 +165,7 @@ def test_restricted_user_is_confined_to_its_namespace(k8s):
         "jobset.x-k8s.io", "v1alpha2", r["namespace"], "jobsets", js, dry_run="All")
 
 
+@pytest.mark.k8s
 def test_gpu_shaped_run_on_kubernetes_as_restricted_user(k8s, tmp_path):
     cfg = _k8s_config(k8s, "gpu-k8s")
     recs, store, took = _run(cfg, tmp_path)
@@ -186,6 +190,7 @@ def test_gpu_shaped_run_on_kubernetes_as_restricted_user(k8s, tmp_path):
     print(f"k8s GPU-shaped run as {tenant.USER}: {took:.1f}s")
 
 
+@pytest.mark.k8s
 def test_impossible_gpu_request_fails_fast_on_kubernetes(k8s, tmp_path):
     # 8 GPUs on each of 2 pods: more than the tenant's ClusterQueue holds (8), so Kueue never admits it
     cfg = _k8s_config(k8s, "gpu-k8s-too-many", resources={"gpus_per_node": 8, "procs_per_node": 8})
@@ -205,6 +210,7 @@ def _sacct_alloc_tres(job_id: str) -> str:
     return slurm_docker.run(argv).stdout.strip()
 
 
+@pytest.mark.slurm
 def test_slurm_user_is_ordinary_and_nodes_have_gpus(slurm):
     out = slurm_docker.run(slurm_docker.login_exec_argv(["sinfo", "-h", "-N", "-o", "%N %G"])).stdout
     assert {ln.split()[0]: ln.split()[1] for ln in out.splitlines() if ln.strip()} == \
@@ -218,6 +224,7 @@ def test_slurm_user_is_ordinary_and_nodes_have_gpus(slurm):
     assert res.returncode != 0, "an ordinary user drained a node"
 
 
+@pytest.mark.slurm
 def test_gpu_shaped_run_on_slurm_as_ordinary_user(slurm, tmp_path):
     recs, store, took = _run(_slurm_config("gpu-slurm"), tmp_path)
     assert len(recs) == 1 and recs[0]["status"] == "ok", recs
@@ -232,6 +239,7 @@ def test_gpu_shaped_run_on_slurm_as_ordinary_user(slurm, tmp_path):
     print(f"Slurm GPU-shaped run as {user}: {took:.1f}s, AllocTRES {tres}")
 
 
+@pytest.mark.slurm
 def test_impossible_gpu_request_fails_fast_on_slurm(slurm, tmp_path):
     recs, _, took = _run(_slurm_config("gpu-slurm-too-many", resources={"gpus_per_node": 8, "procs_per_node": 8}),
                          tmp_path)

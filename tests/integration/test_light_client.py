@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+# reads both clusters and changes nothing: runs beside the lanes that do (scripts/test.sh)
+pytestmark = [pytest.mark.integration, pytest.mark.readonly]
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN = ROOT / "results" / "smoke-2026-12-03"   # committed: the local smoke POC on all three platforms

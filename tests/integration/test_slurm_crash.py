@@ -5,7 +5,9 @@ cluster. Once the run's in-flight record names the lost node and its container i
 the whole process group is SIGKILLed: a crash, with no chance to clean up. `poc run --resume` must
 first cancel what the record names (scancel the job, start the container, wait until the node is
 idle again) and then run the fault run again to the end. The node is seen back before the re-run
-injects its own fault, so what brought it back was the resume's cancel, not the re-run's.
+injects its own fault, so what brought it back was the resume's cancel, not the re-run's. The re-run
+is Slurm's lose_node end to end (the one in the integration tests): it is checked as every fault run is
+(tests/integration/_slurm_checks.py: NODE_FAIL then COMPLETED, the raw evidence, the node back).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import time
 
 import pytest
 from _poc import ACTIVE_SLURM_STATES, Poc, inflight, login, records, squeue_state, wait_for, write_config
+from _slurm_checks import assert_fault_recovered, idle_nodes
 
 from harness.clusters import slurm_docker
 
@@ -39,11 +42,6 @@ def running(container: str) -> bool:
 
 def node_state(host: str) -> str:
     return login(["sinfo", "-h", "-n", host, "-o", "%T"]).stdout.strip()
-
-
-def idle_nodes() -> set[str]:
-    out = login(["sinfo", "-h", "-N", "-o", "%N %T"]).stdout
-    return {n for n, s in (ln.split() for ln in out.splitlines() if ln.strip()) if s == "idle"}
 
 
 def record_of(cdir) -> dict:
@@ -106,7 +104,8 @@ def test_lose_node_survives_a_harness_crash_and_resume_recovers(slurm_cluster, t
     assert "Traceback" not in resumed.stderr, resumed.stderr[-3000:]
     (rec,) = records(cdir)
     assert rec["run_id"] == RUN and rec["status"] == "ok", rec.get("error")
-    assert rec["job_ids"] != [job_id] and rec["faults"][0]["kind"] == "lose_node"
+    assert rec["job_ids"] != [job_id]
+    assert_fault_recovered(results, rec, "lose_node")
     assert inflight(cdir) == []
     assert idle_nodes() == {"c1", "c2", "c3"}
     left = login(["squeue", "-h", "-o", "%i %j"]).stdout.split("\n")
