@@ -17,6 +17,7 @@ from ..config import DESTRUCTIVE_FAULTS
 from ..errors import BackendError
 from ..spec import JobSpec
 from ..states import JobState
+from ..timing import Stamp
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,19 @@ class FaultRecord:
     injected_at: float                # harness clock, epoch seconds, just before the fault action
     target: dict                      # rank, host, pid, node, pod... as seen in the triggering event
     detail: dict = field(default_factory=dict)
+    # harness clock when the action returned: the fault happened inside [injected_at, acted_at]. The
+    # injector's own start-up (srun --overlap, pods/exec, docker exec) comes before its kill, so the
+    # best estimate is the return, and detection (metrics/recovery.fault_stamp) does not count it
+    acted_at: float | None = None
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "injected_at": self.injected_at, "target": self.target, "detail": self.detail}
+        out = {"kind": self.kind, "injected_at": self.injected_at, "target": self.target, "detail": self.detail}
+        if self.acted_at is not None:
+            acted = max(self.acted_at, self.injected_at)
+            out["acted_at"] = self.acted_at
+            out["stamp"] = Stamp(acted, self.injected_at, acted, "harness clock around the fault action "
+                                 "(asked, returned: the action lands by its return)", 1e-6).to_json()
+        return out
 
 
 Journal = Callable[["Handle"], None]

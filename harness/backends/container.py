@@ -283,7 +283,8 @@ class ContainerBackend(Backend):
         if host_pid is not None:
             try:
                 os.kill(host_pid, signal.SIGKILL)
-                return FaultRecord(kind, t, target, {"signal": "SIGKILL", "container": name, "host_pid": host_pid})
+                return FaultRecord(kind, t, target, {"signal": "SIGKILL", "container": name, "host_pid": host_pid},
+                                   acted_at=time.time())
             except PermissionError:
                 pass            # a rootless harness may not signal the container's processes: ask dockerd
         t = time.time()
@@ -291,7 +292,8 @@ class ContainerBackend(Backend):
                             "import os, sys; os.kill(int(sys.argv[1]), 9)", str(pid)], check=False)
         if res.returncode != 0:
             raise BackendError(f"could not kill pid {pid} in {name}: {res.stderr.strip()[-300:]}")
-        return FaultRecord(kind, t, target, {"signal": "SIGKILL", "container": name, "via": "docker exec"})
+        return FaultRecord(kind, t, target, {"signal": "SIGKILL", "container": name, "via": "docker exec"},
+                           acted_at=time.time())
 
     def collect(self, handle: Handle) -> Collected:
         names = handle.data["containers"]

@@ -222,7 +222,7 @@ class LocalBackend(Backend):
         t = time.time()
         os.kill(pid, signal.SIGKILL)
         return FaultRecord(kind, t, {k: target_event.get(k) for k in ("rank", "host", "pid", "attempt", "step")},
-                           {"signal": "SIGKILL"})
+                           {"signal": "SIGKILL"}, acted_at=time.time())
 
     def collect(self, handle: Handle) -> Collected:
         work = Path(handle.data["work_dir"])

@@ -61,12 +61,14 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
         out = stream(client.own_core().connect_get_namespaced_pod_exec, name, ns, container=rj.CONTAINER,
                      command=["sh", "-c", 'kill -9 "$1"', "sh", str(pid)], stderr=True, stdout=True,
                      stdin=False, tty=False, _request_timeout=30)
-        return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "pods/exec kill -9", "output": out})
+        return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "pods/exec kill -9", "output": out},
+                           acted_at=time.time())
     if kind == "delete_pod":
         t = time.time()
         client.call("DELETE pod", core.delete_namespaced_pod, name, ns)
         return FaultRecord(kind, t, target, {"how": "DELETE pod (default grace period)",
-                                             "grace_s": get(pod, "spec", "terminationGracePeriodSeconds")})
+                                             "grace_s": get(pod, "spec", "terminationGracePeriodSeconds")},
+                           acted_at=time.time())
     if kind == "lose_node":
         held_node(client, h, pod, node)
         if power is not None and node in power.native_nodes():
@@ -81,7 +83,7 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
                 detail = power.power_off(node, link)
             except PocError as exc:
                 raise BackendError(exc.message, tip=exc.tip) from None
-            return FaultRecord(kind, t, target, {**detail, "recovery_chain": RECOVERY_CHAIN})
+            return FaultRecord(kind, t, target, {**detail, "recovery_chain": RECOVERY_CHAIN}, acted_at=time.time())
         if node not in h.data.setdefault("cordoned", []):
             h.data["cordoned"].append(node)
         journal(h)
@@ -97,7 +99,8 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
             body = k.V1Eviction(metadata=k.V1ObjectMeta(name=pname, namespace=ns))
             client.call("CREATE eviction", core.create_namespaced_pod_eviction, pname, ns, body)
             evicted.append(pname)
-        return FaultRecord(kind, t, target, {"how": "cordon + evict this run's pods on the node", "evicted": evicted})
+        return FaultRecord(kind, t, target, {"how": "cordon + evict this run's pods on the node", "evicted": evicted},
+                           acted_at=time.time())
     raise BackendError(f"fault {kind!r} is not available on Kubernetes", tip="use kill_rank, delete_pod or lose_node")
 
 

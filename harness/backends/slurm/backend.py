@@ -289,7 +289,7 @@ class SlurmBackend(Backend):
                     "kill", "-9", str(pid)]
             t = time.time()
             self.t.run(argv, timeout=60)
-            return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "srun --overlap"})
+            return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "srun --overlap"}, acted_at=time.time())
         if kind == "lose_node":
             require_destructive_allowed(kind, self.allow_destructive_faults, "slurm")
             if not host:
@@ -311,13 +311,14 @@ class SlurmBackend(Backend):
             if container:
                 self._docker(["docker", "kill", container])
                 return FaultRecord(kind, t, target, {"how": "docker kill of the node's container",
-                                                      "container": container})
+                                                      "container": container}, acted_at=time.time())
             self.sched.set_node_state(host, "down", guard.lost_node_mark(str(job_id)))
-            return FaultRecord(kind, t, target, {"how": f"{self._node_update} state=down (needs operator rights)"})
+            return FaultRecord(kind, t, target, {"how": f"{self._node_update} state=down (needs operator rights)"},
+                               acted_at=time.time())
         if kind == "requeue":
             t = time.time()
             self.sched.requeue(job_id)
-            return FaultRecord(kind, t, target, {"how": "scontrol requeue"})
+            return FaultRecord(kind, t, target, {"how": "scontrol requeue"}, acted_at=time.time())
         raise BackendError(f"fault {kind!r} is not available on Slurm", tip="use kill_rank, lose_node or requeue")
 
     @property
