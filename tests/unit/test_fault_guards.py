@@ -448,3 +448,35 @@ def test_slurm_restore_resumes_each_node_while_the_mark_of_the_job_that_took_it_
     assert sched.resumed == ["c1", "c2"]
     # c3 carries job 4's mark, but job 10's fault took it: not a mark this handle may take for its own
     assert list(h.data["nodes_left"]) == ["c3"] and h.data["lost_nodes"] == [] and "lost_marks" not in h.data
+
+
+def test_a_job_that_lands_on_the_node_between_the_check_and_the_fault_stops_it_and_the_journal_forgets_the_node():
+    """Slurm has no compare-and-set on a node: the node's exclusivity is asked again just before it
+    goes, and a job that came in between (here job 12 on c2) is not killed."""
+
+    class Landing(Squeue):
+        asked = 0
+
+        def run(self, argv, **kw):
+            res = super().run(argv, **kw)
+            if argv[0] == "squeue" and any(str(a) == "--nodelist=c2" for a in argv):
+                self.asked += 1
+                if self.asked == 2:
+                    return Result(res.argv, 0, res.stdout + "12|alice\n", "")
+            return res
+
+    be = slurm(Landing())
+    h = slurm_handle()
+    journalled = []
+    with pytest.raises(BackendError, match="node c2 also runs job 12 of alice"):
+        be.inject(h, "lose_node", {"rank": 1, "host": "c2", "pid": 1},
+                  journal=lambda hd: journalled.append(list(hd.data["lost_nodes"])))
+    assert journalled == [["c2"], []]          # named before the action, forgotten when it was refused
+    assert not any(c[:2] == ["scontrol", "update"] or c[0] == "docker" for c in be.t.calls), be.t.calls
+
+
+def test_the_fault_records_when_the_nodes_exclusivity_was_last_asked():
+    be = slurm()
+    rec = be.inject(slurm_handle(), "lose_node", {"rank": 1, "host": "c2", "pid": 1})
+    assert rec.injected_at >= rec.detail["alone_checked_at"] > 0
+    assert sum(1 for c in be.t.calls if "--nodelist=c2" in c) == 2     # checked, then asked again

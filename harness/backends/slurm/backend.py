@@ -276,6 +276,21 @@ class SlurmBackend(Backend):
     def call_counts(self) -> dict[str, int]:
         return dict(self.sched.calls)
 
+    @staticmethod
+    def _still_alone(handle: Handle, shell, job_id: str, host: str, journal: Journal) -> float:
+        """The node's exclusivity asked again just before it goes (guard.alone_on); when another job
+        has landed, the journal forgets the node (nothing was done to it) and the fault is refused.
+        Returns when the check was asked."""
+        at = time.time()
+        try:
+            guard.alone_on(shell, job_id, host)
+        except BackendError:
+            handle.data["lost_nodes"] = [n for n in handle.data.get("lost_nodes", []) if n != host]
+            handle.data.get("stopped_containers", {}).pop(host, None)
+            journal(handle)
+            raise
+        return at
+
     def supported_faults(self) -> set[str]:
         return set(self.sched.faults)   # what the transport allows: capabilities.faults("slurm", shell=...)
 
@@ -307,14 +322,16 @@ class SlurmBackend(Backend):
             # the node as slurmctld saw it just before it went (raw evidence; collect adds it once down)
             handle.data.setdefault("node_records", []).append(self.sched.node_record(host, "inject"))
             journal(handle)
+            checked = self._still_alone(handle, shell, str(job_id), host, journal)
             t = time.time()
             if container:
                 self._docker(["docker", "kill", container])
                 return FaultRecord(kind, t, target, {"how": "docker kill of the node's container",
-                                                      "container": container}, acted_at=time.time())
+                                                      "container": container, "alone_checked_at": checked},
+                                   acted_at=time.time())
             self.sched.set_node_state(host, "down", guard.lost_node_mark(str(job_id)))
-            return FaultRecord(kind, t, target, {"how": f"{self._node_update} state=down (needs operator rights)"},
-                               acted_at=time.time())
+            return FaultRecord(kind, t, target, {"how": f"{self._node_update} state=down (needs operator rights)",
+                                                 "alone_checked_at": checked}, acted_at=time.time())
         if kind == "requeue":
             t = time.time()
             self.sched.requeue(job_id)

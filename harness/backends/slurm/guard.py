@@ -86,6 +86,20 @@ def held_node(sched, shell, job_id: str, host: str) -> str:
     if shell is None:
         raise refuse(f"cannot check that no other job runs on {node}: slurmrestd with slurm.rest.files: mount "
                      "has no shell for squeue", tip="use slurm.rest.files: ssh, or drop the lose_node fault")
+    alone_on(shell, job_id, node)
+    # a node an operator is draining (or has marked) would lose that mark when the harness resumes it
+    _, seen = sched.node_usable(node)
+    if any(w in seen.lower() for w in ("drain", "down", "fail", "maint", "reboot", "reserved")):
+        raise refuse(f"node {node} is {seen.strip()}: the harness's resume afterwards would undo an operator's state",
+                     tip="aim the fault at a rank on another node, or wait until the node is back in service")
+    return node
+
+
+def alone_on(shell, job_id: str, node: str) -> None:
+    """BackendError unless no job but job_id runs on node. Asked again just before the node goes
+    (SlurmBackend.inject): Slurm has no compare-and-set on a node's state, so another job can land
+    between the first check and the action; the second check makes that window the time of one
+    command, and the record keeps when it was asked."""
     res = shell.run(["squeue", "-h", f"--nodelist={node}", f"--states={OTHER_JOB_STATES}", "-o", "%i|%u"],
                     timeout=60, check=False)
     if res.returncode != 0:
@@ -98,12 +112,6 @@ def held_node(sched, shell, job_id: str, host: str) -> str:
         raise refuse(f"node {node} also runs {who}; setting it down would kill them",
                      tip="ask for whole nodes (slurm.extra_sbatch: ['--exclusive']) so the fault's node is the run's "
                          "alone, or drop the lose_node fault on a shared partition")
-    # a node an operator is draining (or has marked) would lose that mark when the harness resumes it
-    _, seen = sched.node_usable(node)
-    if any(w in seen.lower() for w in ("drain", "down", "fail", "maint", "reboot", "reserved")):
-        raise refuse(f"node {node} is {seen.strip()}: the harness's resume afterwards would undo an operator's state",
-                     tip="aim the fault at a rank on another node, or wait until the node is back in service")
-    return node
 
 
 OWNER_MARK = ".poc-owner"
