@@ -130,6 +130,13 @@ class Planned(NamedTuple):
     scenario: str = "clean"
 
 
+def campaign_dir(campaign: str, owner: str) -> str:
+    """The campaign's directory name on a shared filesystem (Slurm's workdir, a Kubernetes checkpoint
+    volume): <campaign>-<token> in a campaign, so that two users' campaigns of one name (the default
+    `smoke`) never share a run's directory or resume from each other's checkpoints."""
+    return f"{campaign}-{owner}" if owner else campaign
+
+
 def run_plan(cfg: Config, platform: str) -> list[Planned]:
     """The runs of one platform: the clean repetitions, one run per fault, the contention runs, then
     one user-experience probe per configured mistake (scenario "mistake:<kind>"), the serving run

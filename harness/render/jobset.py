@@ -28,7 +28,7 @@ import yaml
 from ..config import Kubernetes
 from ..errors import ConfigError
 from ..imageref import FORM, reference_problem
-from ..spec import WORKLOAD_SCRIPT, JobSpec
+from ..spec import WORKLOAD_SCRIPT, JobSpec, campaign_dir
 from .local import workload_script
 from .rbac import HARNESS_ROLE, rbac_note, rbac_objects  # noqa: F401 - part of this module's interface
 
@@ -179,8 +179,9 @@ def container_command(spec: JobSpec, host_network: bool = False) -> list[str]:
 
 
 def checkpoint_volume(spec: JobSpec, k: Kubernetes, host_root: str, pvc: str | None) -> tuple[dict, dict, str]:
-    """(volume, volumeMount, path): a PVC sub-path per run on real clusters, a hostPath per run locally."""
-    sub = f"{spec.campaign}/{spec.run_id}"
+    """(volume, volumeMount, path): a PVC sub-path per run on real clusters, a hostPath per run locally,
+    both <campaign>-<token>/<run_id> in a campaign (spec.campaign_dir)."""
+    sub = f"{campaign_dir(spec.campaign, spec.owner)}/{spec.run_id}"
     if pvc:
         return ({"name": "run", "persistentVolumeClaim": {"claimName": pvc}},
                 {"name": "run", "mountPath": CKPT_MOUNT, "subPath": sub}, sub)

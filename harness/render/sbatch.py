@@ -16,7 +16,7 @@ from .. import data
 from ..config import Slurm
 from ..errors import ConfigError
 from ..imageref import FORM, SLURM_FORMS, slurm_image_problem
-from ..spec import WORKLOAD_SCRIPT, JobSpec
+from ..spec import WORKLOAD_SCRIPT, JobSpec, campaign_dir
 
 TEMPLATE = ("sbatch", "job.sbatch.tmpl")     # in harness/data
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -73,12 +73,6 @@ def check(spec: JobSpec, cfg: Slurm) -> None:
 def job_name(run_id: str) -> str:
     """The job's name in squeue and sacct: what finds a job whose id a crash kept from the journal."""
     return f"poc-{run_id}"
-
-
-def campaign_dir(campaign: str, owner: str) -> str:
-    """The campaign's directory name under slurm.workdir: <campaign>-<token> in a campaign, so that two
-    users' campaigns of one name (the default `smoke`) never share a run directory."""
-    return f"{campaign}-{owner}" if owner else campaign
 
 
 def run_dir(spec: JobSpec, cfg: Slurm) -> str:

@@ -7,7 +7,7 @@ replaces a pod whose node is lost), probes gate the Service's endpoints on /read
 hung server on /healthz, and a ClusterIP Service spreads clients over the ready pods (kube-proxy).
 
 The checkpoint is the training run's own volume (render/jobset.checkpoint_volume: a hostPath under
-checkpoint_root/<campaign>/<run_id> on the local cluster, or the PVC sub-path), mounted read-only.
+checkpoint_root/<campaign>-<token>/<run_id> on the local cluster, or the PVC sub-path), mounted read-only.
 
 Kueue: not used for serving. The harness's Kueue manages Jobs and JobSets only (the native cluster
 runs it with integrations batch/job and jobset.x-k8s.io/jobset, and installs no pod webhooks), so a

@@ -61,10 +61,13 @@ def cfg_of(campaign_name: str, **over) -> config.Config:
     return config.from_mapping(data)
 
 
-def checkpoint_dir(campaign_name: str, run_id: str) -> Path:
-    """A run's hostPath sub-path on the native cluster (this machine)."""
+def checkpoint_dir(results: Path, campaign_name: str, run_id: str) -> Path:
+    """A run's hostPath sub-path on the native cluster (this machine): <campaign>-<token>/<run_id>, the
+    token the campaign's store drew (campaign.json)."""
     from harness.paths import NATIVE_K8S_CLUSTER, cluster_state_dir
-    return cluster_state_dir(NATIVE_K8S_CLUSTER) / "checkpoints" / campaign_name / run_id
+    from harness.spec import campaign_dir
+    token = json.loads((results / campaign_name / "campaign.json").read_text())["token"]
+    return cluster_state_dir(NATIVE_K8S_CLUSTER) / "checkpoints" / campaign_dir(campaign_name, token) / run_id
 
 
 def run_campaign(cfg: config.Config, results: Path) -> tuple[list[dict], float]:
@@ -141,7 +144,7 @@ def test_poc_run_clean_and_kill_rank(cluster, tmp_path):
     assert kill["scheduler"]["info"]["restarts"] == 1
     assert all(r["scheduler"]["info"]["polls"]["from_watches"] > 0 for r in recs), "observed through watches"
     for r in recs:   # keep_run_files: on_failure: an ok run's hostPath sub-path (checkpoints, events) is gone
-        ckpt = checkpoint_dir("k8s-cli", r["run_id"])
+        ckpt = checkpoint_dir(res, "k8s-cli", r["run_id"])
         assert r["cleanup"] == {"removed": [str(ckpt)], "kept": []}, r.get("cleanup")
         assert not ckpt.exists()
     print(f"\ncli campaign {took:.0f}s: " + json.dumps({r["run_id"]: {k: r["metrics"][k]["value"] for k in
@@ -366,7 +369,7 @@ def test_local_queue_missing(cluster, tmp_path):
 def test_image_that_cannot_be_pulled(cluster, tmp_path):
     cfg = cfg_of("k8s-bad-image", kubernetes={"image": "k8s-slurm-poc/does-not-exist:v0"})
     rec = _failed_record(cfg, tmp_path, "run", "ErrImagePull", within_s=120)
-    ckpt = checkpoint_dir("k8s-bad-image", rec["run_id"])   # a failed run's files are kept (on_failure)
+    ckpt = checkpoint_dir(tmp_path, "k8s-bad-image", rec["run_id"])   # a failed run's files are kept (on_failure)
     assert rec["cleanup"]["kept"] == [str(ckpt)] and "on_failure" in rec["cleanup"]["reason"], rec["cleanup"]
     shutil.rmtree(ckpt.parent, ignore_errors=True)
 

@@ -21,7 +21,7 @@ from ...config import Config, Kubernetes
 from ...errors import BackendError, ConfigError, SubmitError
 from ...paths import NATIVE_K8S_CLUSTER, cluster_state_dir
 from ...render import jobset as rj
-from ...spec import JobSpec, build
+from ...spec import JobSpec, build, campaign_dir
 from ...states import JobState
 from .. import identity
 from ..base import (
@@ -176,7 +176,7 @@ class KubernetesBackend(Backend):
         return Handle("k8s", spec.run_id, [f"{job.namespace}/{job.name}"], time.time(),
                       data={"intent": True, "namespace": job.namespace, "name": job.name, "uid": None,
                             "configmap": job.configmap["metadata"]["name"], "campaign": spec.campaign,
-                            "cluster": self.cluster_identity(), "lost_nodes": [], "cordoned": []})
+                            "owner": spec.owner, "cluster": self.cluster_identity(), "lost_nodes": [], "cordoned": []})
 
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
         job: rj.K8sJob = rendered.payload
@@ -219,7 +219,7 @@ class KubernetesBackend(Backend):
                               tip="is the cluster up? `poc cluster status --k8s`") from None
         self._runs[spec.run_id] = _RunState()
         data = {"namespace": ns, "name": job.name, "uid": created["metadata"]["uid"], "configmap": cm,
-                "campaign": spec.campaign, "cluster": self.cluster_identity(),
+                "campaign": spec.campaign, "owner": spec.owner, "cluster": self.cluster_identity(),
                 "nodes": spec.nodes, "checkpoint_path": job.checkpoint_path, "checkpoint_pvc": job.checkpoint_pvc,
                 "submit_returned": stamp["after"], "lost_nodes": [], "cordoned": []}
         if self.power is not None:
@@ -442,7 +442,8 @@ class KubernetesBackend(Backend):
     def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:
         """The run's checkpoint sub-path, once collected, unless keep_run_files keeps it (cleanup.py)."""
         d = handle.data
-        pvc, path, campaign = d.get("checkpoint_pvc"), d.get("checkpoint_path") or "", d.get("campaign") or ""
+        pvc, path = d.get("checkpoint_pvc"), d.get("checkpoint_path") or ""
+        campaign = campaign_dir(d.get("campaign") or "", d.get("owner") or "")   # the directory's name
         where = f"pvc {pvc}:{path}" if pvc else path
         if (why := keep_reason(ok, keep)) is not None:
             return {"removed": [], "kept": [where], "reason": why}

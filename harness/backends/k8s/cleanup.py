@@ -1,8 +1,9 @@
 """Removing a finished run's checkpoint sub-path (its checkpoints and event files) on Kubernetes.
 
-* The native cluster: the hostPath directory is on this machine (<checkpoint_root>/<campaign>/<run_id>).
+* The native cluster: the hostPath directory is on this machine (<checkpoint_root>/<campaign>-<token>/<run_id>;
+  the campaign's directory name is spec.campaign_dir).
 * A PersistentVolumeClaim: only a pod can reach it, so a short cleanup pod (render/cleanup.py) runs
-  ``rm -rf -- /poc-run/<campaign>/<run_id>``, is waited for with a time-out, and is deleted after.
+  ``rm -rf -- /poc-run/<campaign>-<token>/<run_id>``, is waited for with a time-out, and is deleted after.
 * A hostPath on a real cluster's nodes: not reachable from here; kept, and the record says so.
 
 The caller (KubernetesBackend.cleanup, after collect and cancel) decides whether to remove at all

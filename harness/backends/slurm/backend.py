@@ -34,8 +34,8 @@ from ... import slurm_parse as sp
 from ...config import Config, Slurm
 from ...errors import BackendError, CommandError, SubmitError, TransportError
 from ...render.local import workload_script
-from ...render.sbatch import campaign_dir, job_name, render_sbatch
-from ...spec import JobSpec
+from ...render.sbatch import job_name, render_sbatch
+from ...spec import JobSpec, campaign_dir
 from ...states import JobState
 from ...transports import Transport
 from .. import identity

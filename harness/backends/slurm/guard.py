@@ -164,7 +164,7 @@ def remove_run_dir(t, path: str, owner: str) -> bool:
 def run_dir_to_remove(run_dir: str, workdir: str, campaign: str, run_id: str) -> str:
     """run_dir, checked to be exactly <workdir>/<campaign>/<run_id> (no '..', no other place), else
     BackendError: an rm -rf must never reach outside the run's own directory. campaign: the campaign's
-    directory name (render/sbatch.campaign_dir)."""
+    directory name (spec.campaign_dir)."""
     want = normpath(f"{workdir.rstrip('/')}/{campaign}/{run_id}")
     got = normpath(run_dir)
     if (got != want or ".." in got.split("/") or not workdir.strip("/") or not campaign or not run_id
