@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from . import footprint, redact
 from .backends.base import Backend, Handle
+from .store import RunRecord
 
 
-def audit_run(backend: Backend, handle: Handle, raw: dict, record: dict) -> None:
+def audit_run(backend: Backend, handle: Handle, raw: dict, record: RunRecord) -> None:
     """The platform's own records of the run (after cancel: who deleted it is in them too) into the
     raw evidence, and the answers they give into the record; a failure is noted, never fatal."""
     from . import audit  # its readers need only the raw evidence; imported where used
@@ -14,11 +15,11 @@ def audit_run(backend: Backend, handle: Handle, raw: dict, record: dict) -> None
         return   # no scheduler, no records of its own to audit (the local baseline)
     try:
         raw["audit"] = redact.scrub(backend.audit_evidence(handle)).data
-        record["audit"] = audit.answers(backend.platform or handle.platform, raw)
+        record.audit = audit.answers(backend.platform or handle.platform, raw)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - the run's record is written whatever the audit reader raised
-        record["audit_error"] = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"[:500]
+        record.audit_error = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"[:500]
 
 
 def calls_by_phase(stages: list[dict], cancel: dict[str, int]) -> dict[str, dict[str, int]]:
@@ -33,11 +34,11 @@ def calls_by_phase(stages: list[dict], cancel: dict[str, int]) -> dict[str, dict
     return out
 
 
-def cleanup_run(backend: Backend, h: Handle, record: dict, keep: str) -> dict:
+def cleanup_run(backend: Backend, h: Handle, record: RunRecord, keep: str) -> dict:
     """backend.cleanup for a finished run; a failure is a warning in the record, not a failed run."""
-    if "cancel_error" in record:   # the job may still be running in its directory
+    if record.cancel_error is not None:   # the job may still be running in its directory
         return {"removed": [], "kept": ["all"], "reason": "cancel failed: the job may still be running"}
     try:
-        return backend.cleanup(h, record.get("status") == "ok", keep)
+        return backend.cleanup(h, record.status == "ok", keep)
     except Exception as exc:  # noqa: BLE001 - the files stay; the record says why
         return {"removed": [], "warning": f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"[:500]}

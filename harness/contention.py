@@ -11,6 +11,7 @@ from .context import RunContext, Scenario, Stages
 from .errors import BackendError, RunTimeout
 from .spec import JobSpec, blocker_spec
 from .states import JobState
+from .store import RunRecord
 
 
 @dataclass
@@ -126,9 +127,9 @@ class ContentionScenario(Scenario):
     def derive_kwargs(self) -> dict:
         return {**super().derive_kwargs(), "contention": self._held()}
 
-    def record_fields(self) -> dict:
-        held = self._held()
-        return {**super().record_fields(), **({"contention": held} if held is not None else {})}
+    def record_fields(self, record: RunRecord) -> None:
+        super().record_fields(record)
+        record.contention = self._held()
 
     def handles(self) -> dict[str, Handle]:
         return {"blocker": self.blocker.handle} if self.blocker is not None else {}

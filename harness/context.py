@@ -16,7 +16,7 @@ from . import evidence, footprint
 from .backends.base import Backend
 from .config import Config
 from .errors import BackendError
-from .store import Store
+from .store import RunRecord, Store
 
 Progress = Callable[[str, str, str, float], None]  # platform, run_id, phase, seconds since submit
 
@@ -148,9 +148,9 @@ class Scenario:
         """What metrics.derive takes from the scenario (Evidence's fields of the same names)."""
         return {"faults": self.faults(), "contention": None}
 
-    def record_fields(self) -> dict:
-        """What the run's record keeps of it under the same keys, for `poc rederive` and the report."""
-        return {"faults": self.faults()}
+    def record_fields(self, record: RunRecord) -> None:
+        """Its fields of the run's record (the faults, a contention's blocker), for `poc rederive` and the report."""
+        record.faults = self.faults()
 
     def evidence(self) -> dict | None:
         """Its own raw evidence (kept under raw_key), as metrics reads it."""
@@ -177,5 +177,6 @@ class Scenario:
         cleaned up with the run."""
         return {}
 
-    def finish(self, raw: dict, record: dict) -> None:
-        """After the audit: its raw evidence into ``raw``, its summary into ``record``."""
+    def finish(self, raw: dict, record: RunRecord) -> None:
+        """After the audit: its raw evidence into ``raw``, its summary into ``record``: the RunRecord field
+        named after its block (record.drill, record.serve), or record.extra[raw_key] until there is one."""

@@ -24,7 +24,7 @@ from .order import arrange
 from .scenarios import kind_of, runner, scenario_class
 from .spec import JobSpec, build, run_plan
 from .states import JobState
-from .store import Store
+from .store import RunRecord, Store
 
 
 def derive_inputs(cfg: Config, spec: JobSpec) -> dict:
@@ -47,7 +47,7 @@ class _Run:
     spec: JobSpec
     scenario: Scenario
     stages: Stages
-    record: dict
+    record: RunRecord
     files: dict[str, str] = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
     times: dict = field(default_factory=dict)
@@ -80,27 +80,27 @@ class _Run:
 
 
 def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
-    """Run one job end to end and return its record (already appended to the store). The stages are
-    the same for every run; the scenario (harness/scenarios.py) adds what its run does at each."""
+    """Run one job end to end and return its record as stored (already appended to the store). The stages
+    are the same for every run; the scenario (harness/scenarios.py) adds what its run does at each."""
     stages = Stages(clock=ctx.clock, calls=ctx.backend.call_counts)
     usage0 = provenance.own_usage()
     record = run_record.start(ctx.cfg, spec.platform, spec.run_id, spec.scenario, ctx.clock(), stages.items)
     if order is not None:
-        record["order"] = order
+        record.order = order
     run = _Run(ctx, spec, scenario_class(spec.scenario)(ctx, spec), stages, record)
     try:
         _stages(run)
-        record["status"] = "ok"
+        record.status = "ok"
     except StageFailed as sf:
         run.interrupted = run_record.fail(record, sf.stage, sf.error)
     except KeyboardInterrupt as exc:
         run.interrupted = run_record.fail(record, "between stages", exc)
     finally:
         _cancel(run)
-    _write(run, usage0)
+    stored = _write(run, usage0)
     if run.interrupted:
         raise KeyboardInterrupt
-    return record
+    return stored
 
 
 def _stages(run: _Run) -> None:
@@ -108,7 +108,7 @@ def _stages(run: _Run) -> None:
     with stages.stage("render"):
         rendered = ctx.backend.render(spec)
         run.files.update({f"rendered/{k}": v for k, v in rendered.files.items()})
-        run.record["ux"] = {"written": footprint.written(rendered.files)}
+        run.record.ux = {"written": footprint.written(rendered.files)}
     scen.prepare(stages, run.files)
     with stages.stage("submit"):
         run.intent = ctx.backend.intent(spec, rendered)
@@ -116,7 +116,7 @@ def _stages(run: _Run) -> None:
             ctx.store.mark_inflight(run.intent.to_json())
         run.handle = ctx.backend.submit(spec, rendered)
         ctx.store.mark_inflight(run.handle.to_json())
-        run.record["job_ids"] = run.handle.ids
+        run.record.job_ids = run.handle.ids
     with stages.stage("queue"):
         _queue(run)
     with stages.stage("run"):
@@ -132,12 +132,12 @@ def _stages(run: _Run) -> None:
         # every time-stamp from the raw scheduler records, by the same pure code `poc rederive` runs
         # (from the redacted copy: what is stored is exactly what the stamps were derived from)
         run.stamps = ctx.stamps(spec.platform, redact.scrub(run.collected.raw).data)
-        run.record["derive_inputs"] = inputs = derive_inputs(ctx.cfg, spec)
+        run.record.derive_inputs = inputs = derive_inputs(ctx.cfg, spec)
         m, timeline = scen.metrics(Evidence(
             spec.platform, run.events, run.stamps, ctx.stamps, inputs, metmod.derive, **scen.derive_kwargs(),
             job_ok=run.state == JobState.SUCCEEDED, raw=scen.evidence()))
-        run.record["metrics"] = m
-        run.record["timeline"] = timeline
+        run.record.metrics = m
+        run.record.timeline = timeline
 
 
 def _queue(run: _Run) -> None:
@@ -222,53 +222,55 @@ def _after(run: _Run) -> dict:
         try:
             run.take_collected()
         except Exception as exc:  # noqa: BLE001 - the record is written whatever collect raised
-            record["collect_error"] = str(exc)[:500]
+            record.collect_error = str(exc)[:500]
     if handle is not None:
         try:   # after collect and cancel: the run's files on the cluster are removed or kept (keep_run_files)
-            record["cleanup"] = cleanup_run(ctx.backend, handle, record, ctx.cfg.keep_run_files)
+            record.cleanup = cleanup_run(ctx.backend, handle, record, ctx.cfg.keep_run_files)
             for name, other in run.scenario.handles().items():
-                record["cleanup"][name] = cleanup_run(ctx.backend, other, record, ctx.cfg.keep_run_files)
+                record.cleanup[name] = cleanup_run(ctx.backend, other, record, ctx.cfg.keep_run_files)
         except KeyboardInterrupt:
-            record["cleanup"], run.interrupted = {"warning": "interrupted during cleanup: files kept"}, True
+            record.cleanup, run.interrupted = {"warning": "interrupted during cleanup: files kept"}, True
     raw = redact.scrub(run.collected.raw).data if run.collected else {}
     if handle is not None:
         audit_run(ctx.backend, handle, raw, record)
     return raw
 
 
-def _write(run: _Run, usage0: dict) -> None:
+def _write(run: _Run, usage0: dict) -> dict:
     ctx, spec, record = run.ctx, run.spec, run.record
     raw = _after(run)
     collected = run.collected
     run.scenario.finish(raw, record)
-    record.setdefault("ux", {})["calls"] = calls_by_phase(run.stages.items, run.cancel_calls)
-    record["finished_at"] = ctx.clock()
+    if record.ux is None:   # the render stage did not get as far as the files a user writes
+        record.ux = {}
+    record.ux["calls"] = calls_by_phase(run.stages.items, run.cancel_calls)
+    record.finished_at = ctx.clock()
     usage1 = provenance.own_usage()
     # The harness's own footprint while it watched this run (benchmarks/observation_latency.py prints it).
-    record["harness_usage"] = {"cpu_s": round(usage1["cpu_s"] - usage0["cpu_s"], 3), "max_rss_mb": usage1["max_rss_mb"]}
-    record.update(run.scenario.record_fields())
+    record.harness_usage = {"cpu_s": round(usage1["cpu_s"] - usage0["cpu_s"], 3), "max_rss_mb": usage1["max_rss_mb"]}
+    run.scenario.record_fields(record)
     stamps = run.stamps
     if stamps is None and raw:
         try:   # a failed run's evidence is kept and readable too
             stamps = ctx.stamps(spec.platform, raw)
         except Exception as exc:  # noqa: BLE001 - the record is written whatever the evidence reader raised
-            record["stamps_error"] = f"{type(exc).__name__}: {exc}"[:500]
-    record["scheduler"] = {"times": run.times, "attempts": collected.attempts if collected else [],
-                           "info": collected.info if collected else {},
-                           "stamps": evidence.to_json(stamps) if stamps is not None else None}
-    record["environment"] = provenance.environment(ctx.platform_info, run.events, raw)
+            record.stamps_error = f"{type(exc).__name__}: {exc}"[:500]
+    record.scheduler = {"times": run.times, "attempts": collected.attempts if collected else [],
+                      "info": collected.info if collected else {},
+                      "stamps": evidence.to_json(stamps) if stamps is not None else None}
+    record.environment = provenance.environment(ctx.platform_info, run.events, raw)
     run.files["events.jsonl"] = evmod.dumps(run.events)
     if collected:
         run.files.update({f"logs/{k}": v for k, v in collected.logs.items()})
-    run_record.write(ctx.store, record, raw, run.files)
+    return run_record.write(ctx.store, record, raw, run.files)
 
 
 BackendFactory = Callable[[str], Backend]
 
 
-def _preflight_failed(cfg: Config, plat: str, run_id: str, exc: PocError, now: float) -> dict:
+def _preflight_failed(cfg: Config, plat: str, run_id: str, exc: PocError, now: float) -> RunRecord:
     rec = run_record.start(cfg, plat, run_id, "preflight", now)
-    rec["finished_at"] = now
+    rec.finished_at = now
     run_record.fail(rec, "preflight", exc)
     return rec
 
@@ -319,7 +321,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 rec = _preflight_failed(cfg, plat, plans[plat][0].run_id if plans[plat] else f"{plat}-cleanup",
                                         exc, clock())
                 store.append(rec)
-                emit(rec)
+                emit(rec.to_json())
                 plans[plat] = []
                 continue
             if not plans[plat]:

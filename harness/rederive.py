@@ -25,7 +25,7 @@ from pathlib import Path
 from . import evidence
 from .context import Evidence
 from .errors import StoreError
-from .scenarios import scenario_class
+from .scenarios import kind_of, scenario_class
 from .store import RAW_FILE, iter_runs, load_events, load_raw, runs_files
 
 FIELDS = ("value", "lo", "hi", "uncertainty")
@@ -100,7 +100,7 @@ def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> l
     run_id = rec["run_id"]
     if not (run_dir / RAW_FILE).exists():
         return [Finding(run_id, "-", "raw", f"no raw evidence ({RAW_FILE})", None, "missing")]
-    if rec.get("scenario") == "mistake":
+    if kind_of(str(rec.get("scenario") or ""))[0] == "mistake":   # "mistake:<kind>"; older records: "mistake"
         return check_mistake(rec, run_dir) + check_audit(rec, run_dir)
     events = load_events(run_dir)
     if events is None:

@@ -8,6 +8,7 @@ from ..context import Evidence, Scenario, Stages
 from ..errors import BackendError
 from ..metrics.drill import from_evidence
 from ..states import JobState
+from ..store import RunRecord
 from .runner import Session
 
 
@@ -61,8 +62,8 @@ class DrillScenario(Scenario):
         if self.session is not None:
             self.session.cancel_follower()
 
-    def finish(self, raw: dict, record: dict) -> None:
+    def finish(self, raw: dict, record: RunRecord) -> None:
         if self.session is not None:   # after the audit: putting an upgraded cluster back may start it afresh
             self.session.close()
             raw["drill"] = self.session.evidence
-            record["drill"] = self.session.summary()
+            record.drill = self.session.summary()

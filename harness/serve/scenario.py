@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .. import redact
 from ..context import Evidence, Scenario, Stages
+from ..store import RunRecord
 from .metrics import from_evidence
 from .session import Session
 
@@ -42,7 +43,7 @@ class ServeScenario(Scenario):
         if self.session is not None:
             self.session.close()       # idempotent; a failed or interrupted serving run leaves nothing behind
 
-    def finish(self, raw: dict, record: dict) -> None:
+    def finish(self, raw: dict, record: RunRecord) -> None:
         if self.session is not None:
             raw["serve"] = redact.scrub(self.session.evidence).data
-            record["serve"] = self.session.summary()
+            record.serve = self.session.summary()

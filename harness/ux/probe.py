@@ -4,7 +4,8 @@ The probe submits the job with the mistake in it (harness/ux/mistakes.py) as a u
 looks at what a user can read (the backend's user_view: squeue's reason, Kueue's conditions, pod
 events, the job's output) every poll until a message names the problem (harness/ux/clear.py) or the
 deadline passes. It always cancels what it submitted, keeps every message it saw with when, and
-stores a run record like any other: scenario "mistake", metric time_to_error_s:<kind>.
+stores a run record like any other: scenario "mistake:<kind>" as the run plan names it (records of
+campaigns run before it was stored so say "mistake"), metric time_to_error_s:<kind>.
 """
 from __future__ import annotations
 
@@ -51,10 +52,10 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
         worker_image: str | None = None, poll_s: float = 1.0, clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         progress: Callable[[str, str, str, float], None] = lambda *_a: None) -> dict:
-    """Probe one mistake; return its record (already appended to the store)."""
+    """Probe one mistake; return its record as stored (already appended to the store)."""
     m = mistakes.make(cfg, platform, kind, worker_image)
     deadline_s = cfg.ux.deadline_s
-    record = run_record.start(cfg, platform, run_id, "mistake", clock())
+    record = run_record.start(cfg, platform, run_id, f"mistake:{kind}", clock())
     seen = _Seen()
     files: dict[str, str] = {}
     handle: Handle | None = None
@@ -102,7 +103,7 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
             except PocError:
                 pass
             footprint.add(calls, "watch", footprint.diff(c1, backend.call_counts()))
-        record["status"] = "ok"
+        record.status = "ok"
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - who failed is in the record (run_record.fail)
         interrupted = run_record.fail(record, "probe", exc)
     finally:
@@ -114,25 +115,25 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
             collected = backend.collect(handle)
             raw = redact.scrub(collected.raw).data
         except Exception as exc:  # noqa: BLE001 - a job that never ran may have little to collect
-            record["collect_error"] = str(exc)[:500]
-        record["cleanup"] = cleanup_run(backend, handle, record, cfg.keep_run_files)
+            record.collect_error = str(exc)[:500]
+        record.cleanup = cleanup_run(backend, handle, record, cfg.keep_run_files)
         audit_run(backend, handle, raw, record)
-        record["job_ids"] = handle.ids
+        record.job_ids = handle.ids
     if backend is not None:
         backend.close()
     v = clear.verdict(seen.items, kind, m.wrong)
-    record["mistake"] = {**m.to_json(), "deadline_s": deadline_s, "poll_s": poll_s, **v, "messages": seen.items,
+    record.mistake = {**m.to_json(), "deadline_s": deadline_s, "poll_s": poll_s, **v, "messages": seen.items,
                          **({"harness_note": harness_note} if harness_note else {})}
     if v["time_to_error_s"] is not None:
-        record["metrics"] = {f"time_to_error_s:{kind}": _metric(v)}
-    record["ux"] = {"calls": calls}
-    record["finished_at"] = clock()
+        record.metrics = {f"time_to_error_s:{kind}": _metric(v)}
+    record.ux = {"calls": calls}
+    record.finished_at = clock()
     if collected is not None:
         files.update({f"logs/{k}": val for k, val in collected.logs.items()})
-    run_record.write(store, record, {**raw, "user_view": seen.items}, files)
+    stored = run_record.write(store, record, {**raw, "user_view": seen.items}, files)
     if interrupted:
         raise KeyboardInterrupt
-    return record
+    return stored
 
 
 def _metric(v: dict) -> dict:

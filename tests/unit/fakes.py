@@ -1,4 +1,5 @@
-"""A backend that replays events recorded from a real local run: for pipeline logic only.
+"""A backend that replays events recorded from a real local run: for pipeline logic only; a simulated
+clock; a whole run record for tests of what stores or reads records.
 
 The real backends are exercised by the integration tests against real clusters.
 """
@@ -10,6 +11,7 @@ from pathlib import Path
 from harness import events as ev
 from harness.backends.base import Backend, Collected, FaultRecord, Handle, Observation, Rendered
 from harness.states import JobState
+from harness.store import RunRecord
 
 FIX = Path(__file__).parents[1] / "fixtures" / "local"
 
@@ -71,3 +73,10 @@ class SimClock:
 
     def sleep(self, dt: float) -> None:
         self.now += dt
+
+
+def record(run_id: str, status: str = "ok", **fields) -> RunRecord:
+    """A run record with the fields every record has (a local clean run started at 0), ``fields`` over them:
+    the store refuses anything less."""
+    return RunRecord.from_json({"run_id": run_id, "campaign": "c", "platform": "local", "scenario": "clean",
+                                "config_hash": "h", "started_at": 0.0, "status": status, "stages": [], **fields})

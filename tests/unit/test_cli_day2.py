@@ -24,8 +24,8 @@ CONFIG = "campaign: camp\nplatforms: [local]\nrepetitions: 4\n"   # plan: local-
 
 def _rec(run_id, status="ok", error=None, start=100.0, took=10.0):
     return {"run_id": run_id, "campaign": "camp", "platform": "local",
-            "scenario": "kill_rank" if "kill" in run_id else "clean", "status": status,
-            "started_at": start, "finished_at": start + took, **({"error": error} if error else {})}
+            "scenario": "kill_rank" if "kill" in run_id else "clean", "config_hash": "h", "status": status,
+            "stages": [], "started_at": start, "finished_at": start + took, **({"error": error} if error else {})}
 
 
 @pytest.fixture

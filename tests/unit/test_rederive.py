@@ -57,12 +57,14 @@ def _make_campaign(root: Path, inputs_in_record: bool = True) -> Path:
         st = evidence.stamps("local", load_raw(store.run_dir(run_id)))  # the stored (redacted) raw, as rederive sees it
         m, timeline = metrics.derive(events, st, **inputs, faults=old["faults"])
         rec = {"run_id": run_id, "campaign": CONFIG.campaign, "platform": "local", "scenario": old["scenario"],
-               "status": "ok", "faults": old["faults"], "metrics": m, "timeline": timeline,
+               "config_hash": CONFIG.config_hash(), "started_at": old["started_at"], "status": "ok", "stages": [],
+               "faults": old["faults"], "metrics": m, "timeline": timeline,
                "scheduler": {"stamps": evidence.to_json(st)}}
         if inputs_in_record:
             rec["derive_inputs"] = inputs
         store.append(rec)
-    store.append({"run_id": "local-clean-02", "platform": "local", "status": "failed",
+    store.append({"run_id": "local-clean-02", "campaign": CONFIG.campaign, "platform": "local", "scenario": "clean",
+                  "config_hash": CONFIG.config_hash(), "started_at": 0.0, "status": "failed", "stages": [],
                   "error": {"stage": "run", "message": "boom"}})
     store.close()
     return store.root
@@ -212,7 +214,8 @@ def test_cli_unknown_campaign_and_empty_results(campaign, tmp_path, capsys):
     assert "ERROR results directory" in capsys.readouterr().err
     failed_only = Store(tmp_path / "f", "only-failed")
     failed_only.open("h", {}, resume=False)
-    failed_only.append({"run_id": "x", "platform": "local", "status": "failed"})
+    failed_only.append({"run_id": "x", "campaign": "only-failed", "platform": "local", "scenario": "clean",
+                        "config_hash": "h", "started_at": 0.0, "status": "failed", "stages": []})
     failed_only.close()
     assert main(["rederive", str(failed_only.root)]) == 1
     assert "nothing to re-derive" in capsys.readouterr().err

@@ -3,6 +3,7 @@ there: the real shell script (guard.OWNED_DIR_SCRIPT) on a real directory, throu
 from __future__ import annotations
 
 import pytest
+from fakes import record
 
 from harness import config
 from harness.backends.base import Handle
@@ -90,7 +91,7 @@ def test_the_run_directory_carries_the_campaign_token():
 def test_a_campaigns_token_is_random_and_kept_across_resume(tmp_path):
     a = Store(tmp_path, "c1")
     a.open("h1", {}, resume=False)
-    a.append({"run_id": "r1", "status": "ok"})
+    a.append(record("r1"))
     a.close()
     b = Store(tmp_path, "c1")
     b.open("h1", {}, resume=True)

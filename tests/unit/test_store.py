@@ -1,4 +1,5 @@
 import pytest
+from fakes import record
 
 from harness.errors import StoreError
 from harness.store import SCHEMA_VERSION, Store, load_results, read_runs
@@ -7,8 +8,8 @@ from harness.store import SCHEMA_VERSION, Store, load_results, read_runs
 def test_append_and_read(tmp_path):
     s = Store(tmp_path, "c1")
     assert s.open("h1", {"a": 1}, resume=False) == []
-    s.append({"run_id": "r1", "status": "ok"})
-    s.append({"run_id": "r2", "status": "failed"})
+    s.append(record("r1"))
+    s.append(record("r2", "failed"))
     recs = s.runs()
     assert [r["run_id"] for r in recs] == ["r1", "r2"]
     assert all(r["schema"] == SCHEMA_VERSION for r in recs)
@@ -18,7 +19,7 @@ def test_append_and_read(tmp_path):
 def test_torn_last_line_is_ignored(tmp_path):
     s = Store(tmp_path, "c1")
     s.open("h", {}, resume=False)
-    s.append({"run_id": "r1", "status": "ok"})
+    s.append(record("r1"))
     with open(s.runs_path, "a") as fh:
         fh.write('{"schema": 1, "run_id": "r2", "sta')  # a crash mid-write
     assert [r["run_id"] for r in read_runs(s.runs_path)] == ["r1"]
@@ -44,7 +45,7 @@ def test_a_record_of_another_schema_is_still_an_error(tmp_path):
 def test_resume_rules(tmp_path):
     s = Store(tmp_path, "c1")
     s.open("h1", {}, resume=False)
-    s.append({"run_id": "r1", "status": "ok"})
+    s.append(record("r1"))
     s.close()
     with pytest.raises(StoreError, match="already holds 1 runs") as ei:
         Store(tmp_path, "c1").open("h1", {}, resume=False)
@@ -78,7 +79,7 @@ def test_inflight_handles(tmp_path):
     s.open("h", {}, resume=False)
     s.mark_inflight({"run_id": "r1", "platform": "slurm", "ids": ["42"], "submitted_at": 1.0})
     assert s.inflight()[0]["ids"] == ["42"]
-    s.append({"run_id": "r1", "status": "ok"})
+    s.append(record("r1"))
     assert [h["run_id"] for h in s.inflight()] == ["r1"], "a record does not clear its handle: a cancel does"
     s.clear_inflight("r1")
     assert s.inflight() == []
@@ -89,7 +90,7 @@ def test_load_results_finds_campaigns(tmp_path):
     for c in ("a", "b"):
         s = Store(tmp_path, c)
         s.open("h", {}, resume=False)
-        s.append({"run_id": f"{c}-1", "status": "ok", "campaign": c})
+        s.append(record(f"{c}-1", campaign=c))
         s.close()
     assert sorted(r["run_id"] for r in load_results(tmp_path)) == ["a-1", "b-1"]
     assert [r["run_id"] for r in load_results(tmp_path / "a")] == ["a-1"]

@@ -4,6 +4,7 @@ import errno
 import os
 
 import pytest
+from fakes import record
 
 from harness.cli import main
 from harness.errors import StoreError
@@ -19,7 +20,7 @@ def _store(tmp_path):
 
 def test_a_short_write_on_a_full_disk_is_taken_back_and_said(tmp_path, monkeypatch):
     s = _store(tmp_path)
-    s.append({"run_id": "r1", "status": "ok"})
+    s.append(record("r1"))
     real_write = os.write
     calls = []
 
@@ -31,22 +32,22 @@ def test_a_short_write_on_a_full_disk_is_taken_back_and_said(tmp_path, monkeypat
 
     monkeypatch.setattr(os, "write", half_then_full)
     with pytest.raises(StoreError, match="No space left") as ei:
-        s.append({"run_id": "r2", "status": "ok"})
+        s.append(record("r2"))
     assert "free space" in ei.value.tip and "--resume" in ei.value.tip
     assert len(calls) == 2, "the rest of a short write is tried before giving up"
     monkeypatch.setattr(os, "write", real_write)
-    assert s.runs_path.read_bytes().endswith(b'"status":"ok"}\n'), "the half line was taken back"
-    s.append({"run_id": "r3", "status": "ok"})
+    assert s.runs_path.read_bytes().endswith(b'"stages":[]}\n'), "the half line was taken back"
+    s.append(record("r3"))
     assert [r["run_id"] for r in s.runs()] == ["r1", "r3"] and s.notes == []
     s.close()
 
 
 def test_a_torn_tail_is_set_aside_before_the_next_append_not_glued_to_it(tmp_path):
     s = _store(tmp_path)
-    s.append({"run_id": "r1", "status": "ok"})
+    s.append(record("r1"))
     with open(s.runs_path, "a") as fh:
         fh.write('{"schema": 1, "run_id": "r2", "sta')  # a crash mid-write, before this version
-    s.append({"run_id": "r3", "status": "ok"})
+    s.append(record("r3"))
     assert [r["run_id"] for r in read_runs(s.runs_path)] == ["r1", "r3"]
     assert (tmp_path / "c1" / "runs.jsonl.torn").read_text() == '{"schema": 1, "run_id": "r2", "sta\n'
     assert len(s.notes) == 1 and "runs.jsonl.torn" in s.notes[0]
@@ -55,7 +56,7 @@ def test_a_torn_tail_is_set_aside_before_the_next_append_not_glued_to_it(tmp_pat
 
 def test_resume_reads_past_a_torn_line_in_the_middle_and_reports_it(tmp_path):
     s = _store(tmp_path)
-    s.append({"run_id": "r1", "platform": "local", "status": "ok"})
+    s.append(record("r1"))
     s.close()
     with open(tmp_path / "c1" / "runs.jsonl", "a") as fh:
         fh.write('{"schema":1,"run_id":"r2","sta{"schema":1,"run_id":"r3","status":"ok"}\n'
@@ -124,8 +125,7 @@ def test_an_unwritable_results_dir_is_error_and_tip_not_a_traceback(tmp_path, mo
 
 def test_a_report_into_a_read_only_dir_is_error_and_tip(tmp_path, monkeypatch, capsys):
     s = _store(tmp_path)
-    s.append({"run_id": "local-clean-01", "platform": "local", "scenario": "clean", "status": "failed",
-              "campaign": "c1"})
+    s.append(record("local-clean-01", "failed", campaign="c1"))
     s.close()
     real_open = os.open
 
@@ -142,7 +142,7 @@ def test_a_report_into_a_read_only_dir_is_error_and_tip(tmp_path, monkeypatch, c
 
 def test_a_skipped_line_is_said_once_however_often_it_is_read(tmp_path, capsys):
     s = _store(tmp_path)
-    s.append({"run_id": "r1", "status": "ok"})
+    s.append(record("r1"))
     s.close()
     with open(tmp_path / "c1" / "runs.jsonl", "a") as fh:
         fh.write('{"schema":1,"run_\n')
@@ -176,7 +176,7 @@ def test_journal_entries_and_run_files_are_durable_before_they_count(tmp_path, m
     assert ("file", (d / "logs" / "a.log").stat().st_ino) in synced
     assert ("dir", (d / "logs").stat().st_ino) in synced and ("dir", d.parent.stat().st_ino) in synced
     synced.clear()
-    s.append({"run_id": "r1", "status": "ok"})
+    s.append(record("r1"))
     assert ("dir", (tmp_path / "c1").stat().st_ino) in synced, "runs.jsonl was created: its name is synced"
     synced.clear()
     s.clear_inflight("r1")

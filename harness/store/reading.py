@@ -1,0 +1,122 @@
+"""Reading a results store back: runs.jsonl line by line (a torn line skipped and said), a run's raw
+evidence and workload events, and the runs.jsonl files under a results dir. The raw evidence's bytes
+are made here too, so that what is written and what is read stay one format."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ..errors import StoreError
+from ..events import parse_lines
+from .record import SCHEMA_VERSION
+
+RAW_FILE = "raw.json.gz"
+EVENTS_FILES = ("events.jsonl", "events.jsonl.gz")  # a committed campaign may keep its events compressed
+
+
+def iter_runs(path: Path, on_skip: Callable[[str], None] | None = None) -> Iterator[dict]:
+    """Every complete record of a runs.jsonl, read line by line. A line that is not JSON (a write
+    torn by a crash or a full disk) is skipped and described to on_skip; a record of another
+    schema is an error (another harness version wrote it, nothing was lost)."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for i, line in enumerate(fh):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                rec = None
+            if not isinstance(rec, dict):
+                if on_skip is not None:
+                    on_skip(f"{path}: line {i + 1} is not a JSON record ({len(line)} bytes, a torn write?): skipped")
+                continue
+            if rec.get("schema") != SCHEMA_VERSION:
+                raise StoreError(f"{path}: line {i + 1} has schema {rec.get('schema')!r}; this harness reads "
+                                 f"{SCHEMA_VERSION}",
+                                 tip="use the harness version that wrote it, or start a new campaign")
+            yield rec
+
+
+def read_runs(path: Path, on_skip: Callable[[str], None] | None = None) -> list[dict]:
+    return list(iter_runs(path, on_skip))
+
+
+def raw_bytes(raw: dict) -> bytes:
+    """Raw evidence as stored: sorted-key JSON, gzip with no name and mtime 0 (identical input, identical
+    bytes, so a re-run or a copy is recognisable by its hash)."""
+    text = json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str).encode()
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
+        gz.write(text)
+    return buf.getvalue()
+
+
+def load_raw(run_dir: str | os.PathLike) -> dict:
+    """A run's raw evidence ({} when it has none: a run from before raw evidence was kept)."""
+    path = Path(run_dir) / RAW_FILE
+    if not path.exists():
+        return {}
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, EOFError, ValueError) as exc:
+        raise StoreError(f"{path}: not readable as gzip JSON ({exc})",
+                         tip="the file is damaged; re-run the run, or restore it from the campaign's copy") from None
+
+
+def load_events(run_dir: str | os.PathLike) -> list[dict] | None:
+    """A run's stored workload events (events.jsonl, or events.jsonl.gz); None when it has neither."""
+    for name in EVENTS_FILES:
+        path = Path(run_dir) / name
+        if path.exists():
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+                return parse_lines(fh)
+    return None
+
+
+def runs_files(path: str | os.PathLike) -> list[Path]:
+    """The runs.jsonl files under a results dir: a campaign dir, or a dir of campaigns."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise StoreError(f"results directory {str(path)!r} does not exist",
+                         tip="pass the --results dir of `poc run` (or a campaign inside it)")
+    files = [root / "runs.jsonl"] if (root / "runs.jsonl").exists() else sorted(root.glob("*/runs.jsonl"))
+    if not files:
+        raise StoreError(f"no runs.jsonl under {root}", tip="run `poc run --results DIR` first, then `poc report DIR`")
+    return files
+
+
+def latest_records(path: str | os.PathLike, marker: bytes, keep) -> list[tuple[dict, Path]]:
+    """(record, its run directory) of every run under a results dir that `keep(record)` selects, a
+    retried run's last record only. `marker`: bytes every such line contains, a cheap test before the
+    JSON parse (most lines are other runs); a torn last line is skipped (the table's reader reports it)."""
+    latest: dict[tuple, tuple[dict, Path]] = {}
+    for f in runs_files(path):
+        with open(f, "rb") as fh:
+            for line in fh:
+                if marker not in line:
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and keep(rec):
+                    latest[(rec.get("campaign"), rec.get("run_id"))] = (rec, f.parent / "runs" / str(rec.get("run_id")))
+    return list(latest.values())
+
+
+def load_results(path: str | os.PathLike, on_skip: Callable[[str], None] | None = None) -> list[dict]:
+    """Every run under a results dir (see runs_files), each with its campaign dir as ``_dir``."""
+    runs = []
+    for f in runs_files(path):
+        for r in iter_runs(f, on_skip):
+            r.setdefault("_dir", str(f.parent))
+            runs.append(r)
+    return runs
