@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .config import Config, Contention, Fault
-from .config_clusters import NATIVE_NODE_TOLERATIONS
-from .config_ux import MISTAKES
+from .config.kubernetes import NATIVE_NODE_TOLERATIONS
+from .config.ux import MISTAKES
 
 SMOKE_CAMPAIGN = "smoke-poc"  # apart from `poc run`'s default campaign, so both can live in one results dir
 SMOKE_PLATFORMS = ["local", "slurm", "k8s"]

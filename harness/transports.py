@@ -16,7 +16,7 @@ and output; ``check=True`` raises ``CommandError`` with all of them.
   by the same rules.
 
 ``slurm.transport: rest`` (slurmrestd) is backends/slurm/rest.py. ``pyslurm`` is refused when the config is
-validated (config_clusters.PYSLURM_REFUSED says why).
+validated (config.slurm.PYSLURM_REFUSED says why).
 """
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .. import config_yaml
-from ..config import Config
+from ..config import Config, load_yaml
 from ..errors import ConfigError
 
 ENV_PREFIX = "POC_"
@@ -53,7 +52,7 @@ def apply(data: object, overrides: list[tuple[str, str, str]]) -> tuple[object, 
         data = {}
     applied = []
     for path, raw, origin in overrides:
-        value = config_yaml.load(raw, f"{origin} {path}") if raw.strip() else ""
+        value = load_yaml(raw, f"{origin} {path}") if raw.strip() else ""
         _set(data, path, value, origin)
         applied.append({"key": path, "from": origin})
     return data, applied

@@ -26,7 +26,7 @@ MESSAGE_CHARS = 160
 
 def _mistake_order() -> tuple[str, ...]:
     try:
-        from ..config_ux import MISTAKES
+        from ..config.ux import MISTAKES
     except ImportError:
         return ()
     return tuple(MISTAKES)

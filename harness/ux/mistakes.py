@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Config
-from ..config_ux import MISTAKES
+from ..config.ux import MISTAKES
 from ..errors import ConfigError
 from ..spec import WORKLOAD_SCRIPT
 

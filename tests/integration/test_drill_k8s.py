@@ -19,7 +19,7 @@ pytest.importorskip("kubernetes")
 from _drill_k8s import Bed, Probes, check_survived, wait_for  # noqa: E402
 from _native import native_cluster  # noqa: E402
 
-from harness.config_drills import Drills  # noqa: E402
+from harness.config.drills import Drills  # noqa: E402
 from harness.drills.k8s import CONTROL_PLANE, K8sDrill  # noqa: E402
 
 

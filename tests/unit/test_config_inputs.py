@@ -9,7 +9,7 @@ import pytest
 from harness import config as cfgmod
 from harness.backends.slurm.rest import read_token, rest_parts
 from harness.cli import main
-from harness.config_sbatch import ALLOWED
+from harness.config.sbatch import ALLOWED
 from harness.errors import ConfigError, TransportError
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.clusters.slurm.upgrade import major_of, upgrade_supported
-from harness.config_drills import Drills
+from harness.config.drills import Drills
 from harness.drills import slurm as ds
 from harness.errors import BackendError
 

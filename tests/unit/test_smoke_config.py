@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness import config, spec
 from harness.backends.k8s.taints import tolerates
 from harness.clusters.k8s.gpu_shape import GPU_TAINT, GPU_TOLERATION
-from harness.config_clusters import NATIVE_NODE_TOLERATIONS
+from harness.config.kubernetes import NATIVE_NODE_TOLERATIONS
 from harness.render import jobset as rj
 from harness.smoke import SMOKE_PLATFORMS, smoke_config
 
@@ -47,7 +47,7 @@ def test_a_config_for_another_cluster_keeps_its_own_tolerations():
 
 
 def test_the_smoke_campaign_probes_every_mistake_as_the_native_clusters_restricted_user():
-    from harness.config_ux import MISTAKES
+    from harness.config.ux import MISTAKES
     from harness.ux import mistakes
     tenant = {"user": "poc-user", "kubeconfig": "/state/restricted-kubeconfig", "namespace": "poc-gpu",
               "local_queue": "poc-gpu-queue", "priority_class": "poc-gpu-normal"}

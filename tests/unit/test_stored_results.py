@@ -68,7 +68,7 @@ def test_new_campaign_baseline_and_clusters_ran_one_torch_build(stored):
 
 def test_the_ux_audit_campaign_audits_every_scheduler_run_and_probes_every_mistake():
     from harness.audit import QUESTIONS
-    from harness.config_ux import MISTAKES
+    from harness.config.ux import MISTAKES
     runs = load_results(UX)
     assert all(r["status"] == "ok" for r in runs)
     probes = {(r["platform"], r["mistake"]["kind"]): r["mistake"] for r in runs if r.get("scenario") == "mistake"}

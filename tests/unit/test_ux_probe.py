@@ -11,7 +11,7 @@ import pytest
 
 from harness import config, evidence, footprint
 from harness.backends.base import Backend, Collected, Handle, Observation, Rendered
-from harness.config_ux import MISTAKES
+from harness.config.ux import MISTAKES
 from harness.errors import BackendError, ConfigError
 from harness.metrics.common import normalise
 from harness.metrics.timing import first_log

@@ -25,7 +25,7 @@ from _native import native_cluster  # noqa: E402
 
 from harness.clusters import native_k8s as nk  # noqa: E402
 from harness.clusters.k8s import builds, upgrade  # noqa: E402
-from harness.config_drills import Drills  # noqa: E402
+from harness.config.drills import Drills  # noqa: E402
 from harness.drills.k8s import K8sDrill  # noqa: E402
 
 

@@ -17,7 +17,7 @@ from _drill_slurm import Probes, backend, handle, step_pids, submit_pair
 from _poc import login, squeue_state, wait_for
 
 from harness.clusters import slurm_docker
-from harness.config_drills import Drills
+from harness.config.drills import Drills
 from harness.drills.platforms import platform_drill
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.upgrade]

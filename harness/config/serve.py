@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from .config_clusters import _Model
+from .base import Model
 
 FAULTS = ("kill_server", "node_loss")
 
 
-class Serve(_Model):
+class Serve(Model):
     enabled: bool = False               # one serving run per scheduler platform (scenario "serve")
     train_steps: int = Field(20, ge=1)  # the short training job whose newest checkpoint is served
     clients: int = Field(4, ge=1, le=64)            # the closed loop's concurrency, the same on both

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from . import capabilities as cap
-from .config_clusters import _Model
+from .. import capabilities as cap
+from .base import Model
 
 KINDS = ("restart", "upgrade")
 
 
-class Drills(_Model):
+class Drills(Model):
     kinds: list[str] = Field(default_factory=list)       # one drill run per kind and scheduler platform
     at_step: int = Field(5, ge=1)       # the drill starts once rank 0 has reached this step
     # the training job's steps: long enough to outlast the drill (about 0.4 s a step on the smoke workload)

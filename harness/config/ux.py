@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from .config_clusters import _Model
+from .base import Model
 
 # the mistakes users make most, in the order the report lists them
 MISTAKES = ("impossible_resources", "missing_image", "wrong_queue", "entrypoint_typo", "missing_checkpoint_volume")
@@ -16,7 +16,7 @@ UX_K8S_KEYS = {"kubeconfig", "context", "namespace", "local_queue", "pod", "chec
                "checkpoint_pvc", "image", "image_pull_policy", "audit_log"}
 
 
-class Ux(_Model):
+class Ux(Model):
     mistakes: list[str] = Field(default_factory=list)
     # how long a probe waits for the platform to say what is wrong before it records "not clear"
     deadline_s: float = Field(150, gt=0, le=3600)

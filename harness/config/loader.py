@@ -1,4 +1,5 @@
-"""YAML → plain data, with limits, for config files.
+"""A config file -> validated Config: its YAML read within limits, then validated, pydantic's errors
+turned into one ERROR/TIP.
 
 PyYAML's safe loader builds an alias as a second reference to the anchored object, so a few
 hundred bytes of nested aliases ("billion laughs") load in milliseconds and then make every walk
@@ -8,9 +9,16 @@ few hundred nodes a dozen levels deep: the limits below are far above that and f
 """
 from __future__ import annotations
 
-import yaml
+import os
+from importlib import resources
+from pathlib import Path
 
-from .errors import ConfigError
+import yaml
+from pydantic import ValidationError
+
+from .. import imageref
+from ..errors import ConfigError
+from .model import Config
 
 MAX_DEPTH = 64          # nesting levels, aliases expanded
 MAX_NODES = 100_000     # values, aliases expanded
@@ -77,7 +85,7 @@ def _check_expanded(root) -> None:
         stack.extend((c, False) for c in _children(node))
 
 
-def load(text: str, source: str) -> object:
+def load_yaml(text: str, source: str) -> object:
     """The single YAML document in text as plain data; ConfigError for bad YAML or one over the limits."""
     loader = _Loader(text)
     try:
@@ -99,3 +107,75 @@ def load(text: str, source: str) -> object:
                           tip="check indentation and quoting near that line") from None
     finally:
         loader.dispose()
+
+
+def default_yaml() -> str:
+    return resources.files("harness").joinpath("default_config.yaml").read_text(encoding="utf-8")
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<top level>"
+
+
+_TIPS = {
+    "extra_forbidden": "remove the key or fix its spelling; `poc config show` lists every valid key",
+    "missing": "add the key; `poc config show` shows it with its default",
+    "literal_error": "use one of the values listed in the message",
+    "image_reference": f"an image reference is {imageref.FORM}, e.g. registry.example.com/team/torch:2.4",
+    "slurm_image": f"{imageref.SLURM_FORMS}; an image reference is {imageref.FORM}",
+    "pyslurm_transport": "use slurm.transport: ssh (a login node over ssh), rest (slurmrestd with a JWT) or local "
+                         "(Slurm's commands on this machine): none needs a library built for the cluster's release",
+}
+
+
+def from_mapping(data: object, source: str = "<config>") -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys, not {type(data).__name__}",
+                          tip="start from `poc config show > poc.yaml`")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        lines, tips = [], []
+        for err in exc.errors():
+            loc = _loc(tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))))
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{loc}: {msg}")
+            tip = _TIPS.get(err["type"])
+            if tip and tip not in tips:
+                tips.append(tip)
+        first, rest = lines[0], lines[1:]
+        message = f"{source}: {first}" + "".join(f"\nERROR {source}: {line}" for line in rest)
+        raise ConfigError(message,
+                          tip="; ".join(tips) or "fix the value; `poc config show` documents each field") from None
+
+
+def load(path: str | os.PathLike | None) -> Config:
+    """Load a config file, or the built-in default when path is None."""
+    data, source = read_mapping(path)
+    return from_mapping(data, source)
+
+
+def read_mapping(path: str | os.PathLike | None) -> tuple[object, str]:
+    """A config file's (or the built-in default's) plain data, not yet validated, and its name for
+    messages: the CLI applies its --set and POC_* overrides to it before from_mapping validates."""
+    if path is None:
+        text, source = default_yaml(), "<built-in default>"
+    else:
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist",
+                              tip="write one with `poc config show > poc.yaml`, or omit --config for the default")
+        text, source = p.read_text(encoding="utf-8"), str(path)
+    return load_yaml(text, source), source   # with alias and nesting limits: ERROR/TIP, never a hang
+
+
+def expand(path: str | None) -> str | None:
+    return None if path is None else os.path.expandvars(os.path.expanduser(path))
