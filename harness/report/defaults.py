@@ -34,6 +34,7 @@ from typing import Any
 from ..store import latest_records
 from . import bounds
 
+TITLE = "Recovery at each platform's defaults"
 # (value in seconds, where it is documented)
 SLURM_DEFAULTS = {"cred_expire": 120.0, "SlurmdTimeout": 300.0, "sched_interval": 60.0, "bf_interval": 30.0}
 K8S_DEFAULTS = {"node-monitor-grace-period": 50.0, "pod toleration": 300.0}
@@ -284,4 +285,4 @@ def section(summaries: list[Summary], label) -> list[tuple[str, list]]:
              "polling window where the fault's place in it decides the stretch."]
     notes += [f"{label(p)} defaults: {DEFAULTS_SOURCE[p]}." for p in ("slurm", "k8s")
               if any(s.platform == p and s.terms for s in summaries)]
-    return [("Recovery at each platform's defaults", [("table", (header, rows))] + [("p", n) for n in notes])]
+    return [(TITLE, [("table", (header, rows))] + [("p", n) for n in notes])]

@@ -20,6 +20,7 @@ from . import drills_outage
 from .sections import fmt
 from .stats import PLATFORM_LABEL, SummaryRow, platform_sort_key
 
+TITLE = "Upgrades (drills)"
 SCENARIO_PREFIX = "drill:"
 KIND_TITLE = {"restart": "Restart drill", "upgrade": "Version-upgrade drill"}
 LIST_SHOWN = 4   # errors, leftovers, changed records listed per cell
@@ -315,4 +316,4 @@ def section(drills: list[Drill], summ: list[SummaryRow], chart: Path | None) -> 
     if chart is not None:
         blocks.append(("img", ("drills", chart)))
     blocks += [("p", x) for x in note(drills)]
-    return [("Upgrades (drills)", blocks)]
+    return [(TITLE, blocks)]

@@ -1,0 +1,197 @@
+"""The report's sections, in the order the report shows them.
+
+Each says whether it applies from what the campaign holds (section.py); the document renders those that
+do, in this order. A new scenario's section is one more entry here.
+"""
+from __future__ import annotations
+
+import yaml
+
+from . import audit as auditmod
+from . import bottom_line, decision
+from . import defaults as defaultsmod
+from . import drills as drillmod
+from . import headline as headmod
+from . import sections as sec
+from . import serving as servemod
+from . import ux as uxmod
+from .records import RECOVERY_PHASES
+from .section import Block, ReportContext, Section
+from .stats import PLATFORM_LABEL, base_metric
+from .verdicts import findings, method_note, tested_table
+
+# charts shown in their sections, not under "Charts"
+OWN_SECTION = {"recovery", "decision", "errors", "drills", "serve_cdf", "serve_timeline"}
+COST_KEYS = {"cost_run_usd", "cost_per_step_usd", "cost_per_step_steady_usd", "recovery_cost_usd", "goodput"}
+HARNESS_ERRORS = "Harness errors — not counted against any platform"
+HARNESS_ERRORS_WHY = ("These runs stopped because the harness itself raised an unexpected error (a bug in the harness, "
+                      "not a failure of the platform or the job); no platform's counts above include them.")
+DEFINITIONS = [
+    "`queue_s`: submit → all resources allocated; `queue_admission_s` (Kubernetes): submit → Kueue admission.",
+    "`startup_s` = `launch_s` + `rendezvous_s` + `first_step_s`: allocation → first step done by every rank, "
+    "sweep excluded.",
+    "`submit_to_first_step_s` = `queue_s` + `startup_s` per run: submit → first step done by every rank, the edges "
+    "every platform stamps the same way (lo and hi: the sums of the two parts'); the report adds it up, the runs "
+    "do not store it.",
+    "`allreduce_busbw_gbps`: busbw = algbw × 2(n−1)/n (nccl-tests), GB = 1e9 bytes, of the in-place "
+    "all-reduce at the largest swept size with a correct result, time averaged across ranks (campaigns before "
+    "issue 10 stored the peak over sizes); `allreduce_avg_busbw_gbps`: nccl-tests' \"Avg bus bandwidth\" (mean "
+    "over every size, out-of-place and in-place).",
+    "`queue_s:contention`, `queue_admission_s:contention`: the same, for a job submitted while a same-shape "
+    "blocking job holds what it needs (Slurm: the blocker runs `--exclusive`; Kubernetes: the ClusterQueue "
+    "quota fits one job) until it finishes by itself. `handover_s`: the blocker's last rank done → the "
+    "waiting job allocated.",
+    "`recovery_s:<fault>`: fault injected → every rank back at the step it had reached before the fault; it "
+    "splits into `recovery_detection_s` (→ the scheduler or torchrun notices), `recovery_teardown_s` (→ resources "
+    "released), `recovery_rescheduling_s` (→ allocated again), `recovery_restart_s` (→ rendezvous), "
+    "`recovery_checkpoint_load_s` and `recovery_recompute_s` (→ back at the pre-fault step). `resume_s`: fault → "
+    "every rank's first step of the new attempt (what recovery_s meant in older campaigns). `lost_steps`: "
+    "steps redone.",
+    "`goodput`: useful training time ÷ wall time the job held its resources (ETTR).",
+    "`cost_run_usd`: the price of the resources from submit until they were released again (teardown "
+    "included), with the platform's overhead; `cost_per_step_usd` = that / steps; `cost_per_step_steady_usd`: "
+    "the rate × median step time; `recovery_cost_usd:<fault>`: the rate × the time the fault took from the job. "
+    "Older campaigns billed submit → the last rank's done.",
+    "`first_log_s`: submit → the first line of the workload's output the harness could read, as a user would "
+    "(harness clock; resolution: the poll interval).",
+    "Time to a clear error (user-mistake probes, one per mistake and platform, not training runs): submit → the "
+    "first message the platform showed the user that names the problem (the wrong value, or the scheduler's words "
+    "for an impossible request); \"not clear within N s\" when none came before the probe's deadline.",
+]
+
+
+def _label(p: str) -> str:
+    return PLATFORM_LABEL.get(p, p)
+
+
+def _only(parts: list[tuple[str, list]]) -> list[Block]:
+    # the scenario modules return [(title, blocks)], or [] where their registry entry says it does not apply
+    return [b for _, blocks in parts for b in blocks]
+
+
+def settings_blocks(label: str, settings: dict) -> list[Block]:
+    """A platform's recorded settings: plain values as a list, nested ones (node lists, quotas, the Slurm
+    configuration) as YAML, never as a Python repr."""
+    plain = [f"`{k}`: {'–' if v is None else v}" for k, v in settings.items() if not isinstance(v, dict | list)]
+    nested = {k: v for k, v in settings.items() if isinstance(v, dict | list)}
+    out: list[Block] = [("h3", label)]
+    if plain:
+        out.append(("ul", plain))
+    if nested:
+        out.append(("pre", yaml.safe_dump(nested, sort_keys=False, allow_unicode=True, width=100).rstrip()))
+    return out
+
+
+def _bottom_line(ctx: ReportContext) -> list[Block]:
+    return bottom_line.section(ctx.decision_rows, ctx.table, ctx.groups, ctx.comparisons)[1]
+
+
+def _decision(ctx: ReportContext) -> list[Block]:
+    return ([("table", decision.table_of(ctx.decision_rows))]
+            + [("p", s) for s in decision.reading(ctx.decision_rows, ctx.table)]
+            + [("img", ("decision", ctx.charts["decision"]))])
+
+
+def _headline(ctx: ReportContext) -> list[Block]:
+    header, head_rows, rare_rows = headmod.table(ctx.summary, ctx.comparisons)
+    blocks: list[Block] = [("table", (header, head_rows))] if head_rows else []
+    if rare_rows:
+        blocks.append(("details", (headmod.rare_summary(rare_rows), [("table", (header, rare_rows))])))
+    return blocks or [("p", "_No successful runs yet._")]
+
+
+def _findings(ctx: ReportContext) -> list[Block]:
+    return [("ul", findings(ctx.comparisons, {(p, k): g.resolution for (p, k), g in ctx.groups.items()}))]
+
+
+def _verdicts(ctx: ReportContext) -> list[Block]:
+    tested = tested_table(ctx.comparisons)
+    return ([("table", tested)] if tested[1] else []) + [("ul", method_note(ctx.comparisons))]
+
+
+def _recovery(ctx: ReportContext) -> list[Block]:
+    phases = sec.metric_table(ctx.summary,
+                              lambda k: base_metric(k) in RECOVERY_PHASES or base_metric(k) == "recovery_s")
+    return [("table", phases), ("img", ("recovery", ctx.charts["recovery"]))]
+
+
+def _at_defaults(ctx: ReportContext) -> list[Block]:
+    return _only(defaultsmod.section(ctx.at_defaults, _label))
+
+
+def _cost_rows(ctx: ReportContext) -> tuple[list[str], list[list[str]]]:
+    return sec.metric_table(ctx.summary, lambda k: base_metric(k) in COST_KEYS)
+
+
+def _cost(ctx: ReportContext) -> list[Block]:
+    pricing = sec.pricing_lines(ctx.table)
+    rows = _cost_rows(ctx)
+    return (([("p", "Pricing model:"), ("ul", pricing)] if pricing else [])
+            + ([("table", rows)] if rows[1] else []))
+
+
+def _drills(ctx: ReportContext) -> list[Block]:
+    return _only(drillmod.section(ctx.drills, ctx.summary, ctx.charts.get("drills")))
+
+
+def _serving(ctx: ReportContext) -> list[Block]:
+    return _only(servemod.section(ctx.serves, ctx.charts))
+
+
+def _ux(ctx: ReportContext) -> list[Block]:
+    job = uxmod.job_table(ctx.table, uxmod.first_log_rows(ctx.summary))
+    errors = uxmod.error_table(ctx.table)
+    blocks: list[Block] = ([("h3", "The same clean job"), ("table", job), ("p", uxmod.NOTE_JOB)]
+                           if len(job[0]) > 1 else [])
+    if errors[1]:
+        blocks += [("h3", "Time to a clear error"), ("table", errors), ("p", uxmod.NOTE_ERRORS),
+                   ("img", ("errors", ctx.charts["errors"]))]
+    return blocks
+
+
+def _audit(ctx: ReportContext) -> list[Block]:
+    return ([b for label, t, kept in auditmod.tables(ctx.table)
+             for b in (("h3", label), ("table", t), ("p", "How long those records are kept:"), ("table", kept))]
+            + [("p", auditmod.NOTE)])
+
+
+def _charts(ctx: ReportContext) -> list[Block]:
+    return [("img", (k, p)) for k, p in ctx.charts.items() if k not in OWN_SECTION]
+
+
+def _settings(ctx: ReportContext) -> list[Block]:
+    return [b for plat in sec.platforms(ctx.table)
+            for b in settings_blocks(_label(plat), ctx.table.settings.get(plat, {}))]
+
+
+def _failed(ctx: ReportContext) -> list[Block]:
+    return [("ul", [f"`{r.run_id}` ({r.status}) at stage `{r.stage}`: {r.message}" for r in sec.failed(ctx.table)])]
+
+
+def _harness_errors(ctx: ReportContext) -> list[Block]:
+    return [("p", HARNESS_ERRORS_WHY), ("ul", [
+        f"`{r.run_id}` ({_label(r.platform)}) at stage `{r.stage}`: {r.type}: {r.message}"
+        for r in sec.harness_errors(ctx.table)])]
+
+
+REGISTRY: tuple[Section, ...] = (
+    Section(bottom_line.TITLE, _bottom_line),
+    Section("Decision summary: Kubernetes or Slurm for this job", _decision),
+    Section("Headline", _headline),
+    Section("What the numbers say", _findings),
+    Section("How verdicts are drawn", _verdicts, lambda ctx: bool(ctx.comparisons)),
+    # the phases chart is drawn only where fault runs measured recovery
+    Section("Recovery broken down", _recovery, lambda ctx: "recovery" in ctx.charts),
+    Section(defaultsmod.TITLE, _at_defaults, lambda ctx: bool(ctx.at_defaults)),
+    Section("Cost and goodput", _cost, lambda ctx: bool(sec.pricing_lines(ctx.table) or _cost_rows(ctx)[1])),
+    Section(drillmod.TITLE, _drills, lambda ctx: bool(ctx.drills)),
+    Section(servemod.TITLE, _serving, lambda ctx: bool(ctx.serves)),
+    Section("User experience", _ux, lambda ctx: bool(_ux(ctx))),
+    Section("Auditing", _audit, lambda ctx: bool(auditmod.tables(ctx.table))),
+    Section("Charts", _charts),
+    Section("Settings that shaped the numbers", _settings),
+    Section("Caveats", lambda ctx: [("ul", sec.caveats(ctx.table))]),
+    Section("Runs that did not succeed", _failed, lambda ctx: bool(sec.failed(ctx.table))),
+    Section(HARNESS_ERRORS, _harness_errors, lambda ctx: bool(sec.harness_errors(ctx.table))),
+    Section("Definitions", lambda ctx: [("ul", DEFINITIONS)]),
+)

@@ -1,0 +1,88 @@
+"""What a report section is, and what every section may read.
+
+A section is a title, whether it applies to the campaign at hand, and its blocks. The document walks an
+ordered list of them (registry.py) and renders the blocks of those that apply; one that does not apply
+emits nothing, not even its heading. A scenario's section says from the campaign whether it applies, so
+a campaign without serve runs has no inference section, and a new scenario adds its section by one line
+in the registry rather than by a branch in the document.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from . import charts as chartmod
+from . import charts_decision as chartdec
+from . import charts_drill as chartdrill
+from . import charts_serve as chartserve
+from . import decision
+from . import defaults as defaultsmod
+from . import drills as drillmod
+from . import serving as servemod
+from . import table as tablemod
+from . import ux as uxmod
+from .compare import Comparison, comparisons
+from .stats import Groups, SummaryRow, groups, summary
+
+BlockKind = Literal["p", "small", "h3", "pre", "ul", "table", "img", "details"]
+# ("p" | "small" | "h3" | "pre", text), ("ul", [items]), ("table", (header, rows)), ("img", (chart key, path)),
+# ("details", (summary, [blocks])): Markdown and HTML are two renderings of the same blocks.
+Block = tuple[BlockKind, Any]
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """The campaign as the document read it, with its charts drawn: what any section may show."""
+    results_dir: str
+    charts_dir: Path
+    table: tablemod.RunTable
+    groups: Groups
+    summary: list[SummaryRow]
+    comparisons: list[Comparison]
+    charts: dict[str, Path]                  # key -> PNG, in the order they were drawn
+    drills: list[drillmod.Drill]             # [] unless the campaign ran upgrade drills
+    serves: list[servemod.Serve]             # [] unless it ran the serving scenario
+    at_defaults: list[defaultsmod.Summary]   # [] unless its fault runs could be projected to the defaults
+    decision_rows: list[decision.Row]
+    probes: list[uxmod.Probe]                # [] unless it probed user mistakes
+
+
+def always(ctx: ReportContext) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    blocks: Callable[[ReportContext], list[Block]]
+    # asked before blocks(): a section that does not apply is left out whole, heading included
+    applies: Callable[[ReportContext], bool] = always
+
+
+def gather(results_dir: str, out: Path) -> ReportContext:
+    """Read the campaign and draw its charts. The decision summary weighs every scenario, so the scenarios'
+    runs are read here for all sections at once; a section only its own scenario feeds may read more from
+    `results_dir` itself."""
+    table = tablemod.read(results_dir)
+    out.mkdir(parents=True, exist_ok=True)   # after the read: a campaign that cannot be read leaves no folder
+    charts_dir = out / "charts"
+    gs = groups(table)
+    summ = summary(gs)
+    comps = comparisons(gs, table)
+    charts = chartmod.all_charts(table, gs, charts_dir)
+    drill_runs = drillmod.load(results_dir)
+    drill_chart = chartdrill.timeline(drill_runs, charts_dir / "drills.png")
+    if drill_chart is not None:
+        charts["drills"] = drill_chart
+    serve_runs = servemod.load(results_dir)
+    charts.update(chartserve.all_charts(serve_runs, charts_dir))
+    at_defaults = defaultsmod.summarize(defaultsmod.load(results_dir))
+    rows = decision.rows(table, gs, summ, comps, drills=drill_runs, serves=serve_runs, at_defaults=at_defaults)
+    charts["decision"] = chartdec.ratios(decision.ratio_points(rows), charts_dir / "decision.png")
+    probes = uxmod.probes(table)
+    if probes:
+        charts["errors"] = chartdec.time_to_error(probes, charts_dir / "errors.png")
+    return ReportContext(results_dir, charts_dir, table, gs, summ, comps, charts, drill_runs, serve_runs, at_defaults,
+                         rows, probes)
