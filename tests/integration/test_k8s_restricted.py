@@ -88,7 +88,7 @@ def test_more_gpus_than_a_node_has_fails_fast(tenant, tmp_path):
     the user cannot list nodes, so the scheduler's own message decides. Not the 240 s queue timeout.
     Without the tenant's priority class: its preemptionPolicy Never makes the scheduler skip the
     preemption pass, whose per-node verdict ("Preemption is not helpful") is what tells "never" from
-    "busy" (test_k8s_impossible.py: such a pod waits for the queue timeout)."""
+    "busy" (tests/unit/backends/k8s/test_state_impossible.py: such a pod waits for the queue timeout)."""
     err, took = _one_failed_run(cfg_of(tenant, "restricted-8gpu", nodes=1, gpus=8, priority=False), tmp_path)
     assert "no node can ever hold pod" in err["message"] and "Insufficient nvidia.com/gpu" in err["message"], err
     assert took < 90, f"took {took:.0f} s"

@@ -1,6 +1,6 @@
 """The transformer workload trained by 2 real torchrun processes on CPU (gloo): DDP's gradient
 all-reduce, the events the harness reads, rank 0's checkpoint. About 15 s (a resume is tested in
-one process: tests/unit/test_workload_model.py)."""
+one process: tests/unit/data/workloads/test_ddp_train.py)."""
 import subprocess
 import sys
 from pathlib import Path

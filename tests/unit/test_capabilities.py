@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fakes import ScriptedBackend, SimClock
+from support.fakes import ScriptedBackend, SimClock
 
 from harness import capabilities as cap
 from harness.backends.container import ContainerBackend

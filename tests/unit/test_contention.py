@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes import ScriptedBackend, SimClock
-from tidy_rows import tidy
+from support.fakes import ScriptedBackend, SimClock
+from support.tidy_rows import tidy
 
 from harness import evidence, spec
 from harness.backends.base import Observation

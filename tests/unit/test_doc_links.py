@@ -3,9 +3,9 @@ checker itself tells a broken link, a missing image and a wrong heading anchor f
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.paths import ROOT
+
 _spec = importlib.util.spec_from_file_location("check_links", ROOT / "scripts" / "check_links.py")
 check_links = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_links)

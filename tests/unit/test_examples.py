@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.paths import ROOT
 
 from harness import config, spec
 from harness.backends.factory import make_backend
 from harness.render.validate import check_config
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 GOLDEN = ROOT / "tests" / "fixtures" / "golden" / "examples"
 GUIDE = ROOT / "docs" / "gpu-guide.md"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from fakes import ScriptedBackend, SimClock
+from support.fakes import ScriptedBackend, SimClock
 
 from harness.config import from_mapping
 from harness.order import arrange

@@ -5,21 +5,20 @@ The harness reads only harness/data (through importlib.resources), so a wheel in
 workloads/ddp_train.py to take to a cluster, sbatch/job.sbatch and manifests/ to read,
 docker-compose.yml for Docker Compose v2. Each must equal what the package holds or renders.
 Edit harness/data, then POC_UPDATE_GOLDEN=1 rewrites the copies (manifests/jobset.yaml, kueue.yaml
-and rbac.yaml: tests/unit/test_render_jobset.py).
+and rbac.yaml: tests/unit/render/test_jobset.py).
 """
 from __future__ import annotations
 
 import fnmatch
 import os
 import tomllib
-from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
 from harness import config, data, spec
 from harness.render.sbatch import render_sbatch
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "harness" / "data"
 UPDATE = os.environ.get("POC_UPDATE_GOLDEN") == "1"
 REGENERATE = "POC_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/test_package_data.py"
@@ -85,8 +84,15 @@ def test_data_paths_are_real_files():
     assert data.path("kind-cluster.yaml").is_file() and data.path("docker-compose.yml").is_file()
 
 
-def test_test_modules_have_unique_basenames():
-    """pytest imports test modules by basename (rootdir mode, no packages): a name used in both
-    tests/unit and tests/integration stops collection of the whole suite ("import file mismatch")."""
-    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
-    assert sorted({n for n in names if names.count(n) > 1}) == []
+def test_unit_tests_mirror_harness_and_are_imported_by_path():
+    """tests/unit/<package>/test_<module>.py tests harness/<package>/<module>.py, so test modules share
+    basenames across folders (tests/unit/check/test_k8s.py, tests/unit/evidence/test_k8s.py). pytest
+    imports each by its path (--import-mode=importlib), which needs no __init__.py in a test folder;
+    by basename (the default) such a pair stops collection of the whole suite ("import file mismatch")."""
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "--import-mode=importlib" in ini["addopts"].split()
+    assert "tests" in ini["pythonpath"]          # tests/support: what the tests share
+    unit = ROOT / "tests" / "unit"
+    folders = [d.relative_to(unit) for d in unit.rglob("*") if d.is_dir() and d.name != "__pycache__"]
+    assert folders and [f.as_posix() for f in folders if not (ROOT / "harness" / f).is_dir()] == []
+    assert [p.relative_to(unit).as_posix() for p in unit.rglob("*.py") if not p.name.startswith("test_")] == []

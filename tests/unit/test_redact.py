@@ -2,11 +2,11 @@
 clean evidence passes through untouched."""
 import base64
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.paths import FIXTURES
 
 from harness import evidence
 from harness.redact import REDACTED, scrub
@@ -194,7 +194,7 @@ def test_json_text_is_left_byte_for_byte_when_clean():
     assert json.loads(dirty.data["sacct"]) == {"jobs": [{"time": {"start": 1796230187.5}, "token": REDACTED}]}
 
 
-FIX = Path(__file__).parents[1] / "fixtures"
+FIX = FIXTURES
 RECORDED_RAW = ([("local", p) for p in sorted((FIX / "local-evidence").glob("*.raw.json"))]
                 + [("k8s", p) for p in sorted((FIX / "k8s" / "recorded").glob("*.raw.json"))]
                 + [("slurm", p) for p in sorted((FIX / "slurm").glob("*/raw/*.json"))])

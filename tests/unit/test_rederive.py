@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.paths import RESULTS
 
 from harness import evidence, metrics
 from harness.cli import main
@@ -17,7 +18,7 @@ from harness.config import from_mapping
 from harness.rederive import check, diff, same
 from harness.store import Store, load_events, load_raw
 
-SMOKE = Path(__file__).parents[2] / "results" / "smoke-2026-12-02" / "smoke-poc"
+SMOKE = RESULTS / "smoke-2026-12-02" / "smoke-poc"
 CONFIG = from_mapping({"campaign": "synthetic", "platforms": ["local"], "workload": {"steps": 40},
                        "resources": {"nodes": 2, "procs_per_node": 1, "gpus_per_node": 0}})
 RUNS = ("local-clean-01", "local-kill-rank-01")

@@ -1,7 +1,7 @@
 """The run record's envelope (harness/run_record.py) that the pipeline and the probes both write through."""
 from __future__ import annotations
 
-from fakes import ScriptedBackend
+from support.fakes import ScriptedBackend
 
 from harness import run_record
 from harness.backends.base import Handle

@@ -4,10 +4,10 @@ and `poc rederive` re-derives its figures with the same static metrics function.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from fakes import ScriptedBackend, SimClock
+from support.fakes import ScriptedBackend, SimClock
+from support.paths import ROOT
 
 from harness import capabilities as cap
 from harness import scenarios
@@ -17,7 +17,7 @@ from harness.rederive import check
 from harness.spec import build
 from harness.store import Store
 
-PIPELINE = Path(__file__).parents[2] / "harness" / "pipeline.py"
+PIPELINE = ROOT / "harness" / "pipeline.py"
 
 
 class Sleep(Scenario):

@@ -1,14 +1,13 @@
 """slurm_parse against real output recorded from Slurm 22.05.8 (bookworm) and 24.11.5 (trixie)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.paths import FIXTURES
 
 from harness import slurm_parse as sp
 from harness.states import JobState
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+FIX = FIXTURES / "slurm"
 RELEASES = {"bookworm": (22, 5, 8), "trixie": (24, 11, 5)}
 
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as s
+from support.paths import FIXTURES
 
 from harness import slurm_parse as sp
 from harness.states import JobState
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+FIX = FIXTURES / "slurm"
 RELEASES = ("bookworm", "trixie")
 fast = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -100,7 +100,7 @@ def test_load_results_finds_campaigns(tmp_path):
 
 def test_interrupted_campaign_keeps_finished_runs_and_resumes(tmp_path):
     """A campaign killed between runs: the finished run is kept, resume runs only the rest."""
-    from fakes import ScriptedBackend
+    from support.fakes import ScriptedBackend
 
     from harness.config import from_mapping
     from harness.pipeline import campaign

@@ -4,15 +4,14 @@ audit answer and mistake probe) from their raw evidence with no mismatch; so doe
 campaign, every drill figure included, and the serving campaign, every serve_* figure."""
 import csv
 import re
-from pathlib import Path
 
 import pytest
+from support.paths import RESULTS
 
 from harness import provenance, rederive
 from harness.report.document import build
 from harness.store import load_results
 
-RESULTS = Path(__file__).parents[2] / "results"
 OLD, NEW = RESULTS / "smoke-2026-12-02", RESULTS / "smoke-2026-12-03"
 UX = RESULTS / "smoke-2026-12-03-ux-audit"     # every run audited, the five mistakes probed
 DRILLS = RESULTS / "drills-2026-12-03"         # both upgrade drills on both schedulers

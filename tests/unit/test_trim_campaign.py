@@ -5,9 +5,9 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.paths import ROOT
+
 spec = importlib.util.spec_from_file_location("trim_campaign", ROOT / "scripts" / "trim_campaign.py")
 trim = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(trim)

@@ -3,7 +3,7 @@ faults' changes) without resuming it; a cancel that fails keeps its handle for t
 from __future__ import annotations
 
 import pytest
-from fakes import ScriptedBackend
+from support.fakes import ScriptedBackend
 
 from harness import config
 from harness.backends.base import Handle

@@ -11,7 +11,7 @@ reached through a separate files channel (files.py: ssh to a login node, or a lo
 * Authentication: ``X-SLURM-USER-NAME`` and ``X-SLURM-USER-TOKEN`` headers; the token comes from
   ``$<token_env>`` or ``token_file`` and lives only in this process: never in an exception, a
   describe() answer, a raw record or a log (``RestClient.__repr__`` hides it too). A JWT that
-  reached stored evidence anyway is caught by harness/redact.py (tests/unit/test_slurm_rest.py).
+  reached stored evidence anyway is caught by harness/redact.py (tests/unit/backends/slurm/test_rest.py).
 * HTTP: ``requests`` (already installed as a dependency of the kubernetes client; connection
   pooling, timeouts and TLS verification done right). A connection that cannot be made is retried
   with exponential back-off, as the ssh transport does; a request that may have reached the server
