@@ -1,5 +1,5 @@
 import pytest
-from fakes import record
+from support.fakes import record
 
 from harness.errors import StoreError
 from harness.store import SCHEMA_VERSION, Store, load_results, read_runs

@@ -4,7 +4,7 @@ import errno
 import os
 
 import pytest
-from fakes import record
+from support.fakes import record
 
 from harness.cli import main
 from harness.errors import StoreError

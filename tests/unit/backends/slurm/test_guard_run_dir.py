@@ -3,7 +3,7 @@ there: the real shell script (guard.OWNED_DIR_SCRIPT) on a real directory, throu
 from __future__ import annotations
 
 import pytest
-from fakes import record
+from support.fakes import record
 
 from harness import config
 from harness.backends.base import Handle
