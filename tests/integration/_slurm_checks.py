@@ -10,6 +10,18 @@ from pathlib import Path
 from harness.clusters import slurm_docker
 
 
+def settings_without_starting(release: str) -> dict:
+    """ssh.json of the running Slurm-in-Docker cluster, starting nothing while any part of it runs.
+
+    slurm_docker.up() starts what is stopped, and a test beside the Slurm lane that called it would start
+    the node container a lose_node test had just killed, so that slurmctld never sees the node lost. Only a
+    cluster with nothing running (a developer running this test alone) is brought up."""
+    states = slurm_docker.status()
+    if any(s == "running" for s in states.values()):
+        return slurm_docker.read_ssh_settings()
+    return json.loads(Path(slurm_docker.up(release=release, timeout=300).ssh_settings_path).read_text())
+
+
 def idle_nodes() -> set[str]:
     out = slurm_docker.run(slurm_docker.login_exec_argv(["sinfo", "-h", "-N", "-o", "%N %T"])).stdout
     return {n for n, s in (ln.split() for ln in out.splitlines() if ln.strip()) if s == "idle"}

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from _poc import poc_argv
+from _slurm_checks import settings_without_starting
 
 from harness.backends.slurm import SlurmBackend
 from harness.cli.entry import main
@@ -41,8 +42,7 @@ RELEASE = os.environ.get("POC_SLURM_RELEASE", "trixie")
 
 @pytest.fixture(scope="module")
 def login() -> dict:
-    info = slurm_docker.up(release=RELEASE, timeout=300)   # cheap when it is running; left running
-    return json.loads(Path(info.ssh_settings_path).read_text())
+    return settings_without_starting(RELEASE)
 
 
 @pytest.fixture(scope="module")

@@ -172,11 +172,10 @@ def test_check_reaches_both_local_clusters(light, tmp_path):
     native Kubernetes cluster as its restricted user (its own kubeconfig), every check ok without torch.
     The restricted user cannot read its ClusterQueue, so the quota fit is a note, not an error."""
     from _native import native_cluster, restricted_tenant
+    from _slurm_checks import settings_without_starting
 
-    from harness.clusters import slurm_docker
     from harness.clusters.images import worker_ref
-    info = slurm_docker.up(release=os.environ.get("POC_SLURM_RELEASE", "trixie"), timeout=300)
-    s = json.loads(Path(info.ssh_settings_path).read_text())
+    s = settings_without_starting(os.environ.get("POC_SLURM_RELEASE", "trixie"))
     t = restricted_tenant(native_cluster())
     cfg = {"platforms": ["slurm", "k8s"],
            "slurm": {"host": s["host"], "port": s["port"], "user": s["user"], "key_file": s["key_path"],
