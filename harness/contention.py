@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .backends.base import Handle
+from .config import Config
 from .context import RunContext, Scenario, Stages
 from .errors import BackendError, RunTimeout
-from .spec import JobSpec, blocker_spec
+from .spec import JobSpec, Planned, blocker_spec
 from .states import JobState
 from .store import RunRecord
 
@@ -99,6 +100,15 @@ class ContentionScenario(Scenario):
     """The measured job is submitted behind the blocker; each queued look checks the blocker is still
     what holds the job back, and the blocker is cancelled and cleaned up with the run."""
     kind = "contention"
+
+    @staticmethod
+    def planned(cfg: Config, platform: str) -> list[Planned]:
+        return [Planned(f"{platform}-contention-{i + 1:02d}", None, "contention")
+                for i in range(cfg.contention_runs(platform))]
+
+    @staticmethod
+    def also_submits(cfg: Config, spec: JobSpec) -> list[JobSpec]:
+        return [blocker_spec(spec, cfg.contention.blocker_steps)] if cfg.contention else []
 
     def __init__(self, ctx: RunContext, spec: JobSpec):
         super().__init__(ctx, spec)

@@ -16,6 +16,7 @@ from . import evidence, footprint
 from .backends.base import Backend
 from .config import Config
 from .errors import BackendError
+from .spec import JobSpec, Planned
 from .store import RunRecord, Store
 
 Progress = Callable[[str, str, str, float], None]  # platform, run_id, phase, seconds since submit
@@ -112,6 +113,21 @@ class Scenario:
     def __init__(self, ctx: RunContext, spec):
         self.ctx, self.spec = ctx, spec
 
+    @staticmethod
+    def planned(cfg: Config, platform: str) -> list[Planned]:
+        """The runs it adds to a platform's plan (harness/scenarios.py puts them in registry order)."""
+        return []
+
+    @staticmethod
+    def shaped(cfg: Config, spec: JobSpec) -> JobSpec:
+        """The job a planned run of it submits: the config's job (spec.build), changed where it needs to."""
+        return spec
+
+    @staticmethod
+    def also_submits(cfg: Config, spec: JobSpec) -> list[JobSpec]:
+        """The other jobs a run of it submits beside ``spec`` (`poc validate` checks them too)."""
+        return []
+
     def prepare(self, stages: Stages, files: dict[str, str]) -> None:
         """Before the submit: start or check what the run needs beside its job (its own stages)."""
 
@@ -180,3 +196,11 @@ class Scenario:
     def finish(self, raw: dict, record: RunRecord) -> None:
         """After the audit: its raw evidence into ``raw``, its summary into ``record``: the RunRecord field
         named after its block (record.drill, record.serve), or record.extra[raw_key] until there is one."""
+
+
+class CleanRuns(Scenario):
+    """The clean repetitions: the job, no fault, nothing beside it."""
+
+    @staticmethod
+    def planned(cfg: Config, platform: str) -> list[Planned]:
+        return [Planned(f"{platform}-clean-{i + 1:02d}") for i in range(cfg.repetitions)]

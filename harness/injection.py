@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from . import events as evmod
 from .backends.base import FaultRecord, Handle
+from .config import Config
 from .context import RunContext, Scenario, Stages
 from .errors import BackendError
-from .spec import FaultPlan
+from .spec import FaultPlan, Planned
 from .states import JobState
 
 
@@ -22,6 +23,11 @@ def fault_target(events: list[dict], fault: FaultPlan, first_attempt: tuple | No
 class FaultScenario(Scenario):
     """One planned fault (spec.fault) into a running job; registered for every fault kind."""
     kind = "fault"
+
+    @staticmethod
+    def planned(cfg: Config, platform: str) -> list[Planned]:
+        return [Planned(f"{platform}-{f.kind.replace('_', '-')}-{i + 1:02d}", FaultPlan.of(f), f.kind)
+                for i, f in enumerate(cfg.faults_for(platform))]
 
     def __init__(self, ctx: RunContext, spec):
         super().__init__(ctx, spec)

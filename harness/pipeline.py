@@ -21,8 +21,8 @@ from .config import Config
 from .context import Evidence, Progress, RunContext, Scenario, StageFailed, Stages, _noop
 from .errors import BackendError, PocError, RunTimeout
 from .order import arrange
-from .scenarios import kind_of, runner, scenario_class
-from .spec import JobSpec, build, run_plan
+from .scenarios import job_spec, kind_of, plan, runner, scenario_class
+from .spec import JobSpec
 from .states import JobState
 from .store import RunRecord, Store
 
@@ -298,7 +298,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
              make_own_backend: Callable[[str, Config], Backend] | None = None) -> list[dict]:
     """Run every planned run not yet done, in the configured order (harness/order.py); return the
     records written now. Every platform's backend stays open for the whole campaign, since runs
-    of different platforms alternate. A scenario that makes its own record (scenarios.RUNNERS) gets
+    of different platforms alternate. A scenario that makes its own record (scenarios.runner) gets
     a backend of its own from make_own_backend(platform, the config it changed)."""
     existing = store.open(cfg.config_hash(), cfg.redacted(), resume)
     done = {r["run_id"] for r in existing if r.get("status") == "ok"}
@@ -308,7 +308,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
         written.append(rec)
         on_record(rec)
 
-    plans = {plat: [p for p in run_plan(cfg, plat) if p.run_id not in done] for plat in platforms}
+    plans = {plat: [p for p in plan(cfg, plat) if p.run_id not in done] for plat in platforms}
     contexts: dict[str, RunContext] = {}
     try:
         for plat in platforms:
@@ -331,7 +331,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                                         poll_s or getattr(backend, "poll_s", 0.5), clock, sleep, stamps_fn)
         for slot in arrange({p: v for p, v in plans.items() if p in contexts}, cfg.order, cfg.seed):
             ctx = contexts[slot.platform]
-            run_id, fault, scenario = slot.planned
+            run_id, _, scenario = slot.planned
             own = runner(scenario)
             if own is not None:   # a scenario that makes its own record (it trains nothing)
                 if make_own_backend is None:
@@ -339,7 +339,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 emit(own(cfg, slot.platform, run_id, kind_of(scenario)[1], store, make_own_backend,
                          clock=clock, sleep=sleep, progress=progress))
                 continue
-            spec = replace(build(cfg, slot.platform, run_id, fault, scenario), owner=store.token)
+            spec = replace(job_spec(cfg, slot.platform, slot.planned), owner=store.token)
             emit(execute(ctx, spec, order=slot.to_json(cfg.seed, cfg.order)))
     finally:
         try:

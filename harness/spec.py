@@ -125,6 +125,7 @@ class JobSpec:
 
 
 class Planned(NamedTuple):
+    """One run of a platform's plan (harness/scenarios.py: plan), as its scenario planned it."""
     run_id: str
     fault: FaultPlan | None = None
     scenario: str = "clean"
@@ -137,26 +138,6 @@ def campaign_dir(campaign: str, owner: str) -> str:
     return f"{campaign}-{owner}" if owner else campaign
 
 
-def run_plan(cfg: Config, platform: str) -> list[Planned]:
-    """The runs of one platform: the clean repetitions, one run per fault, the contention runs, then
-    one user-experience probe per configured mistake (scenario "mistake:<kind>"), the serving run
-    (scenario "serve"), then one upgrade drill per configured kind (scenario "drill:<kind>")."""
-    plan: list[Planned] = []
-    for i in range(cfg.repetitions):
-        plan.append(Planned(f"{platform}-clean-{i + 1:02d}"))
-    for i, f in enumerate(cfg.faults_for(platform)):
-        plan.append(Planned(f"{platform}-{f.kind.replace('_', '-')}-{i + 1:02d}", FaultPlan.of(f), f.kind))
-    for i in range(cfg.contention_runs(platform)):
-        plan.append(Planned(f"{platform}-contention-{i + 1:02d}", None, "contention"))
-    for kind in cfg.mistakes_for(platform):
-        plan.append(Planned(f"{platform}-mistake-{kind.replace('_', '-')}", None, f"mistake:{kind}"))
-    if cfg.serve_for(platform):
-        plan.append(Planned(f"{platform}-serve", None, "serve"))
-    for kind in cfg.drills_for(platform):   # last: an upgrade drill leaves a new cluster behind it
-        plan.append(Planned(f"{platform}-drill-{kind}", None, f"drill:{kind}"))
-    return plan
-
-
 def blocker_spec(spec: JobSpec, steps: int | None = None) -> JobSpec:
     """The contention scenario's blocker: the same job, holding whole nodes until it finishes."""
     run_id = f"{spec.run_id}-blocker"
@@ -165,9 +146,8 @@ def blocker_spec(spec: JobSpec, steps: int | None = None) -> JobSpec:
 
 
 def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scenario: str | None = None) -> JobSpec:
+    """The config's job for one run; a scenario that needs another (harness/scenarios.py: job_spec) changes it."""
     w, r = cfg.workload, cfg.resources
-    # a drilled job runs long enough to outlast the drill, on whole nodes so the job queued behind it waits
-    drill = scenario.split(":", 1)[1] if scenario and scenario.startswith("drill:") else None
     max_restarts = {"local": TORCHRUN_RESTARTS["local"], "slurm": cfg.slurm.max_restarts,
                     "k8s": cfg.kubernetes.max_restarts}[platform]
     return JobSpec(
@@ -180,7 +160,7 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         gpus_per_node=r.gpus_per_node,
         cpus_per_node=r.cpus_per_node,
         memory_mb=r.memory_mb,
-        steps=cfg.drills.steps_for(drill) if drill else cfg.serve.train_steps if scenario == "serve" else w.steps,
+        steps=w.steps,
         batch=w.batch,
         model_params=w.model_params,
         layers=w.layers,
@@ -200,5 +180,4 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         precision=w.precision,
         simulated_gpus=w.simulated_gpus,
         fabric_env=tuple(cfg.fabric.env.items()),
-        exclusive=drill is not None,
     )

@@ -67,7 +67,7 @@ def _campaign_root(args) -> Path:
 
 def cmd_status(args) -> int:
     from ..order import arrange
-    from ..spec import run_plan
+    from ..scenarios import plan
 
     root = _campaign_root(args)
     if not cs.is_campaign(root):
@@ -76,7 +76,7 @@ def cmd_status(args) -> int:
     view = cs.read(root)
     cfg, plan_from = _plan_config(args, view)
     plats = common.platforms(args, cfg)
-    slots = arrange({p: run_plan(cfg, p) for p in plats}, cfg.order, cfg.seed)
+    slots = arrange({p: plan(cfg, p) for p in plats}, cfg.order, cfg.seed)
     planned = [(s.platform, s.planned.run_id, s.planned.scenario) for s in slots]
     ids = {rid for _, rid, _ in planned}
     extra = [(r.get("platform"), rid, r.get("scenario")) for rid, r in view.records.items() if rid not in ids]

@@ -16,11 +16,11 @@ CHECKED = ("slurm", "k8s")
 def _first_spec(cfg, plat: str):
     """The job the campaign would submit first, as `poc render` renders it (a user-experience probe,
     which is a mistake on purpose, gives way to a clean run)."""
-    from ..spec import Planned, build, run_plan
+    from ..scenarios import job_spec, plan, runner
+    from ..spec import Planned
 
-    plan = [p for p in run_plan(cfg, plat) if not p.scenario.startswith("mistake:")]
-    p = plan[0] if plan else Planned(f"{plat}-clean-01")
-    return build(cfg, plat, p.run_id, p.fault, p.scenario)
+    runs = [p for p in plan(cfg, plat) if runner(p.scenario) is None]
+    return job_spec(cfg, plat, runs[0] if runs else Planned(f"{plat}-clean-01"))
 
 
 def _slurm(cfg, backend_fn, runner) -> None:

@@ -10,7 +10,8 @@ from .output import data_format, emit
 
 def cmd_render(args) -> int:
     from ..backends.factory import make_backend
-    from ..spec import Planned, blocker_spec, build, run_plan
+    from ..scenarios import job_spec, plan, scenario_class
+    from ..spec import Planned
 
     cfg = common.load(args)
     plats = common.platforms(args, cfg)
@@ -18,22 +19,22 @@ def cmd_render(args) -> int:
     rendered_all: dict[str, dict[str, str]] = {}
     written: list[str] = []
     for plat in plats:
-        plan = run_plan(cfg, plat) or [Planned(f"{plat}-clean-01")]
-        want = args.run_id or plan[0].run_id
+        runs = plan(cfg, plat) or [Planned(f"{plat}-clean-01")]
+        want = args.run_id or runs[0].run_id
         # a planned run renders as planned (its fault, its scenario); "<contention run>-blocker" is
         # that run's blocking job; any other id renders the first planned run under that name
-        planned = {p.run_id: p for p in plan}
+        planned = {p.run_id: p for p in runs}
         blocker = want.endswith("-blocker") and want.removesuffix("-blocker") in planned
-        p = planned.get(want.removesuffix("-blocker") if blocker else want) or plan[0]._replace(run_id=want)
+        p = planned.get(want.removesuffix("-blocker") if blocker else want) or runs[0]._replace(run_id=want)
         run_cfg = cfg
         if p.scenario.startswith("mistake:"):   # a probe renders with its mistake in it, as it is submitted
             from ..ux import mistakes, probe
             m = mistakes.make(cfg, plat, p.scenario.split(":", 1)[1])
             run_cfg, spec = m.cfg, probe.probe_spec(m, p.run_id)
         else:
-            spec = build(cfg, plat, p.run_id, p.fault, p.scenario)
-        if blocker and p.scenario == "contention":
-            spec = blocker_spec(spec, cfg.contention.blocker_steps if cfg.contention else None)
+            spec = job_spec(cfg, plat, p)
+        if blocker:
+            spec = next(iter(scenario_class(p.scenario).also_submits(cfg, spec)), spec)
         backend = make_backend(plat, run_cfg)
         rendered = backend.render(spec)
         rendered_all[plat] = dict(rendered.files)
@@ -57,14 +58,15 @@ def cmd_render(args) -> int:
 
 def cmd_validate(args) -> int:
     from ..render.validate import check_config
+    from ..scenarios import submitted_specs
 
     cfg = common.load(args)
-    check_config(cfg)  # what `poc render` and a run would refuse is refused here too
+    check_config(cfg, submitted_specs)  # what `poc render` and a run would refuse is refused here too
     dry = None
     fmt = data_format(args)
     if args.server_dry_run:   # the Kubernetes API server's own verdict on the rendered objects
         from ..backends.k8s import dryrun
-        dry = dryrun.validate_config(cfg)
+        dry = dryrun.validate_config(cfg, submitted_specs(cfg, "k8s"))
         if (err := dryrun.failure(dry)) is not None:
             raise err
         if not fmt and not args.quiet:

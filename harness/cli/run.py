@@ -51,11 +51,11 @@ def exit_code(recs: list[dict]) -> int:
 def planned_counts(cfg, plats: list[str], store, resume: bool) -> dict[str, int]:
     """Runs each platform will run: its plan less, on a resume, the runs already recorded ok (read
     without the campaign's lock: the pipeline takes it, and a torn line only makes the count rough)."""
-    from ..spec import run_plan
+    from ..scenarios import plan
     from ..store import read_runs
 
     done = {r["run_id"] for r in read_runs(store.runs_path) if r.get("status") == "ok"} if resume else set()
-    return {p: sum(1 for x in run_plan(cfg, p) if x.run_id not in done) for p in plats}
+    return {p: sum(1 for x in plan(cfg, p) if x.run_id not in done) for p in plats}
 
 
 def run_campaign(args, cfg, out: Out) -> int:

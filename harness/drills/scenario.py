@@ -4,9 +4,13 @@ result, not a failed run.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ..config import Config
 from ..context import Evidence, Scenario, Stages
 from ..errors import BackendError
 from ..metrics.drill import from_evidence
+from ..spec import JobSpec, Planned
 from ..states import JobState
 from ..store import RunRecord
 from .runner import Session
@@ -15,6 +19,15 @@ from .runner import Session
 class DrillScenario(Scenario):
     kind = "drill"
     raw_key = "drill"
+
+    @staticmethod
+    def planned(cfg: Config, platform: str) -> list[Planned]:
+        return [Planned(f"{platform}-drill-{kind}", None, f"drill:{kind}") for kind in cfg.drills_for(platform)]
+
+    @staticmethod
+    def shaped(cfg: Config, spec: JobSpec) -> JobSpec:
+        """A drilled job runs long enough to outlast the drill, on whole nodes so the job queued behind it waits."""
+        return replace(spec, steps=cfg.drills.steps_for(spec.scenario.split(":", 1)[1]), exclusive=True)
 
     def __init__(self, ctx, spec):
         super().__init__(ctx, spec)

@@ -3,8 +3,12 @@ checkpoint and measures the service (session.Session), before the run's cleanup 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import redact
+from ..config import Config
 from ..context import Evidence, Scenario, Stages
+from ..spec import JobSpec, Planned
 from ..store import RunRecord
 from .metrics import from_evidence
 from .session import Session
@@ -13,6 +17,15 @@ from .session import Session
 class ServeScenario(Scenario):
     kind = "serve"
     raw_key = "serve"
+
+    @staticmethod
+    def planned(cfg: Config, platform: str) -> list[Planned]:
+        return [Planned(f"{platform}-serve", None, "serve")] if cfg.serve_for(platform) else []
+
+    @staticmethod
+    def shaped(cfg: Config, spec: JobSpec) -> JobSpec:
+        """The training run the service serves: its checkpoint is what the server loads."""
+        return replace(spec, steps=cfg.serve.train_steps)
 
     def __init__(self, ctx, spec):
         super().__init__(ctx, spec)

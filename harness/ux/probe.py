@@ -18,7 +18,7 @@ from ..afterrun import audit_run, cleanup_run
 from ..backends.base import Backend, Handle
 from ..config import Config
 from ..errors import PocError
-from ..spec import build
+from ..spec import Planned, build
 from . import clear, mistakes
 
 BackendFor = Callable[[str, Config], Backend]    # platform, config -> a backend (factory.make_backend)
@@ -142,3 +142,16 @@ def _metric(v: dict) -> dict:
     lo = max(0.0, hi - float(v.get("resolution_s") or 0.0))
     return {"value": hi, "unit": "s", "lo": round(lo, 3), "hi": hi, "uncertainty": round((hi - lo) / 2, 3),
             "sources": {}, "stamps": {}, "detail": {"source": v["source"], "at_submit": v["at_submit"]}}
+
+
+class MistakeProbe:
+    """The user-experience probes as a scenario that makes its own record: one run per configured
+    mistake (scenario "mistake:<kind>"), run by ``run`` instead of the pipeline's stages."""
+    kind = "mistake"
+
+    @staticmethod
+    def planned(cfg: Config, platform: str) -> list[Planned]:
+        return [Planned(f"{platform}-mistake-{kind.replace('_', '-')}", None, f"mistake:{kind}")
+                for kind in cfg.mistakes_for(platform)]
+
+    run = staticmethod(run)

@@ -119,13 +119,13 @@ LOCAL_CASES = {
 def planned_runs(cfg_path: Path, command: list[str], platform: str) -> list[str]:
     """The run ids the command plans, in order, as the harness computes them (the plan is not under test)."""
     from harness import config as cfgmod
+    from harness.scenarios import plan
     from harness.smoke import smoke_config
-    from harness.spec import run_plan
 
     cfg = cfgmod.load(str(cfg_path))
     reps = int(command[command.index("--repetitions") + 1])
     cfg = smoke_config(cfg, [platform], reps) if command[0] == "smoke" else cfg.model_copy(update={"repetitions": reps})
-    return [p.run_id for p in run_plan(cfg, platform)]
+    return [p.run_id for p in plan(cfg, platform)]
 
 
 @pytest.mark.local

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.k8s]
 if os.geteuid() != 0:  # pragma: no cover - depends on the machine
     pytest.skip("the native cluster needs root", allow_module_level=True)
 
-from harness import config, spec  # noqa: E402
+from harness import config, scenarios  # noqa: E402
 from harness.backends.k8s import KubernetesBackend, dryrun  # noqa: E402
 from harness.backends.k8s.api import JOBSETS  # noqa: E402
 from harness.errors import BackendError, ClusterError  # noqa: E402
@@ -93,8 +93,8 @@ def on_native(path: Path, namespace: str, kubeconfig: Path) -> config.Config:
 
 def rendered(cfg: config.Config) -> tuple[KubernetesBackend, rj.K8sJob]:
     backend = KubernetesBackend.from_config(cfg)
-    first = spec.run_plan(cfg, "k8s")[0]
-    job = backend.render(spec.build(cfg, "k8s", first.run_id, first.fault, first.scenario)).payload
+    first = scenarios.plan(cfg, "k8s")[0]
+    job = backend.render(scenarios.job_spec(cfg, "k8s", first)).payload
     return backend, job
 
 
@@ -114,9 +114,9 @@ def test_example_passes_a_server_side_dry_run(cluster, scratch, path):
     """Every object of every planned run (clean runs and fault runs) accepted, as `poc validate
     --server-dry-run` checks them."""
     cfg = on_native(path, scratch, cluster.kubeconfig)
-    result = dryrun.validate_config(cfg)
+    result = dryrun.validate_config(cfg, scenarios.submitted_specs(cfg, "k8s"))
     assert dryrun.failure(result) is None, dryrun.failure(result)
-    runs = spec.run_plan(cfg, "k8s")
+    runs = scenarios.plan(cfg, "k8s")
     assert [(v["run_id"], v["kind"]) for v in result["objects"]] == \
         [(p.run_id, kind) for p in runs for kind in ("ConfigMap", "JobSet")]
     assert all(v["ok"] and "status" not in v for v in result["objects"]), result   # no 409 leftovers either
@@ -181,7 +181,7 @@ def test_poc_validate_server_dry_run(cluster, scratch, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["ok"] and out["server_dry_run"]["ok"], out
-    assert len(out["server_dry_run"]["objects"]) == 2 * len(spec.run_plan(config.load(path), "k8s"))
+    assert len(out["server_dry_run"]["objects"]) == 2 * len(scenarios.plan(config.load(path), "k8s"))
 
 
 def test_the_printed_role_may_submit_every_example(cluster):
@@ -193,5 +193,5 @@ def test_the_printed_role_may_submit_every_example(cluster):
     for path in K8S_EXAMPLES:
         cfg = on_native(path, r["namespace"], Path(r["kubeconfig"]))
         cfg.kubernetes.local_queue = r["local_queue"]
-        result = dryrun.validate_config(cfg)
+        result = dryrun.validate_config(cfg, scenarios.submitted_specs(cfg, "k8s"))
         assert dryrun.failure(result) is None, (path.name, dryrun.failure(result))

@@ -22,6 +22,7 @@ from harness.clusters.images import worker_ref  # noqa: E402
 from harness.clusters.k8s.gpu_shape import GPU_TOLERATION  # noqa: E402
 from harness.errors import BackendError  # noqa: E402
 from harness.pipeline import campaign  # noqa: E402
+from harness.scenarios import submitted_specs  # noqa: E402
 from harness.store import Store  # noqa: E402
 
 
@@ -66,10 +67,12 @@ def test_missing_local_queue_tip_asks_the_admins(tenant):
 
 
 def test_server_dry_run_as_the_user(tenant):
-    out = dryrun.validate_config(cfg_of(tenant, "restricted-dry"))
+    ok = cfg_of(tenant, "restricted-dry")
+    out = dryrun.validate_config(ok, submitted_specs(ok, "k8s"))
     assert out["ok"], out
     # another team's namespace: the Role does not reach it
-    bad = dryrun.validate_config(cfg_of(tenant, "restricted-dry2", namespace="poc"))
+    other = cfg_of(tenant, "restricted-dry2", namespace="poc")
+    bad = dryrun.validate_config(other, submitted_specs(other, "k8s"))
     err = dryrun.failure(bad)
     assert err is not None and "HTTP 403" in err.message and "rbac.yaml" in err.tip
 

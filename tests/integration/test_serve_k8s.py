@@ -31,10 +31,11 @@ from harness.clusters import images
 from harness.clusters import native_k8s as nk
 from harness.clusters.k8s.gpu_shape import GPU_TOLERATION
 from harness.netutil import free_port
+from harness.scenarios import job_spec
 from harness.serve import load
 from harness.serve.k8s import K8sServe
 from harness.serve.session import allow_networks
-from harness.spec import build
+from harness.spec import Planned
 
 pytestmark = [
     pytest.mark.integration,
@@ -103,7 +104,7 @@ def bed(tmp_path):
              lambda: client.call("GET sa", core.read_namespaced_service_account, "default", NS, missing_ok=True), 30)
     cfg = cfgmod.Config.model_validate({"campaign": "serve-k8s-it", "kubernetes": {
         "namespace": NS, "pod": {"tolerations": [GPU_TOLERATION]}}})
-    spec = build(cfg, "k8s", "k8s-serve-it", None, scenario="serve")
+    spec = job_spec(cfg, "k8s", Planned("k8s-serve-it", None, "serve"))
     root = tmp_path / "checkpoints"
     run_dir = root / spec.campaign / spec.run_id
     train(run_dir / "ckpt")

@@ -16,12 +16,12 @@ import urllib.request
 
 import pytest
 
-from harness import config
-from harness import spec as specmod
+from harness import config, scenarios
 from harness.backends.slurm.backend import SlurmBackend
 from harness.clusters import slurm_docker
 from harness.serve import load
 from harness.serve.platforms import platform_serve
+from harness.spec import Planned
 from harness.states import JobState
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
@@ -64,7 +64,7 @@ def get(url):
 
 def train(backend, cfg):
     """A real short training run: its checkpoints are what is served."""
-    spec = specmod.build(cfg, "slurm", f"serve-train-{int(time.time()) % 100000}", None, "serve")
+    spec = scenarios.job_spec(cfg, "slurm", Planned(f"serve-train-{int(time.time()) % 100000}", None, "serve"))
     h = backend.submit(spec, backend.render(spec))
     obs = wait("the training run to end", lambda: (o := backend.observe([h])[spec.run_id]).state.terminal and o, 180)
     assert obs.state is JobState.SUCCEEDED, obs

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness import config, spec
+from harness import config, scenarios
 from harness.backends.slurm.backend import SlurmBackend
 from harness.clusters import slurm_docker
 from harness.errors import BackendError, SubmitError
@@ -37,8 +37,7 @@ def test_too_many_gpus_per_node_is_refused_with_the_nodes_gpus(cluster):
     cfg = gpu_config("gpu-too-many", 8)
     b = SlurmBackend.from_config(cfg)
     assert b.preflight()["node_gpus"] == "gpu:4"        # GPUs exist: the count is sbatch's to refuse
-    run_id, fault, scenario = spec.run_plan(cfg, "slurm")[0]
-    s = spec.build(cfg, "slurm", run_id, fault, scenario)
+    s = scenarios.job_spec(cfg, "slurm", scenarios.plan(cfg, "slurm")[0])
     t0 = time.monotonic()
     with pytest.raises(SubmitError) as exc:
         b.submit(s, b.render(s))

@@ -14,8 +14,8 @@ from harness.cli import main
 from harness.config import from_mapping
 from harness.drills import platforms as drill_parts
 from harness.pipeline import campaign
+from harness.scenarios import plan
 from harness.serve import platforms as serve_parts
-from harness.spec import run_plan
 from harness.store import Store
 
 ALL_FAULTS = [{"kind": k, "at_step": 5, "rank": 1} for k in ("kill_rank", "delete_pod", "lose_node", "requeue")]
@@ -29,7 +29,7 @@ def _cfg(**kw):
 
 
 def _planned_faults(cfg, plat):
-    return sorted(p.scenario for p in run_plan(cfg, plat) if p.fault is not None)
+    return sorted(p.scenario for p in plan(cfg, plat) if p.fault is not None)
 
 
 def test_the_plan_has_a_fault_run_for_each_fault_the_platform_injects_and_no_other():
@@ -61,7 +61,7 @@ def test_each_scenarios_platform_parts_are_the_platforms_the_table_gives_it():
     cfg = _cfg(contention={"runs": 1}, ux={"mistakes": ["wrong_queue"]}, drills={"kinds": ["restart"]},
                serve={"enabled": True, "faults": []})
     for plat in cap.PLATFORMS:
-        scen = {p.scenario.split(":")[0] for p in run_plan(cfg, plat)}
+        scen = {p.scenario.split(":")[0] for p in plan(cfg, plat)}
         assert ("contention" in scen) == cap.runs("contention", plat)
         assert ("mistake" in scen) == cap.runs("ux", plat)
         assert ("drill" in scen) == cap.runs("drills", plat)
@@ -93,7 +93,7 @@ def test_poc_run_says_which_faults_were_left_out_and_why(tmp_path, capsys):
     seen = {}
 
     def fake(cfg, platforms, store, make_backend, *, resume, **_kw):
-        seen["plan"] = [p.run_id for p in run_plan(cfg, "slurm")]
+        seen["plan"] = [p.run_id for p in plan(cfg, "slurm")]
         return []
     assert main(["run", "--config", str(cfg_path), "--results", str(tmp_path / "res")], campaign_fn=fake) == 0
     assert seen["plan"] == []

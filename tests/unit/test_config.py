@@ -222,13 +222,14 @@ def test_validate_runs_the_renderers_checks():
     """A value the model never saw (assigned without validation) still fails validate, through the
     renderer's own check: validate and render share it."""
     from harness.render.validate import check_config
+    from harness.scenarios import submitted_specs
 
     cfg = cfgmod.from_mapping({"platforms": ["slurm"]})
-    assert check_config(cfg) == 6          # every platform x (1 clean run + the default kill_rank fault)
+    assert check_config(cfg, submitted_specs) == 6   # every platform x (1 clean run + the default kill_rank fault)
     bad = cfg.model_copy(update={"slurm": cfg.slurm.model_copy(update={"container": "apptainer",
                                                                        "container_image": "x`reboot`"})})
     with pytest.raises(ConfigError, match=r"slurm.container_image 'x`reboot`' is a path"):
-        check_config(bad)
+        check_config(bad, submitted_specs)
 
 
 @pytest.mark.parametrize("doc", [

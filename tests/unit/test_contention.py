@@ -11,7 +11,7 @@ import pytest
 from support.fakes import ScriptedBackend, SimClock
 from support.tidy_rows import tidy
 
-from harness import evidence, spec
+from harness import evidence, scenarios, spec
 from harness.backends.base import Observation
 from harness.cli import _record_line
 from harness.config import from_mapping
@@ -34,11 +34,11 @@ CFG = {"platforms": ["slurm", "k8s", "local"], "repetitions": 1, "faults": [], "
 def test_plan_adds_contention_runs_where_a_scheduler_queues():
     cfg = from_mapping(CFG)
     for plat in ("slurm", "k8s"):
-        plan = spec.run_plan(cfg, plat)
+        plan = scenarios.plan(cfg, plat)
         assert [p.scenario for p in plan] == ["clean", "contention", "contention"]
         assert plan[1].run_id == f"{plat}-contention-01" and plan[1].fault is None
-    assert [p.scenario for p in spec.run_plan(cfg, "local")] == ["clean"]
-    assert spec.run_plan(from_mapping({"platforms": ["slurm"]}), "slurm")[-1].scenario != "contention"
+    assert [p.scenario for p in scenarios.plan(cfg, "local")] == ["clean"]
+    assert scenarios.plan(from_mapping({"platforms": ["slurm"]}), "slurm")[-1].scenario != "contention"
 
 
 def test_slurm_blocker_holds_whole_nodes_and_the_measured_job_does_not():

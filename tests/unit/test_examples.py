@@ -17,9 +17,10 @@ import pytest
 import yaml
 from support.paths import ROOT
 
-from harness import config, spec
+from harness import config, scenarios
 from harness.backends.factory import make_backend
 from harness.render.validate import check_config
+from harness.scenarios import submitted_specs
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 GOLDEN = ROOT / "tests" / "fixtures" / "golden" / "examples"
@@ -42,7 +43,7 @@ def test_there_are_examples_for_every_setup_the_guide_covers():
 def test_example_validates(path):
     """What `poc validate --config examples/X.yaml` checks: the config model, then every renderer's checks."""
     cfg = config.load(path)
-    assert check_config(cfg) > 0
+    assert check_config(cfg, submitted_specs) > 0
     assert cfg.resources.gpus_per_node > 0 and not cfg.workload.simulated_gpus, "the examples are for real GPUs"
     assert cfg.workload.model == "transformer"
 
@@ -61,8 +62,7 @@ def rendered(path: Path) -> dict[str, str]:
     cfg = config.load(path)
     out = {}
     for platform in cfg.platforms:
-        first = spec.run_plan(cfg, platform)[0]
-        s = spec.build(cfg, platform, first.run_id, first.fault, first.scenario)
+        s = scenarios.job_spec(cfg, platform, scenarios.plan(cfg, platform)[0])
         for name, text in make_backend(platform, cfg).render(s).files.items():
             out[f"{platform}/{name}"] = _stable(name, text)
     return out

@@ -8,12 +8,13 @@ from support.fakes import ScriptedBackend, SimClock
 from harness.config import from_mapping
 from harness.order import arrange
 from harness.pipeline import campaign
-from harness.spec import Planned, run_plan
+from harness.scenarios import plan
+from harness.spec import Planned
 from harness.store import Store
 
 
 def _plans(cfg):
-    return {p: run_plan(cfg, p) for p in ("local", "slurm", "k8s")}
+    return {p: plan(cfg, p) for p in ("local", "slurm", "k8s")}
 
 
 def test_interleaved_rounds_hold_one_run_of_each_platform():
@@ -59,7 +60,7 @@ def test_campaign_runs_in_the_interleaved_order_and_records_it(tmp_path):
 
     campaign(cfg, cfg.platforms, Store(tmp_path, cfg.campaign), Recording, resume=False, poll_s=0.01,
              clock=clock, sleep=clock.sleep)
-    expected = [s.planned.run_id for s in arrange({p: run_plan(cfg, p) for p in cfg.platforms}, "interleaved", 11)]
+    expected = [s.planned.run_id for s in arrange({p: plan(cfg, p) for p in cfg.platforms}, "interleaved", 11)]
     assert ran == expected
     recs = [json.loads(x) for x in (tmp_path / cfg.campaign / "runs.jsonl").read_text().splitlines()]
     assert [r["order"]["position"] for r in recs] == list(range(6))

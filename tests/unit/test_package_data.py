@@ -16,7 +16,7 @@ import tomllib
 import pytest
 from support.paths import ROOT
 
-from harness import config, data, spec
+from harness import config, data, scenarios
 from harness.render.sbatch import render_sbatch
 
 DATA = ROOT / "harness" / "data"
@@ -32,8 +32,9 @@ def copy_header(source: str) -> str:
 def example_sbatch() -> str:
     """What `poc render --platform slurm` writes for the built-in default config, with a note after #!."""
     cfg = config.load(None)
-    run_id, fault, scenario = spec.run_plan(cfg, "slurm")[0]
-    script = render_sbatch(spec.build(cfg, "slurm", run_id, fault, scenario), cfg.slurm).script
+    first = scenarios.plan(cfg, "slurm")[0]
+    run_id = first.run_id
+    script = render_sbatch(scenarios.job_spec(cfg, "slurm", first), cfg.slurm).script
     shebang, rest = script.split("\n", 1)
     note = (f"# Example, generated: `poc render --platform slurm` for the built-in default config (run {run_id}),\n"
             f"# from the template harness/data/sbatch/job.sbatch.tmpl. Regenerate:\n# {REGENERATE}\n")

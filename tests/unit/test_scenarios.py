@@ -1,9 +1,10 @@
-"""The scenario interface (context.Scenario, harness/scenarios.py): the pipeline runs the same stages
-for every run and calls the scenario's hooks; a new scenario is its class plus one registry line,
-and `poc rederive` re-derives its figures with the same static metrics function."""
+"""The scenario interface (context.Scenario, harness/scenarios.py): each scenario plans its runs, the
+pipeline runs the same stages for every run and calls the scenario's hooks; a new scenario is its class
+plus one registry line, and `poc rederive` re-derives its figures with the same static metrics function."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from support.fakes import ScriptedBackend, SimClock
@@ -11,10 +12,10 @@ from support.paths import ROOT
 
 from harness import capabilities as cap
 from harness import scenarios
-from harness.context import Evidence, RunContext, Scenario
-from harness.pipeline import execute
+from harness.context import Evidence, Scenario
+from harness.pipeline import campaign
 from harness.rederive import check
-from harness.spec import build
+from harness.spec import Planned
 from harness.store import Store
 
 PIPELINE = ROOT / "harness" / "pipeline.py"
@@ -26,6 +27,15 @@ class Sleep(Scenario):
     kind = "sleep"
     raw_key = "sleep"
     SECONDS = 2.5
+    STEPS = 3
+
+    @staticmethod
+    def planned(cfg, platform):
+        return [Planned(f"{platform}-sleep")._replace(scenario="sleep")]
+
+    @staticmethod
+    def shaped(cfg, spec):
+        return replace(spec, steps=Sleep.STEPS)
 
     def __init__(self, ctx, spec):
         super().__init__(ctx, spec)
@@ -63,62 +73,80 @@ class Sleep(Scenario):
         record.extra["sleep"] = {"seconds": self.SECONDS}   # a block RunRecord does not name yet
 
 
+CFG = {"platforms": ["local"], "repetitions": 1, "faults": [], "workload": {"steps": 2}}
+
+
 @pytest.fixture
 def sleep_registered(monkeypatch):
-    monkeypatch.setitem(scenarios.SCENARIOS, "sleep", Sleep)     # the one registry line
+    monkeypatch.setitem(scenarios.REGISTRY, "sleep", Sleep)     # the one registry line
 
 
-def _execute(tmp_path, scenario: str):
+def _campaign(tmp_path, monkeypatch) -> tuple[list[dict], dict[str, Scenario], object]:
+    """A whole campaign of CFG on the scripted backend; the scenario instance each run was executed with."""
     from harness.config import from_mapping
-    cfg = from_mapping({"platforms": ["local"], "repetitions": 1, "faults": [], "workload": {"steps": 2}})
+    cfg = from_mapping(CFG)
     store = Store(tmp_path, cfg.campaign)
-    store.open(cfg.config_hash(), cfg.redacted(), resume=False)
     clock = SimClock()
-    made: list[Scenario] = []
-    real = scenarios.SCENARIOS[scenario]
-
-    def keep(ctx, spec):
-        made.append(real(ctx, spec))
-        return made[-1]
-    scenarios.SCENARIOS[scenario] = keep
-    try:
-        ctx = RunContext(ScriptedBackend(clock=clock), store, cfg, {}, clock=clock, sleep=clock.sleep,
-                         poll_s=0.01)
-        rec = execute(ctx, build(cfg, "local", f"local-{scenario}", None, scenario))
-    finally:
-        scenarios.SCENARIOS[scenario] = real
-        store.close()
-    return rec, made[0], cfg
+    made: dict[str, Scenario] = {}
+    for kind, cls in list(scenarios.REGISTRY.items()):
+        if isinstance(cls, type) and issubclass(cls, Scenario):
+            keep = type(cls.__name__, (cls,), {"__init__": lambda self, ctx, spec, _c=cls: (
+                _c.__init__(self, ctx, spec), made.__setitem__(spec.run_id, self))[0]})
+            monkeypatch.setitem(scenarios.REGISTRY, kind, keep)
+    recs = campaign(cfg, ["local"], store, lambda plat: ScriptedBackend(clock=clock), resume=False,
+                    clock=clock, sleep=clock.sleep, poll_s=0.01)
+    return recs, made, cfg
 
 
-def test_a_new_scenario_runs_its_hooks_at_the_runs_stages_and_rederives(tmp_path, sleep_registered):
-    rec, scen, cfg = _execute(tmp_path, "sleep")
+def test_a_new_scenario_plans_its_run_runs_its_hooks_at_the_runs_stages_and_rederives(tmp_path, sleep_registered,
+                                                                                      monkeypatch):
+    from harness.config import from_mapping
+    assert [p.run_id for p in scenarios.plan(from_mapping(CFG), "local")] == ["local-clean-01", "local-sleep"]
+    recs, made, cfg = _campaign(tmp_path, monkeypatch)
+    rec = {r["run_id"]: r for r in recs}["local-sleep"]
+    scen = made["local-sleep"]
     assert rec["status"] == "ok", rec.get("error")
     assert scen.calls == ["prepare", "succeeded", "stop"]
+    assert scen.spec.steps == Sleep.STEPS and made["local-clean-01"].spec.steps == 2   # the job it shaped
     names = [s["name"] for s in rec["stages"]]
     assert names == ["render", "sleep:prepare", "submit", "queue", "run", "collect", "sleep", "metrics"]
     assert rec["metrics"]["slept_s"]["value"] == Sleep.SECONDS and "step_time_s" in rec["metrics"]
     assert rec["sleep"] == {"seconds": Sleep.SECONDS}
     assert (tmp_path / cfg.campaign / "runs" / "local-sleep" / "sleep.txt").exists()
     (res,) = check(tmp_path / cfg.campaign)
-    assert res.findings == [] and res.checked == ["local-sleep"]   # the same static metrics, from raw.json.gz
+    assert res.findings == [] and res.checked == ["local-clean-01", "local-sleep"]   # the same static metrics
 
 
-def test_an_unregistered_kind_is_a_plain_training_run(tmp_path):
-    assert scenarios.scenario_class("sleep") is Scenario
-    rec, scen, _ = _execute(tmp_path, "clean")
-    assert type(scen) is Scenario and rec["status"] == "ok"
-    assert [s["name"] for s in rec["stages"]] == ["render", "submit", "queue", "run", "collect", "metrics"]
+def test_an_unregistered_kind_is_a_plain_training_run(tmp_path, monkeypatch):
+    assert scenarios.scenario_class("sleep") is Scenario and scenarios.runner("sleep") is None
+    recs, _, _ = _campaign(tmp_path, monkeypatch)
+    assert [r["run_id"] for r in recs] == ["local-clean-01"] and recs[0]["status"] == "ok"
+    assert [s["name"] for s in recs[0]["stages"]] == ["render", "submit", "queue", "run", "collect", "metrics"]
+
+
+def test_the_plan_is_each_scenarios_runs_in_registry_order():
+    from harness.config import from_mapping
+    cfg = from_mapping({"platforms": ["slurm"], "repetitions": 2, "faults": [{"kind": "kill_rank", "at_step": 3}],
+                        "contention": {"runs": 1}, "ux": {"mistakes": ["wrong_queue"]},
+                        "serve": {"enabled": True}, "drills": {"kinds": ["restart"]},
+                        "allow_destructive_faults": True})
+    assert [p.scenario for p in scenarios.plan(cfg, "slurm")] == [
+        "clean", "clean", "kill_rank", "contention", "mistake:wrong_queue", "serve", "drill:restart"]
+    specs = scenarios.submitted_specs(cfg, "slurm")
+    assert [s.scenario for s in specs].count("blocker") == 1      # what the contention run submits beside it
+    drill = next(s for s in specs if s.scenario == "drill:restart")
+    assert drill.exclusive and drill.steps == cfg.drills.steps_for("restart")
+    assert next(s for s in specs if s.scenario == "serve").steps == cfg.serve.train_steps
 
 
 def test_every_planned_scenario_kind_has_its_class_or_runner():
     kinds = {scenarios.kind_of(s)[0] for s in ("clean", "contention", "serve", "drill:restart", "mistake:wrong_queue")}
     kinds |= set().union(*cap.FAULTS.values())
-    assert kinds <= set(scenarios.SCENARIOS) | set(scenarios.RUNNERS)
+    assert kinds <= set(scenarios.REGISTRY)
     assert scenarios.runner("mistake:wrong_queue") is not None and scenarios.runner("clean") is None
 
 
 def test_the_pipeline_names_no_scenario():
     words = set(re.findall(r"[a-z_]+", PIPELINE.read_text().lower()))
-    kinds = (set(scenarios.SCENARIOS) | set(scenarios.RUNNERS) | {"blocker", "probe", "drills"}) - {"clean"}
+    kinds = (set(scenarios.REGISTRY) | {"blocker", "probe", "drills", "mistake"}) - {"clean"}
     assert words.isdisjoint(kinds), sorted(words & kinds)

@@ -2,7 +2,7 @@
 own GPU-shaped clusters (their node loss allowed, their GPU taint tolerated)."""
 from __future__ import annotations
 
-from harness import config, spec
+from harness import config, scenarios, spec
 from harness.backends.k8s.taints import tolerates
 from harness.clusters.k8s.gpu_shape import GPU_TAINT, GPU_TOLERATION
 from harness.config.kubernetes import NATIVE_NODE_TOLERATIONS
@@ -53,10 +53,10 @@ def test_the_smoke_campaign_probes_every_mistake_as_the_native_clusters_restrict
               "local_queue": "poc-gpu-queue", "priority_class": "poc-gpu-normal"}
     cfg = smoke_config(config.load(None), None, None, tenant=tenant)
     assert cfg.ux.mistakes == list(MISTAKES)
-    scenarios = [p.scenario for p in spec.run_plan(cfg, "slurm")]
+    kinds = [p.scenario for p in scenarios.plan(cfg, "slurm")]
     # the mistakes, then the serving run, then the drill
-    assert scenarios[-len(MISTAKES) - 2:] == [f"mistake:{k}" for k in MISTAKES] + ["serve", "drill:restart"]
-    assert [p.scenario for p in spec.run_plan(cfg, "local")].count("serve") == 0
+    assert kinds[-len(MISTAKES) - 2:] == [f"mistake:{k}" for k in MISTAKES] + ["serve", "drill:restart"]
+    assert [p.scenario for p in scenarios.plan(cfg, "local")].count("serve") == 0
     config.from_mapping(cfg.model_dump(mode="json"))          # stored with the results, loads again
     probe = mistakes.probe_config(cfg, "k8s").kubernetes
     assert (probe.kubeconfig, probe.namespace, probe.local_queue) == (
@@ -71,8 +71,8 @@ def test_the_smoke_campaign_probes_every_mistake_as_the_native_clusters_restrict
 def test_the_smoke_campaign_ends_each_scheduler_with_the_restart_drill_and_never_the_upgrade():
     cfg = smoke_config(config.load(None), None, None)
     for plat in ("slurm", "k8s"):
-        assert spec.run_plan(cfg, plat)[-1].scenario == "drill:restart"
-    assert not [p for p in spec.run_plan(cfg, "local") if p.scenario.startswith("drill:")]
+        assert scenarios.plan(cfg, plat)[-1].scenario == "drill:restart"
+    assert not [p for p in scenarios.plan(cfg, "local") if p.scenario.startswith("drill:")]
     assert smoke_config(config.from_mapping({"drills": {"kinds": ["upgrade"]}}), None, None).drills.kinds == ["upgrade"]
 
 
@@ -81,8 +81,8 @@ def test_the_smoke_campaign_gives_recovery_five_runs_a_side_and_the_within_round
     from harness.smoke import SMOKE_SWEEP
     cfg = smoke_config(config.load(None), None, None)
     for plat in ("slurm", "k8s"):
-        scenarios = [p.scenario for p in spec.run_plan(cfg, plat)]
-        assert scenarios.count("kill_rank") >= 5 and scenarios.count("clean") >= 6
+        kinds = [p.scenario for p in scenarios.plan(cfg, plat)]
+        assert kinds.count("kill_rank") >= 5 and kinds.count("clean") >= 6
     # 6 pairs all one way are the fewest the exact signed-rank test can call a difference at 5 %
     assert signed_rank_p([1.0] * cfg.repetitions) < 0.05 and signed_rank_p([1.0] * (cfg.repetitions - 1)) >= 0.05
     # the sweep stops at 16 MiB (what bought nothing on the local clusters' CPUs); a config's own sweep is kept

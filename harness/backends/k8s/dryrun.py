@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...config import Config
 from ...errors import BackendError
 from ...render import jobset as rj
+from ...spec import JobSpec
 from .api import JOBSETS, K8sClient, api_message, is_connection_error
 
 
@@ -47,16 +48,16 @@ def dry_run(client: K8sClient, job: rj.K8sJob) -> list[dict]:
     return out
 
 
-def validate_config(cfg: Config, client: K8sClient | None = None) -> dict:
-    """Dry-run every planned Kubernetes run of cfg; {"ok", "api_server", "objects": [verdicts]}.
+def validate_config(cfg: Config, specs: list[JobSpec], client: K8sClient | None = None) -> dict:
+    """Dry-run the jobs a campaign of cfg submits on Kubernetes (``specs``: the scenarios' plan,
+    harness/scenarios.py submitted_specs); {"ok", "api_server", "objects": [verdicts]}.
     client: the API client (default: the one the config's kubeconfig gives, as a campaign would use)."""
-    from ...render.validate import planned_specs
     from .backend import KubernetesBackend
     backend = KubernetesBackend.from_config(cfg)      # renders exactly what a campaign would submit
     c = client or backend.client
     try:
         verdicts = []
-        for s in planned_specs(cfg, "k8s"):
+        for s in specs:
             verdicts += [dict(v, run_id=s.run_id) for v in dry_run(c, backend.render(s).payload)]
         return {"ok": all(v["ok"] for v in verdicts), "api_server": c.host, "objects": verdicts}
     finally:

@@ -20,7 +20,7 @@ from harness.drills.platforms import platform_drill
 from harness.errors import BackendError
 from harness.pipeline import campaign
 from harness.rederive import check
-from harness.spec import run_plan
+from harness.scenarios import plan
 from harness.states import JobState
 from harness.store import Store
 
@@ -179,8 +179,8 @@ def _run(tmp_path, backend):
 def test_the_plan_puts_a_drill_last_and_only_on_schedulers():
     cfg = from_mapping({**CFG, "platforms": ["slurm", "k8s", "local"], "repetitions": 1,
                         "drills": {"kinds": ["restart", "upgrade"]}})
-    assert [p.run_id for p in run_plan(cfg, "slurm")][-2:] == ["slurm-drill-restart", "slurm-drill-upgrade"]
-    assert not [p for p in run_plan(cfg, "local") if p.scenario.startswith("drill:")]
+    assert [p.run_id for p in plan(cfg, "slurm")][-2:] == ["slurm-drill-restart", "slurm-drill-upgrade"]
+    assert not [p for p in plan(cfg, "local") if p.scenario.startswith("drill:")]
 
 
 def test_a_drill_runs_during_the_job_with_one_queued_and_every_figure_is_derived(tmp_path):

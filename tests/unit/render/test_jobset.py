@@ -17,7 +17,7 @@ import pytest
 import yaml
 from support.paths import FIXTURES, ROOT
 
-from harness import config, spec
+from harness import config, scenarios, spec
 from harness.backends.k8s import KubernetesBackend
 from harness.errors import ConfigError
 from harness.render import jobset as rj
@@ -81,8 +81,7 @@ CASES = {
 def job_of(name: str) -> tuple[spec.JobSpec, config.Config, rj.K8sJob]:
     data, index, pvc = CASES[name]
     cfg = config.from_mapping(data)
-    run_id, fault, scenario = spec.run_plan(cfg, "k8s")[index]
-    s = spec.build(cfg, "k8s", run_id, fault, scenario)
+    s = scenarios.job_spec(cfg, "k8s", scenarios.plan(cfg, "k8s")[index])
     image = cfg.kubernetes.image or IMAGE
     return s, cfg, rj.render_jobset(s, cfg.kubernetes, image, CKPT_ROOT, checkpoint_pvc=pvc)
 
@@ -409,7 +408,8 @@ def test_host_network_tells_the_first_pod_to_host_the_rendezvous():
 def test_a_drill_scenario_is_a_valid_label_value():
     from harness.render.jobset import labels
     cfg = config.from_mapping({"drills": {"kinds": ["restart"]}})
-    s = spec.build(cfg, "k8s", "k8s-drill-restart", None, "drill:restart")
+    s = scenarios.job_spec(cfg, "k8s", scenarios.plan(cfg, "k8s")[-1])
+    assert s.scenario == "drill:restart"
     assert labels(s)["poc/scenario"] == "drill-restart"
 
 

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from support.paths import FIXTURES
 
-from harness import config, spec
+from harness import config, scenarios, spec
 from harness.errors import ConfigError
 from harness.render.sbatch import render_sbatch
 
@@ -56,8 +56,7 @@ CASES = {
 def rendered(name: str) -> str:
     data, index = CASES[name]
     cfg = config.from_mapping(data)
-    run_id, fault, scenario = spec.run_plan(cfg, "slurm")[index]
-    return render_sbatch(spec.build(cfg, "slurm", run_id, fault, scenario), cfg.slurm).script
+    return render_sbatch(scenarios.job_spec(cfg, "slurm", scenarios.plan(cfg, "slurm")[index]), cfg.slurm).script
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

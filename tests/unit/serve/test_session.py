@@ -24,10 +24,10 @@ from harness.config import from_mapping
 from harness.errors import BackendError
 from harness.pipeline import campaign
 from harness.rederive import check
+from harness.scenarios import plan
 from harness.serve import platforms
 from harness.serve import session as ss
 from harness.serve.platforms import platform_serve
-from harness.spec import run_plan
 from harness.store import Store
 
 torch = pytest.importorskip("torch")
@@ -173,10 +173,10 @@ def _run(tmp_path, backend, cfg=CFG):
 
 def test_the_plan_has_one_serving_run_per_scheduler_only_when_enabled():
     on = from_mapping({**CFG, "platforms": ["slurm", "k8s", "local"], "repetitions": 1})
-    assert [p.run_id for p in run_plan(on, "k8s")] == ["k8s-clean-01", "k8s-serve"]
-    assert not [p for p in run_plan(on, "local") if p.scenario == "serve"]
+    assert [p.run_id for p in plan(on, "k8s")] == ["k8s-clean-01", "k8s-serve"]
+    assert not [p for p in plan(on, "local") if p.scenario == "serve"]
     off = from_mapping({**CFG, "serve": {}})
-    assert not [p for p in run_plan(off, "slurm") if p.scenario == "serve"]
+    assert not [p for p in plan(off, "slurm") if p.scenario == "serve"]
 
 
 def test_a_serving_run_measures_every_phase_and_rederives(tmp_path, ckpt):

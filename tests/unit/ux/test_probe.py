@@ -96,10 +96,10 @@ def test_bad_ux_settings_are_refused_with_the_choices():
 
 
 def test_the_plan_has_one_probe_per_mistake_on_scheduler_platforms_only():
-    from harness.spec import run_plan
+    from harness.scenarios import plan
     cfg = base_cfg(platforms=["local", "slurm", "k8s"], ux={"mistakes": list(MISTAKES)})
-    assert [p.scenario for p in run_plan(cfg, "local")] == ["clean"]
-    probes = [p for p in run_plan(cfg, "k8s") if p.scenario.startswith("mistake:")]
+    assert [p.scenario for p in plan(cfg, "local")] == ["clean"]
+    probes = [p for p in plan(cfg, "k8s") if p.scenario.startswith("mistake:")]
     assert [p.run_id for p in probes] == [f"k8s-mistake-{k.replace('_', '-')}" for k in MISTAKES]
 
 

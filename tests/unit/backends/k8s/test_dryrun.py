@@ -11,6 +11,7 @@ from kubernetes.client import rest
 from harness import config, spec
 from harness.backends.k8s import KubernetesBackend, dryrun
 from harness.backends.k8s.api import K8sClient
+from harness.scenarios import submitted_specs
 
 STRICT_ERROR = ('JobSet in version "v1alpha2" cannot be handled as a JobSet: strict decoding error: '
                 'unknown field "spec.network.enableDnsHostnames"')
@@ -51,10 +52,15 @@ def cfg():
                                                "image": "registry.example.com/t/torch:2.4"}})
 
 
+def validate(api: K8sClient) -> dict:
+    c = cfg()
+    return dryrun.validate_config(c, submitted_specs(c, "k8s"), api)
+
+
 def test_every_object_is_sent_with_dry_run_all_and_strict_fields(tmp_path, monkeypatch):
     monkeypatch.setenv("POC_STATE_DIR", str(tmp_path))
     rec = Recorder()
-    out = dryrun.validate_config(cfg(), fake(rec))
+    out = validate(fake(rec))
     assert out["ok"] and [v["kind"] for v in out["objects"]] == ["ConfigMap", "JobSet"]
     assert [m for m, _ in rec.urls] == ["POST", "POST"]
     for _, url in rec.urls:
@@ -64,7 +70,7 @@ def test_every_object_is_sent_with_dry_run_all_and_strict_fields(tmp_path, monke
 
 def test_a_refusal_is_an_error_with_the_api_servers_words(tmp_path, monkeypatch):
     monkeypatch.setenv("POC_STATE_DIR", str(tmp_path))
-    out = dryrun.validate_config(cfg(), fake(Recorder(400, STRICT_ERROR)))
+    out = validate(fake(Recorder(400, STRICT_ERROR)))
     assert not out["ok"]
     err = dryrun.failure(out)
     assert "refused JobSet team/k8s-clean-01" in err.message and "enableDnsHostnames" in err.message
@@ -73,7 +79,7 @@ def test_a_refusal_is_an_error_with_the_api_servers_words(tmp_path, monkeypatch)
 
 def test_forbidden_tip_names_the_rbac_file(tmp_path, monkeypatch):
     monkeypatch.setenv("POC_STATE_DIR", str(tmp_path))
-    err = dryrun.failure(dryrun.validate_config(cfg(), fake(Recorder(403, "jobsets is forbidden"))))
+    err = dryrun.failure(validate(fake(Recorder(403, "jobsets is forbidden"))))
     assert "HTTP 403" in err.message and "rbac.yaml" in err.tip
 
 
