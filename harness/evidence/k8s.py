@@ -8,6 +8,9 @@ Where each edge comes from, the most precise record first (each Stamp names its 
 * allocated (per attempt; the run's is the first attempt's): every pod of the attempt bound to a
   node, i.e. the latest of its pods' kube-scheduler Scheduled events (eventTime, microseconds).
   Only where an event is missing, that pod's PodScheduled condition (whole s); the source says so.
+  The scheduler writes the event after the bind, under load up to a second or more later: where a
+  pod's eventTime lies outside its PodScheduled condition's second, that pod's stamp is the hull of
+  both, so it never excludes the pod's own condition (evidence version 2 on: see READER_RULES).
 * detected (an attempt that failed): the earliest evidence that the platform noticed: a container
   that exited non-zero (the kubelet's finishedAt), a pod deletion requested (deletionTimestamp minus
   its grace period: delete_pod, an eviction from a lost node), the kubelet's Killing event, a
@@ -30,6 +33,10 @@ from ..backends.k8s.state import attempt_of, conds, get, is_true, items
 from ..timing import Stamp
 
 FRACTION = re.compile(r"T\d\d:\d\d:\d\d[.,]\d")
+# raw["evidence_version"] (backends/k8s/evidence_raw.py) -> what changed in reading it. Raw records
+# kept before a change are read by the rules of their version, so stored runs re-derive exactly.
+READER_RULES = {1: "allocated: the Scheduled eventTime alone",
+                2: "allocated: the hull of eventTime and the PodScheduled condition where they disagree"}
 JOB_FAILED = {"BackoffLimitExceeded", "PodFailurePolicy", "DeadlineExceeded", "FailedIndexes",
               "MaxFailedIndexesExceeded"}
 
@@ -115,17 +122,30 @@ def _slot(p: dict) -> str:
     return f"{job}/{idx}" if job is not None and idx is not None else _name(p)
 
 
-def allocated(group: list[dict], expected: int, sched: dict[str, Stamp]) -> Stamp | None:
+def _pod_scheduled(p: dict) -> Stamp | None:
+    c = next((c for c in items(p, "status", "conditions")
+              if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
+    return stamp_at(c.get("lastTransitionTime"), "PodScheduled condition") if c else None
+
+
+def _hull(event: Stamp, cond: Stamp) -> Stamp:
+    return Stamp(event.t, min(event.lo, cond.lo), max(event.hi, cond.hi),
+                 "Scheduled eventTime ∪ PodScheduled condition", max(event.resolution_s, cond.resolution_s))
+
+
+def allocated(group: list[dict], expected: int, sched: dict[str, Stamp], version: int = 2) -> Stamp | None:
     per_slot: dict[str, Stamp] = {}
-    fallback = []
+    fallback, hulled = [], []
     for p in group:
         s = sched.get(get(p, "metadata", "uid")) or sched.get(_name(p))
+        cond = _pod_scheduled(p)
         if s is None:
-            c = next((c for c in items(p, "status", "conditions")
-                      if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
-            s = stamp_at(c.get("lastTransitionTime"), "PodScheduled condition") if c else None
+            s = cond
             if s is not None:
                 fallback.append(_name(p))
+        elif version >= 2 and cond is not None and not cond.lo <= s.t <= cond.hi:
+            s = _hull(s, cond)
+            hulled.append(f"{_name(p)} ({s.t - cond.lo:+.3f} s from the condition's second)")
         slot = _slot(p)
         if s is not None and (slot not in per_slot or s.t < per_slot[slot].t):
             per_slot[slot] = s
@@ -134,6 +154,8 @@ def allocated(group: list[dict], expected: int, sched: dict[str, Stamp]) -> Stam
     src = f"latest of {len(per_slot)} pods' kube-scheduler Scheduled eventTime"
     if fallback:
         src += f"; PodScheduled condition (whole s) for {', '.join(sorted(fallback))}: no Scheduled event kept"
+    if hulled:
+        src += f"; with its PodScheduled condition's second for {', '.join(sorted(hulled))}: the event is outside it"
     return latest(list(per_slot.values()), src)
 
 
@@ -267,6 +289,7 @@ def _stamps(raw: dict, checks: list) -> dict:
     deleted_seen = raw.get("pod_deleted_seen") if isinstance(raw.get("pod_deleted_seen"), dict) else {}
     first_del = raw.get("pod_deletion_first_seen") if isinstance(raw.get("pod_deletion_first_seen"), dict) else {}
     groups = _by_attempt(list(raw.get("pods") or []))
+    version = int(_num(raw.get("evidence_version")) or 1)
     sched = _scheduled_events(events)
     sub = submitted(raw, jobset, checks)
     adm = None
@@ -280,7 +303,7 @@ def _stamps(raw: dict, checks: list) -> dict:
     keys = list(groups)
     for i, att in enumerate(keys):
         group = groups[att]
-        a = allocated(group, expected or len({_slot(p) for p in group}), sched)
+        a = allocated(group, expected or len({_slot(p) for p in group}), sched, version)
         last = i == len(keys) - 1
         failed = not last or terminal == "Failed"
         det = detected(group, events, nodes, a, first_del) if failed else None

@@ -177,9 +177,12 @@ def test_raw_evidence_gives_microsecond_allocation_after_the_submit(cluster, tmp
     assert [(r["run_id"], r["status"]) for r in recs] == [("k8s-clean-01", "ok")], [r.get("error") for r in recs]
     raw = json.loads(json.dumps(raws["k8s-clean-01"]))      # JSON-able, and what rederive reads back
     assert not raw.get("errors") and raw["image"]["id"] and raw["events"] and len(raw["pods"]) == 2
+    assert raw["evidence_version"] == 2                      # read by harness/evidence/k8s.py's current rules
     st = evidence.stamps("k8s", raw)
     sub, alloc = st["submitted"], st["allocated"]
-    assert alloc.width < 0.01 and "Scheduled eventTime" in alloc.source
+    # microseconds, unless a pod's event came after its PodScheduled second (a loaded machine): then the hull
+    assert "Scheduled eventTime" in alloc.source
+    assert alloc.width < 0.01 or ("condition's second" in alloc.source and alloc.width < 2), alloc
     assert alloc.lo > sub.lo and st["released"] is not None and st["ended"] is not None
     assert all(c["ok"] for c in st["checks"]), st["checks"]
     old = alloc.t - parse_time(raw["jobset"]["metadata"]["creationTimestamp"])

@@ -12,11 +12,12 @@ import copy
 import json
 
 import pytest
-from support.paths import FIXTURES
+from support.paths import FIXTURES, RESULTS
 
 from harness import evidence
 from harness.backends.k8s.api import parse_time
 from harness.evidence import k8s
+from harness.store import load_raw
 from harness.timing import Span, Stamp
 
 REC = FIXTURES / "k8s" / "recorded"
@@ -158,3 +159,26 @@ def test_image_and_submit_are_kept():
     raw = raw_of("k8s-clean-01")
     assert raw["image"]["id"].startswith("sha256:") and raw["image"]["ref"]
     assert raw["submit"]["before"] <= raw["submit"]["after"] and raw["submit"]["scheduler_record"]
+
+
+def test_an_allocation_never_excludes_the_pods_own_pod_scheduled_condition():
+    """Recorded: the restart of a committed kill_rank run, where one pod's Scheduled eventTime came 1.021 s
+    after the start of its PodScheduled condition's second (the scheduler writes the event after the bind).
+    Read by the rules of evidence version 1 the attempt's allocation excludes that second; from version 2
+    the pod's stamp is the hull of both. A pod whose event lies inside its second keeps the microseconds."""
+    raw = load_raw(RESULTS / "smoke-2026-12-03-ux-audit" / "smoke-poc" / "runs" / "k8s-kill-rank-01")
+    restart = k8s._by_attempt(list(raw["pods"]))[1]
+    seconds = [k8s._pod_scheduled(p) for p in restart]
+    bound_lo, bound_hi = max(s.lo for s in seconds), max(s.hi for s in seconds)   # when the last pod was bound
+    old, new = (k8s.stamps(dict(raw, evidence_version=v)) for v in (1, 2))
+    a1, a2 = old["attempts"][1]["allocated"], new["attempts"][1]["allocated"]
+    assert a1.lo > bound_hi                                          # version 1: outside the conditions' second
+    assert a2.lo <= bound_hi and a2.hi >= bound_lo and a2.width < 0.1
+    assert "k8s-kill-rank-01-w-0-1-7p9p6 (+1.021 s" in a2.source
+    assert new["attempts"][0]["allocated"] == old["attempts"][0]["allocated"]
+    assert k8s.stamps(raw)["attempts"][1]["allocated"] == a1         # kept before the change: read as it was
+
+
+def test_the_collector_marks_the_evidence_version_the_reader_knows():
+    from harness.backends.k8s.evidence_raw import EVIDENCE_VERSION
+    assert max(k8s.READER_RULES) == EVIDENCE_VERSION
