@@ -89,8 +89,9 @@ class JobSpec:
             **dict(self.fabric_env),
         }
 
-    def workload_args(self, ckpt_dir: str, events_dir: str) -> list[str]:
-        """Arguments of workloads/ddp_train.py (after the script path)."""
+    def workload_args(self, ckpt_dir: str, events_dir: str, owner_mark: str | None = None) -> list[str]:
+        """Arguments of workloads/ddp_train.py (after the script path). owner_mark: where the workload
+        writes the campaign's token (render/owned_dir.py) on a platform where the harness cannot."""
         return [
             "--run-id", self.run_id,
             "--steps", str(self.steps),
@@ -110,6 +111,7 @@ class JobSpec:
             "--precision", self.precision,
             "--gpus-per-node", str(self.gpus_per_node),
             *(["--simulated-gpus"] if self.simulated_gpus else []),
+            *(["--owner-mark", owner_mark, "--owner", self.owner] if owner_mark and self.owner else []),
         ]
 
     def torchrun_args(self, rdzv_endpoint: str) -> list[str]:

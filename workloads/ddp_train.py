@@ -579,6 +579,24 @@ def newest_checkpoint(ckpt_dir: str) -> str | None:
     return max(found)[1] if found else None
 
 
+def write_owner_mark(path: str, owner: str) -> None:
+    """The run directory's owner mark, once: every rank tries, the first creates it (O_EXCL), and a mark
+    already there (a restart's, or another campaign's) is left as it is: the harness removes the directory
+    only when the mark is its campaign's token."""
+    if not path or not owner:
+        return
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        print(f"poc-workload: could not write the owner mark {path}: {exc}", file=sys.stderr, flush=True)
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(owner)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-id", default=os.environ.get("POC_RUN_ID", "adhoc"))
@@ -596,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep-on-restart", action="store_true", help="repeat the sweep after a restart")
     ap.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
     ap.add_argument("--events-dir", default="")
-    # issue 11 (the workload helper implements these; accepted now so runs keep working meanwhile)
+    # the model's shape and precision
     ap.add_argument("--model", choices=["mlp", "transformer"], default="mlp")
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--vocab-size", type=int, default=32000)
@@ -604,7 +622,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus-per-node", type=int, default=0)
     ap.add_argument("--simulated-gpus", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--owner-mark", default="", help="file to hold the campaign's token (its run directory's owner)")
+    ap.add_argument("--owner", default="")
     args = ap.parse_args(argv)
+    write_owner_mark(args.owner_mark, args.owner)
 
     ev = Events(args.run_id, args.events_dir or None)
     try:

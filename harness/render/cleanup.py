@@ -1,8 +1,10 @@
 """The pod that removes a finished run's checkpoint sub-path from the PersistentVolumeClaim (pure).
 
 A real cluster's PVC is reachable only from a pod, so the harness runs one short pod per run, after
-the run is collected: the run's image, the whole claim mounted at CKPT_MOUNT, and ``rm -rf --
-<CKPT_MOUNT>/<campaign>/<run_id>`` as an argv (no shell reads it). It is placed and permitted like
+the run is collected: the run's image, the whole claim mounted at CKPT_MOUNT, and the owned-directory
+command (render/owned_dir.py) on <CKPT_MOUNT>/<campaign>/<run_id>, its words passed as arguments: the
+directory goes only when the owner mark the run's pods wrote in it is the campaign's token, else the pod
+exits MARK_NOT_OURS and touches nothing. It is placed and permitted like
 the run's pods (tolerations, nodeSelector, priority class, service account, pull secrets, pod
 labels), so it lands where the run could and passes the same admission policies. It carries no
 Kueue queue label: it is not a workload to admit, and it asks for little.
@@ -13,6 +15,7 @@ import re
 
 from ..config import Kubernetes
 from . import jobset as rj
+from .owned_dir import owned_dir_argv
 
 CLEANUP_SUFFIX = "-cleanup"
 _SEGMENT = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
@@ -31,7 +34,7 @@ def cleanup_target(campaign: str, run_id: str) -> str:
     return f"{rj.CKPT_MOUNT}/{campaign}/{run_id}"
 
 
-def cleanup_pod(k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str) -> dict:
+def cleanup_pod(k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str, owner: str = "") -> dict:
     pod = k.pod
     spec: dict = {
         "restartPolicy": "Never",
@@ -42,7 +45,7 @@ def cleanup_pod(k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str)
             "name": "cleanup",
             "image": image,
             "imagePullPolicy": k.image_pull_policy,
-            "command": ["rm", "-rf", "--", cleanup_target(campaign, run_id)],
+            "command": owned_dir_argv("remove", cleanup_target(campaign, run_id), owner),
             "resources": {"requests": dict(REQUESTS), "limits": dict(REQUESTS)},
             "volumeMounts": [{"name": "run", "mountPath": rj.CKPT_MOUNT}],
         }],

@@ -30,6 +30,7 @@ from ..errors import ConfigError
 from ..imageref import FORM, reference_problem
 from ..spec import WORKLOAD_SCRIPT, JobSpec, campaign_dir
 from .local import workload_script
+from .owned_dir import OWNER_MARK
 from .rbac import HARNESS_ROLE, rbac_note, rbac_objects  # noqa: F401 - part of this module's interface
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -172,7 +173,8 @@ def entrypoint_path(spec: JobSpec) -> str:
 def container_command(spec: JobSpec, host_network: bool = False) -> list[str]:
     script = entrypoint_path(spec)
     args = [*spec.torchrun_args(rdzv_endpoint(spec)), script,
-            *spec.workload_args(f"{CKPT_MOUNT}/ckpt", f"{CKPT_MOUNT}/events")]
+            # the run's pods write the owner mark: only a pod reaches a claim, and the cleanup pod checks it
+            *spec.workload_args(f"{CKPT_MOUNT}/ckpt", f"{CKPT_MOUNT}/events", f"{CKPT_MOUNT}/{OWNER_MARK}")]
     if host_network:
         return ["sh", "-c", HOST_NETWORK_LAUNCH, "torchrun", *args]
     return ["python3", "-m", "torch.distributed.run", *args]

@@ -448,9 +448,10 @@ class KubernetesBackend(Backend):
         if (why := keep_reason(ok, keep)) is not None:
             return {"removed": [], "kept": [where], "reason": why}
         if pvc:
-            return cleanup.run_cleanup_pod(self.client, self.cfg, self.image, pvc, campaign, handle.run_id)
+            return cleanup.run_cleanup_pod(self.client, self.cfg, self.image, pvc, campaign, handle.run_id,
+                                           owner=d.get("owner") or "")
         if self._on_volume(handle):
-            return cleanup.remove_host_path(self.checkpoint_root, path, campaign, handle.run_id)
+            return cleanup.remove_host_path(self.checkpoint_root, path, campaign, handle.run_id, d.get("owner") or "")
         return {"removed": [], "kept": [where],
                 "reason": "a hostPath on the cluster's nodes is not reachable from here; remove it on each node"}
 

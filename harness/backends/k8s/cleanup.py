@@ -2,8 +2,10 @@
 
 * The native cluster: the hostPath directory is on this machine (<checkpoint_root>/<campaign>-<token>/<run_id>;
   the campaign's directory name is spec.campaign_dir).
-* A PersistentVolumeClaim: only a pod can reach it, so a short cleanup pod (render/cleanup.py) runs
-  ``rm -rf -- /poc-run/<campaign>-<token>/<run_id>``, is waited for with a time-out, and is deleted after.
+* A PersistentVolumeClaim: only a pod can reach it, so a short cleanup pod (render/cleanup.py) removes
+  /poc-run/<campaign>-<token>/<run_id>, is waited for with a time-out, and is deleted after.
+Either way the directory goes only when the owner mark the run's pods wrote in it (render/owned_dir.py)
+is the campaign's token; a directory with another mark, or none, is kept and the record says why.
 * A hostPath on a real cluster's nodes: not reachable from here; kept, and the record says so.
 
 The caller (KubernetesBackend.cleanup, after collect and cancel) decides whether to remove at all
@@ -19,6 +21,7 @@ from pathlib import Path
 from ...config import Kubernetes
 from ...errors import BackendError
 from ...render import cleanup as rc
+from ...render.owned_dir import MARK_NOT_OURS, OWNER_MARK
 from .api import K8sClient
 from .state import get
 
@@ -37,9 +40,26 @@ def host_path_dir(root: str, path: str, campaign: str, run_id: str) -> Path:
     return got
 
 
-def remove_host_path(root: str, path: str, campaign: str, run_id: str) -> dict:
+def _not_ours(d: Path, owner: str) -> str | None:
+    """Why the directory is not the campaign's to remove (the owner mark's rule), or None."""
+    mark = d / OWNER_MARK
+    if not owner and not mark.exists():
+        return None          # outside a campaign: a directory without a mark
+    try:
+        have = mark.read_text() if mark.is_file() else None
+    except OSError:
+        have = None
+    if have == owner:
+        return None
+    return ("it holds no owner mark (its pods never started?)" if have is None
+            else "its owner mark is another campaign's") + ": kept, nothing removed"
+
+
+def remove_host_path(root: str, path: str, campaign: str, run_id: str, owner: str = "") -> dict:
     d = host_path_dir(root, path, campaign, run_id)
     if d.exists():
+        if (why := _not_ours(d, owner)) is not None:
+            return {"removed": [], "kept": [str(d)], "reason": why}
         shutil.rmtree(d)
     try:
         d.parent.rmdir()     # the campaign's directory, once its last run is gone
@@ -49,9 +69,9 @@ def remove_host_path(root: str, path: str, campaign: str, run_id: str) -> dict:
 
 
 def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str, *,
-                    timeout_s: float = 180, clock=time.monotonic, sleep=time.sleep) -> dict:
+                    owner: str = "", timeout_s: float = 180, clock=time.monotonic, sleep=time.sleep) -> dict:
     """Run the cleanup pod to completion (or timeout_s); it is deleted whatever happened."""
-    pod = rc.cleanup_pod(k, image, pvc, campaign, run_id)
+    pod = rc.cleanup_pod(k, image, pvc, campaign, run_id, owner)
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     core = client.core()
     target = f"pvc {pvc}:{rc.cleanup_target(campaign, run_id)}"
@@ -60,13 +80,15 @@ def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, camp
     _wait_gone(client, ns, name, clock, sleep, 60)
     start = clock()
     client.call("CREATE pod (cleanup)", core.create_namespaced_pod, ns, pod)
-    phase, reason = "Pending", ""
+    phase, reason, code = "Pending", "", None
     try:
         while clock() - start < timeout_s:
             p = client.call("GET pod (cleanup)", core.read_namespaced_pod, name, ns, missing_ok=True)
             p = client.to_dict(p) if p is not None else {}
             phase = get(p, "status", "phase", default="Pending")
             if phase in ("Succeeded", "Failed"):
+                code = next((get(c, "state", "terminated", "exitCode") for c in get(
+                    p, "status", "containerStatuses", default=[]) or []), None)
                 break
             waiting = [get(c, "state", "waiting", "reason") for c in get(p, "status", "containerStatuses",
                                                                            default=[]) or []]
@@ -75,6 +97,9 @@ def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, camp
         took = round(clock() - start, 3)
         if phase == "Succeeded":
             return {"removed": [target], "kept": [], "pod": name, "seconds": took}
+        if phase == "Failed" and code == MARK_NOT_OURS:
+            return {"removed": [], "kept": [target], "pod": name, "seconds": took,
+                    "reason": "its owner mark is not this campaign's token (or it has none): kept, nothing removed"}
         log = ""
         if phase == "Failed":
             try:

@@ -15,6 +15,7 @@ from posixpath import normpath
 
 from ... import slurm_parse as sp
 from ...errors import BackendError, CommandError, TransportError
+from ...render.owned_dir import MARK_NOT_OURS, owned_dir_argv
 from ...states import JobState
 
 OTHER_JOB_STATES = "RUNNING,COMPLETING,SUSPENDED,CONFIGURING"
@@ -112,29 +113,6 @@ def alone_on(shell, job_id: str, node: str) -> None:
         raise refuse(f"node {node} also runs {who}; setting it down would kill them",
                      tip="ask for whole nodes (slurm.extra_sbatch: ['--exclusive']) so the fault's node is the run's "
                          "alone, or drop the lose_node fault on a shared partition")
-
-
-OWNER_MARK = ".poc-owner"
-MARK_NOT_OURS = 3
-# sh -c SCRIPT sh MODE DIR TOKEN, the words passed as arguments (never pasted into the script).
-# A directory that exists is removed only when its owner mark is the campaign's token; a campaign
-# (a token) never takes a directory without a mark, and outside a campaign (no token) one with a
-# mark is someone's campaign's. "prepare" then makes the directory afresh with the mark in it.
-OWNED_DIR_SCRIPT = (
-    'mode=$1 d=$2 own=$3 m="$2/' + OWNER_MARK + '"\n'
-    'if [ -e "$d" ]; then\n'
-    '  if [ -n "$own" ] || [ -e "$m" ]; then\n'
-    '    [ -f "$m" ] && [ "$(cat -- "$m")" = "$own" ] || exit ' + str(MARK_NOT_OURS) + '\n'
-    '  fi\n'
-    '  rm -rf -- "$d"\n'
-    'fi\n'
-    'if [ "$mode" = prepare ]; then mkdir -p -- "$d" && printf %s "$own" > "$m"; fi\n')
-
-
-def owned_dir_argv(mode: str, path: str, owner: str) -> list[str]:
-    """The command that removes (mode "remove") or remakes (mode "prepare") a run directory the campaign
-    owns; exit MARK_NOT_OURS, touching nothing, when the directory is someone else's."""
-    return ["sh", "-c", OWNED_DIR_SCRIPT, "sh", mode, path, owner]
 
 
 def prepare_run_dir(t, path: str, owner: str) -> None:

@@ -436,3 +436,13 @@ def test_the_serving_scenario_adds_exactly_the_rights_its_platform_code_uses():
                                                                          "list")}.items():
         assert call in src, call
         assert any(group in r["apiGroups"] and res in r["resources"] and verb in r["verbs"] for r in role), call
+
+
+def test_the_runs_pods_write_the_campaigns_owner_mark_in_its_directory():
+    from dataclasses import replace
+    cfg = config.from_mapping({"platforms": ["k8s"]})
+    s = spec.build(cfg, "k8s", "k8s-clean-01", None)
+    cmd = rj.container_command(replace(s, owner="aa11"))
+    at = cmd.index("--owner-mark")
+    assert cmd[at:at + 4] == ["--owner-mark", f"{rj.CKPT_MOUNT}/.poc-owner", "--owner", "aa11"]
+    assert "--owner-mark" not in rj.container_command(s)      # outside a campaign: no token, no mark

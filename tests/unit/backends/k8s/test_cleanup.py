@@ -12,12 +12,13 @@ from harness import config
 from harness.backends.base import Handle, keep_reason
 from harness.backends.k8s import cleanup as kc
 from harness.backends.k8s.backend import KubernetesBackend
-from harness.backends.slurm import SlurmBackend, guard
+from harness.backends.slurm import SlurmBackend
 from harness.backends.slurm.guard import run_dir_to_remove
 from harness.context import RunContext
 from harness.errors import BackendError
 from harness.pipeline import execute
 from harness.render import cleanup as rc
+from harness.render import owned_dir
 from harness.spec import build
 from harness.store import Store
 from harness.transports import Result
@@ -64,7 +65,7 @@ def slurm_backend():
 def test_slurm_removes_the_run_directory_as_argv_after_a_clean_run():
     be = slurm_backend()
     out = be.cleanup(slurm_handle(), ok=True, keep="on_failure")
-    assert be.t.calls == [guard.owned_dir_argv("remove", "/shared/poc/camp/slurm-clean-01", "")]
+    assert be.t.calls == [owned_dir.owned_dir_argv("remove", "/shared/poc/camp/slurm-clean-01", "")]
     assert out == {"removed": ["/shared/poc/camp/slurm-clean-01"], "kept": []}
 
 
@@ -145,6 +146,21 @@ def test_native_hostpath_removes_nothing_but_the_runs_directory(tmp_path, path):
     assert (root / "camp" / "k8s-clean-01").exists()
 
 
+@pytest.mark.parametrize("mark, removed", [("aa11", True), ("bb22", False), (None, False)])
+def test_native_hostpath_goes_only_with_the_campaigns_owner_mark(tmp_path, mark, removed):
+    be = k8s_backend(tmp_path)
+    d = tmp_path / "ckpt" / "camp-aa11" / "k8s-clean-01"
+    (d / "ckpt").mkdir(parents=True)
+    if mark is not None:
+        (d / owned_dir.OWNER_MARK).write_text(mark)
+    h = k8s_handle(d)
+    h.data["owner"] = "aa11"
+    out = be.cleanup(h, ok=True, keep="never")
+    assert (not d.exists()) is removed and bool(out["removed"]) is removed
+    if not removed:
+        assert out["kept"] == [str(d)] and "owner mark" in out["reason"] and (d / "ckpt").exists()
+
+
 def test_hostpath_on_a_real_clusters_nodes_is_kept_with_the_reason(tmp_path):
     be = k8s_backend(tmp_path, local=False)
     out = be.cleanup(k8s_handle("/data/poc/camp/k8s-clean-01"), ok=True, keep="on_failure")
@@ -166,7 +182,8 @@ def test_cleanup_pod_is_placed_and_permitted_like_the_run():
                                "labels": {"team": "a", "poc/campaign": "camp", "poc/run-id": "k8s-clean-01",
                                           "poc/role": "cleanup"}}
     (c,) = spec["containers"]
-    assert c["command"] == ["rm", "-rf", "--", "/poc-run/camp/k8s-clean-01"] and c["image"] == "reg/pytorch:1"
+    assert c["command"] == owned_dir.owned_dir_argv("remove", "/poc-run/camp/k8s-clean-01", "")
+    assert c["image"] == "reg/pytorch:1"
     assert c["volumeMounts"] == [{"name": "run", "mountPath": "/poc-run"}]          # the whole claim, no subPath
     assert spec["volumes"] == [{"name": "run", "persistentVolumeClaim": {"claimName": "shared-ckpt"}}]
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
@@ -184,6 +201,7 @@ class PodApi:
 
     def __init__(self, phases):
         self.phases, self.log, self.exists = list(phases), [], False
+        self.exit_code = 1
 
     def create_namespaced_pod(self, ns, body, _request_timeout=None):
         self.log.append(("create", body["metadata"]["name"]))
@@ -194,6 +212,9 @@ class PodApi:
             from kubernetes.client.rest import ApiException
             raise ApiException(status=404)
         phase = self.phases.pop(0) if len(self.phases) > 1 else self.phases[0]
+        if phase in ("Succeeded", "Failed"):
+            code = 0 if phase == "Succeeded" else self.exit_code
+            return {"status": {"phase": phase, "containerStatuses": [{"state": {"terminated": {"exitCode": code}}}]}}
         return {"status": {"phase": phase}}
 
     def read_namespaced_pod_log(self, name, ns, _request_timeout=None):
@@ -233,6 +254,30 @@ def _pod_run(phases, timeout_s=30):
     api, clock = PodApi(phases), SimClock(0.0)
     return api, lambda: kc.run_cleanup_pod(Client(api), k, "img:1", "ckpt", "camp", "k8s-clean-01",
                                            timeout_s=timeout_s, clock=clock, sleep=clock.sleep)
+
+
+@pytest.mark.parametrize("mark, removed", [("aa11", True), ("bb22", False), (None, False)])
+def test_the_cleanup_pods_command_removes_only_a_directory_with_the_campaigns_mark(tmp_path, mark, removed):
+    """The pod's own argv, run by a real sh on a real directory as the pod would on the claim."""
+    import subprocess
+    k = config.from_mapping({"platforms": ["k8s"], "kubernetes": {"image": "img:1"}}).kubernetes
+    argv = rc.cleanup_pod(k, "img:1", "ckpt", "camp-aa11", "k8s-clean-01", "aa11")["spec"]["containers"][0]["command"]
+    d = tmp_path / "camp-aa11" / "k8s-clean-01"
+    (d / "ckpt").mkdir(parents=True)
+    if mark is not None:
+        (d / owned_dir.OWNER_MARK).write_text(mark)
+    argv = [str(d) if a == "/poc-run/camp-aa11/k8s-clean-01" else a for a in argv]
+    rc_ = subprocess.run(argv, check=False).returncode
+    assert (rc_ == 0, d.exists()) == ((True, False) if removed else (False, True))
+    assert removed or rc_ == owned_dir.MARK_NOT_OURS
+
+
+def test_a_cleanup_pod_that_finds_another_owner_keeps_the_directory():
+    api, go = _pod_run(["Failed"])
+    api.exit_code = owned_dir.MARK_NOT_OURS
+    out = go()
+    assert out["removed"] == [] and out["kept"] == ["pvc ckpt:/poc-run/camp/k8s-clean-01"]
+    assert "owner mark" in out["reason"] and not api.exists
 
 
 def test_cleanup_pod_runs_to_success_and_is_deleted():

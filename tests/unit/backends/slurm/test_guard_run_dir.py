@@ -1,5 +1,5 @@
 """A Slurm run directory is made with its campaign's owner mark and removed only while that mark is
-there: the real shell script (guard.OWNED_DIR_SCRIPT) on a real directory, through LocalTransport."""
+there: the real shell script (owned_dir.OWNED_DIR_SCRIPT) on a real directory, through LocalTransport."""
 from __future__ import annotations
 
 import pytest
@@ -9,6 +9,7 @@ from harness import config
 from harness.backends.base import Handle
 from harness.backends.slurm import SlurmBackend, guard
 from harness.errors import BackendError
+from harness.render import owned_dir
 from harness.render.sbatch import run_dir
 from harness.spec import build
 from harness.store import Store
@@ -22,20 +23,20 @@ def planted(path, mark: str | None):
     path.mkdir(parents=True)
     (path / "theirs.txt").write_text("live")
     if mark is not None:
-        (path / guard.OWNER_MARK).write_text(mark)
+        (path / owned_dir.OWNER_MARK).write_text(mark)
     return path
 
 
 def test_prepare_makes_the_directory_with_the_mark(tmp_path):
     d = tmp_path / "camp-aa11" / "r1"
     guard.prepare_run_dir(T, str(d), "aa11")
-    assert (d / guard.OWNER_MARK).read_text() == "aa11"
+    assert (d / owned_dir.OWNER_MARK).read_text() == "aa11"
 
 
 def test_prepare_remakes_the_campaigns_own_directory_from_scratch(tmp_path):
     d = planted(tmp_path / "r1", "aa11")
     guard.prepare_run_dir(T, str(d), "aa11")
-    assert not (d / "theirs.txt").exists() and (d / guard.OWNER_MARK).read_text() == "aa11"
+    assert not (d / "theirs.txt").exists() and (d / owned_dir.OWNER_MARK).read_text() == "aa11"
 
 
 @pytest.mark.parametrize("mark, owner", [("bb22", "aa11"),   # another campaign's
@@ -66,7 +67,7 @@ def test_remove_takes_the_campaigns_own_directory_and_a_missing_one(tmp_path):
 def test_words_with_shell_characters_stay_words(tmp_path):
     d = tmp_path / "r1 $(touch pwned); x"
     guard.prepare_run_dir(T, str(d), "aa11")
-    assert (d / guard.OWNER_MARK).exists() and not (tmp_path / "pwned").exists()
+    assert (d / owned_dir.OWNER_MARK).exists() and not (tmp_path / "pwned").exists()
 
 
 def test_cleanup_keeps_a_directory_whose_mark_changed(tmp_path):

@@ -218,3 +218,14 @@ def test_main_with_simulated_gpus_records_them(single_rank, tmp_path, monkeypatc
     first_step2 = next(e for e in events if e["kind"] == "step" and e["step"] == 2)
     resumed_step2 = next(e for e in again if e["kind"] == "step" and e["step"] == 2)
     assert resumed_step2["loss"] == pytest.approx(first_step2["loss"], rel=1e-5)   # the same state, the same data
+
+
+def test_the_owner_mark_is_written_once_and_never_over_another(tmp_path):
+    mark = tmp_path / "run" / ".poc-owner"
+    ddp_train.write_owner_mark(str(mark), "aa11")
+    assert mark.read_text() == "aa11"
+    ddp_train.write_owner_mark(str(mark), "bb22")          # another campaign's pod on the same directory
+    assert mark.read_text() == "aa11"
+    ddp_train.write_owner_mark("", "aa11")
+    ddp_train.write_owner_mark(str(tmp_path / "none"), "")  # outside a campaign: no mark
+    assert not (tmp_path / "none").exists()
