@@ -97,9 +97,14 @@ def _label_value(v: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", v)[:63].strip("-_.")
 
 
+POD_IP_ENV = "POC_POD_IP"
+
+
 def command(ckpt_dir: str, run_id: str, threads: int, port: int = PORT) -> list[str]:
+    """The server bound to the pod's own address (the kubelet expands $(POC_POD_IP) from the downward API):
+    what the Service and the kubelet's probes reach, and no other interface of the pod."""
     return ["sh", "-c", LAUNCH, "poc-serve",
-            "--ckpt-dir", ckpt_dir, "--host", "0.0.0.0", "--port", str(port),
+            "--ckpt-dir", ckpt_dir, "--host", f"$({POD_IP_ENV})", "--port", str(port),
             "--workload", f"{SERVE_DIR}/{WORKLOAD_SCRIPT}", "--run-id", run_id, "--threads", str(threads)]
 
 
@@ -144,7 +149,8 @@ def render_serving(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: st
         "name": CONTAINER, "image": image, "imagePullPolicy": k.image_pull_policy,
         "command": command(ckpt_dir, spec.run_id, threads, port),
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "OMP_NUM_THREADS", "value": str(threads)},
-                {"name": "POC_RUN_ID", "value": spec.run_id}],
+                {"name": "POC_RUN_ID", "value": spec.run_id},
+                {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "ports": [{"name": "http", "containerPort": int(port), "protocol": "TCP"}],
         "resources": resources(spec),
         # readiness: in the Service's endpoints only once the model is loaded and warmed up, out

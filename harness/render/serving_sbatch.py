@@ -57,7 +57,7 @@ def options(spec: JobSpec, cfg: Slurm, sdir: str, replica: int) -> list[str]:
 def server_argv(spec: JobSpec, cfg: Slurm, train_run_dir: str, ckpt_dir: str, port: int) -> list[str]:
     """The srun step: the server under the site's container runtime when there is one."""
     sdir = serve_dir(train_run_dir)
-    py = [cfg.python, f"{sdir}/{SERVER_SCRIPT}", "--ckpt-dir", ckpt_dir, "--host", "0.0.0.0", "--port", str(port),
+    py = [cfg.python, f"{sdir}/{SERVER_SCRIPT}", "--ckpt-dir", ckpt_dir, "--host", "__ADDR__", "--port", str(port),
           "--workload", f"{train_run_dir.rstrip('/')}/{WORKLOAD_SCRIPT}", "--run-id", spec.run_id,
           "--events-dir", "__EVENTS__"]
     srun = ["srun", "--nodes=1", "--ntasks=1", "--export=ALL"]
@@ -79,7 +79,7 @@ def render(spec: JobSpec, cfg: Slurm, train_run_dir: str, ckpt_dir: str, replica
     sdir = serve_dir(train_run_dir)
     env = {"POC_RUN_ID": spec.run_id, **spec.launch_env()}
     srv = " ".join(shlex.quote(a) for a in server_argv(spec, cfg, train_run_dir, ckpt_dir, port))
-    srv = srv.replace("__EVENTS__", '"$EVENTS"')
+    srv = srv.replace("__EVENTS__", '"$EVENTS"').replace("__ADDR__", '"$ADDR"')
     head = "\n".join(f"#SBATCH {o}" for o in options(spec, cfg, sdir, replica))
     return f"""#!/bin/bash
 # k8s-slurm-poc: serving replica {replica} of run {spec.run_id} (harness/render/serving_sbatch.py).
@@ -95,6 +95,15 @@ EVENTS="$SERVE_DIR/events/$SLURM_JOB_ID"     # the server's serve_listening even
 CLOCK="$SERVE_DIR/clock-$SLURM_JOB_ID.txt"
 MAX_RESTARTS={int(max_restarts)}
 mkdir -p "$EVENTS"
+# the server listens on the node's NodeAddr only: the address the harness reaches it at (scontrol show
+# node, resolved as on the login node), and no other interface of the node
+node="${{SLURMD_NODENAME:-$(hostname)}}"
+ADDR=$(scontrol show node -o "$node" 2>/dev/null | tr ' ' '\n' | sed -n 's/^NodeAddr=//p')
+case "$ADDR" in ''|*[!0-9.]*) ADDR=$(getent ahostsv4 "${{ADDR:-$node}}" | awk 'NR == 1 {{print $1}}') ;; esac
+if [ -z "$ADDR" ]; then
+  echo "poc-serve: no IPv4 address for node $node (its NodeAddr, resolved with getent ahostsv4)" >&2
+  exit 1
+fi
 clock() {{
   printf '%s %s %s %s %s\\n' "$1" "$(date +%s.%N)" "${{SLURM_RESTART_COUNT:-0}}" "$(hostname)" "$2" >> "$CLOCK"
 }}

@@ -41,7 +41,7 @@ def test_render_gives_configmap_deployment_and_clusterip_service_for_the_runs_ch
     (c,) = pod["containers"]
     # not python as pid 1: sh runs it as a child (a SIGKILL of python is then a crash the kubelet sees)
     assert c["command"][:3] == ["sh", "-c", rs.LAUNCH]
-    assert c["command"][4:] == ["--ckpt-dir", "/poc-run/ckpt", "--host", "0.0.0.0", "--port", "8000",
+    assert c["command"][4:] == ["--ckpt-dir", "/poc-run/ckpt", "--host", "$(POC_POD_IP)", "--port", "8000",
                                 "--workload", "/poc-serve/ddp_train.py", "--run-id", "k8s-serve-1", "--threads", "1"]
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}

@@ -53,7 +53,7 @@ def test_render_holds_the_site_settings_requeue_and_the_server_line():
     srun = next(ln for ln in text.splitlines() if ln.strip().startswith("srun "))
     assert srun.strip().endswith("&")
     assert ("python3 /shared/poc/c1/slurm-serve/serve/serve_model.py --ckpt-dir /shared/poc/c1/slurm-serve/ckpt "
-            "--host 0.0.0.0 --port 0 --workload /shared/poc/c1/slurm-serve/ddp_train.py") in srun
+            "--host \"$ADDR\" --port 0 --workload /shared/poc/c1/slurm-serve/ddp_train.py") in srun
     assert '--events-dir "$EVENTS"' in srun
     assert "MAX_RESTARTS=20" in text and "export POC_RUN_ID=slurm-serve" in text
     assert subprocess.run(["bash", "-n"], check=False, input=text, text=True, capture_output=True).returncode == 0
@@ -68,8 +68,9 @@ def test_render_refuses_bad_values_and_quotes_paths():
     assert "--ckpt-dir '/ck dir/$(x)'" in text and "--port 8000" in text
 
 
-def run_script(tmp_path: Path, srun_body: str, **kw):
-    """The rendered script under bash, with a stand-in srun first on PATH (what it ran is logged)."""
+def run_script(tmp_path: Path, srun_body: str, *, stand_ins: dict[str, str] | None = None, **kw):
+    """The rendered script under bash, with a stand-in srun first on PATH (what it ran is logged), and a
+    scontrol and getent that print what they printed on the local cluster's node c1 (recorded)."""
     cfg = make_cfg(workdir=str(tmp_path / "work"))
     spec = make_spec(cfg)
     rdir = f"{tmp_path}/work/c1/slurm-serve"
@@ -79,7 +80,12 @@ def run_script(tmp_path: Path, srun_body: str, **kw):
     bind.mkdir()
     (bind / "srun").write_text(f"#!/bin/bash\necho \"$*\" >> {tmp_path}/srun.log\n{srun_body}\n")
     (bind / "srun").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bind}:{os.environ['PATH']}", "SLURM_JOB_ID": "42"}
+    recorded = {"scontrol": f"cat {FIX / 'scontrol_show_node_c1.txt'}",
+                "getent": f"cat {FIX / 'getent_ahostsv4_c1.txt'}"}
+    for name, body in {**recorded, **(stand_ins or {})}.items():
+        (bind / name).write_text(f"#!/bin/bash\necho \"$*\" >> {tmp_path}/{name}.log\n{body}\n")
+        (bind / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bind}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "c1"}
     return subprocess.Popen(["bash", "-c", text], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tmp_path), Path(rs.serve_dir(rdir))
 
@@ -97,6 +103,22 @@ def test_the_loop_restarts_a_killed_server_and_stops_when_the_checkpoint_is_unus
     runs = (tmp_path / "srun.log").read_text().splitlines()
     assert len(runs) == 2 and f"--events-dir {sdir}/events/42" in runs[0]
     assert (sdir / "events" / "42").is_dir()
+
+
+def test_the_server_listens_on_the_nodes_address_only(tmp_path):
+    p, _ = run_script(tmp_path, "exit 2")
+    p.communicate(timeout=30)
+    assert (tmp_path / "scontrol.log").read_text().split() == ["show", "node", "-o", "c1"]
+    assert (tmp_path / "getent.log").read_text().split() == ["ahostsv4", "c1"]     # NodeAddr=c1, a name
+    addr = fixture("getent_ahostsv4_c1.txt").split()[0]
+    assert f" --host {addr} " in (tmp_path / "srun.log").read_text()
+
+
+def test_a_node_without_an_address_ends_the_job_with_why(tmp_path):
+    p, _ = run_script(tmp_path, "exit 0", stand_ins={"scontrol": "exit 1", "getent": "exit 2"})
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 1 and "no IPv4 address for node c1" in err
+    assert not (tmp_path / "srun.log").exists()          # no server bound to every interface instead
 
 
 def test_the_loop_is_bounded(tmp_path):
