@@ -4,11 +4,13 @@ LocalQueue; harness/clusters/k8s/tenant.py) runs preflight, the server-side dry-
 impossible GPU request that must fail fast. About a minute."""
 from __future__ import annotations
 
+import base64
 import os
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 from _native import native_cluster, restricted_tenant
 
 pytestmark = [pytest.mark.integration, pytest.mark.k8s]
@@ -101,3 +103,55 @@ def test_more_gpus_than_the_queue_holds_fails_fast(tenant, tmp_path):
     err, took = _one_failed_run(cfg_of(tenant, "restricted-12gpu", nodes=3, gpus=4), tmp_path)
     assert "maximum capacity" in err["message"], err
     assert took < 90, f"took {took:.0f} s"
+
+
+def _credentials(kubeconfig: str, into: Path) -> tuple[tuple[str, str], str]:
+    """((cert, key), CA file) of a kubeconfig with embedded data, written to files for requests."""
+    doc = yaml.safe_load(Path(kubeconfig).read_text())
+    user, cluster = doc["users"][0]["user"], doc["clusters"][0]["cluster"]
+    out = []
+    for name, key in (("cert", "client-certificate-data"), ("key", "client-key-data"),
+                      ("ca", "certificate-authority-data")):
+        p = into / f"{Path(kubeconfig).name}.{name}"
+        p.write_bytes(base64.b64decode(cluster[key] if name == "ca" else user[key]))
+        p.chmod(0o600)
+        out.append(str(p))
+    return (out[0], out[1]), out[2]
+
+
+def test_the_restricted_user_cannot_run_commands_through_a_kubelet(tenant, tmp_path):
+    """The kubelets authorise each call with the API server (Webhook). The restricted user's certificate,
+    which a kubelet authenticates (the cluster CA signed it), may not run a command in a pod of another
+    namespace nor list a node's pods; the admin's certificate may (the kubelet answers)."""
+    import requests
+    from kubernetes import client
+    from kubernetes import config as kconfig
+
+    admin = str(native_cluster().kubeconfig)
+    core = client.CoreV1Api(kconfig.new_client_from_config(config_file=admin))
+    ns, name = "default", f"kubelet-authz-{os.getpid()}"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+           "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "tolerations": [GPU_TOLERATION],
+                    "containers": [{"name": "c", "image": worker_ref(), "imagePullPolicy": "Never",
+                                    "command": ["sleep", "300"]}]}}
+    core.create_namespaced_pod(ns, pod)
+    try:
+        deadline = time.monotonic() + 120
+        while (p := core.read_namespaced_pod(name, ns)).status.phase != "Running":
+            assert time.monotonic() < deadline, p.status
+            time.sleep(1)
+        node = core.read_node(p.spec.node_name)
+        ip = next(a.address for a in node.status.addresses if a.type == "InternalIP")
+        base = f"https://{ip}:{node.status.daemon_endpoints.kubelet_endpoint.port}"
+        user, ca = _credentials(tenant["kubeconfig"], tmp_path)
+        adm, _ = _credentials(admin, tmp_path)
+        run = requests.post(f"{base}/run/{ns}/{name}/c", params={"cmd": "id"}, cert=user, verify=ca, timeout=30)
+        pods = requests.get(f"{base}/pods", cert=user, verify=ca, timeout=30)
+        assert (run.status_code, pods.status_code) == (403, 403), (run.status_code, run.text[:300], pods.text[:300])
+        assert "Forbidden" in run.text and tenant["user"] in run.text, run.text[:300]
+        ok = requests.get(f"{base}/pods", cert=adm, verify=ca, timeout=30)
+        assert ok.status_code == 200 and name in ok.text, ok.text[:300]
+        print(f"\nkubelet {base}: restricted user run -> {run.status_code} ({run.text.strip()[:120]}); "
+              f"pods -> {pods.status_code}; admin pods -> {ok.status_code}")
+    finally:
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)

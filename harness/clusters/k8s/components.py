@@ -128,7 +128,9 @@ def kubelet_config(L: Layout, node: str, i: int, certs: dict) -> Path:
         "tlsPrivateKeyFile": str(server.key),
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
                            "x509": {"clientCAFile": str(certs["ca"].cert)}},
-        "authorization": {"mode": "AlwaysAllow"},
+        # every call to the kubelet's API is authorised by the API server (a SubjectAccessReview, as
+        # nodes/proxy, nodes/log...): a user's certificate reaches only what RBAC grants it there
+        "authorization": {"mode": "Webhook"},
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": f"/{CGROUP_PARENT}/{node}",
         "cgroupsPerQOS": True,

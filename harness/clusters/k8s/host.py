@@ -243,15 +243,24 @@ def bridge_ports(bridge: str) -> list[str]:
 
 # ---------------------------------------------------------------- iptables
 
-def ensure_forward_accept(chain: str, cidr: str) -> None:
-    """Accept forwarded pod traffic (docker sets the FORWARD policy to DROP)."""
+def ensure_forward_accept(chain: str, cidr: str, run=run) -> None:
+    """Accept forwarded pod traffic (docker sets the FORWARD policy to DROP), from a jump appended to
+    FORWARD: after DOCKER-USER, so the rules an administrator keeps there (docker's place for them) see
+    pod traffic first. A jump an earlier version inserted at the top moves to the end: the new one is
+    appended before the old one goes, so forwarded pod traffic is never dropped in between."""
     if run(["iptables", "-w", "-n", "-L", chain], check=False).returncode != 0:
         run(["iptables", "-w", "-N", chain])
     run(["iptables", "-w", "-F", chain])
     run(["iptables", "-w", "-A", chain, "-s", cidr, "-j", "ACCEPT"])
     run(["iptables", "-w", "-A", chain, "-d", cidr, "-j", "ACCEPT"])
-    if run(["iptables", "-w", "-C", "FORWARD", "-j", chain], check=False).returncode != 0:
-        run(["iptables", "-w", "-I", "FORWARD", "1", "-j", chain])
+    rules = run(["iptables", "-w", "-S", "FORWARD"], check=False).stdout.decode(errors="replace").splitlines()
+    jumps = [i for i, r in enumerate(rules) if r.split() == ["-A", "FORWARD", "-j", chain]]
+    user = max((i for i, r in enumerate(rules) if r.split() == ["-A", "FORWARD", "-j", "DOCKER-USER"]), default=-1)
+    if len(jumps) == 1 and jumps[0] > user:
+        return
+    run(["iptables", "-w", "-A", "FORWARD", "-j", chain])
+    for _ in jumps:     # -D takes the first match: the earlier jumps, never the one just appended
+        run(["iptables", "-w", "-D", "FORWARD", "-j", chain])
 
 
 def remove_forward_accept(chain: str) -> None:
