@@ -6,7 +6,8 @@ changed workload needs no image rebuild).
 
 What the pods run: one ``torchrun`` per pod (``python3 -m torch.distributed.run``), c10d
 rendezvous at the first pod's DNS name ``<jobset>-w-0-0.<jobset>:<port>`` (JobSet's headless
-service, ``enableDNSHostnames`` and ``publishNotReadyAddresses``). torchrun does not restart
+service, ``enableDNSHostnames`` and ``publishNotReadyAddresses``), the first pod told that it hosts
+the store (POD_NETWORK_LAUNCH). torchrun does not restart
 (spec.TORCHRUN_RESTARTS k8s = 0): a failed rank fails its pod, its Job (backoffLimit 0), and
 JobSet's failurePolicy recreates every pod with the next restart attempt, which the pods read
 through the downward API (annotation ``jobset.sigs.k8s.io/restart-attempt`` ->
@@ -154,13 +155,18 @@ def resources(spec: JobSpec, extra: dict[str, str] | None = None) -> dict:
     return {"requests": dict(req), "limits": dict(req)}
 
 
-# With hostNetwork a pod's host name is its node's, not the JobSet name in the rendezvous endpoint, so
-# torchrun on the first pod does not see that it should host the c10d store (measured on the native
-# cluster: every agent timed out connecting to <jobset>-w-0-0.<jobset>:29500). The first pod (Indexed
-# Job completion index 0) is told so, and every agent advertises its pod IP (= its node's address)
-# instead of a host name other nodes may not resolve. A constant script: the arguments arrive as "$@".
-HOST_NETWORK_LAUNCH = ('if [ "${JOB_COMPLETION_INDEX:-0}" = 0 ]; then host=1; else host=0; fi; '
-                       'exec python3 -m torch.distributed.run --rdzv_conf="is_host=$host" '
+# torchrun decides by itself whether it hosts the c10d store: it resolves the rendezvous endpoint's name
+# and compares the addresses with its own. Until the headless service's DNS record of the first pod exists
+# that lookup fails, the first pod decides it is not the host, and every agent waits for a store nobody
+# serves (measured on the native cluster: both pods timed out connecting to <jobset>-w-0-0.<jobset>:29500
+# and the JobSet restarted, 2 of ~20 runs right after another run). With hostNetwork a pod's host name is
+# its node's, so the first pod never matches. The first pod (Indexed Job completion index 0) is therefore
+# told it hosts the store (rdzv_conf is_host), and with hostNetwork every agent advertises its pod IP (=
+# its node's address) instead of a host name other nodes may not resolve. Constant scripts: the arguments
+# arrive as "$@".
+_IS_HOST = 'if [ "${JOB_COMPLETION_INDEX:-0}" = 0 ]; then host=1; else host=0; fi; '
+POD_NETWORK_LAUNCH = _IS_HOST + 'exec python3 -m torch.distributed.run --rdzv_conf="is_host=$host" "$@"'
+HOST_NETWORK_LAUNCH = (_IS_HOST + 'exec python3 -m torch.distributed.run --rdzv_conf="is_host=$host" '
                        '--local_addr="$POC_POD_IP" "$@"')
 
 
@@ -175,9 +181,7 @@ def container_command(spec: JobSpec, host_network: bool = False) -> list[str]:
     args = [*spec.torchrun_args(rdzv_endpoint(spec)), script,
             # the run's pods write the owner mark: only a pod reaches a claim, and the cleanup pod checks it
             *spec.workload_args(f"{CKPT_MOUNT}/ckpt", f"{CKPT_MOUNT}/events", f"{CKPT_MOUNT}/{OWNER_MARK}")]
-    if host_network:
-        return ["sh", "-c", HOST_NETWORK_LAUNCH, "torchrun", *args]
-    return ["python3", "-m", "torch.distributed.run", *args]
+    return ["sh", "-c", HOST_NETWORK_LAUNCH if host_network else POD_NETWORK_LAUNCH, "torchrun", *args]
 
 
 def checkpoint_volume(spec: JobSpec, k: Kubernetes, host_root: str, pvc: str | None) -> tuple[dict, dict, str]:

@@ -11,6 +11,7 @@ from harness.backends.base import Handle
 from harness.backends.k8s.backend import KubernetesBackend
 from harness.render import cleanup as rc
 from harness.render import jobset as rj
+from harness.render import owned_dir
 
 
 def _cfg():
@@ -36,8 +37,9 @@ def test_cleanup_removes_its_own_campaigns_directory_and_leaves_a_same_named_one
     be = KubernetesBackend(cfg.kubernetes, client=SimpleNamespace(own_core=None), image="img:1",
                            checkpoint_root=str(tmp_path), checkpoint_pvc=None, local_cluster=True)
     mine, theirs = tmp_path / "smoke-a1b2c3" / "k8s-clean-01", tmp_path / "smoke-d4e5f6" / "k8s-clean-01"
-    for d in (mine, theirs):
+    for d, token in ((mine, "a1b2c3"), (theirs, "d4e5f6")):
         (d / "ckpt").mkdir(parents=True)
+        (d / owned_dir.OWNER_MARK).write_text(token)      # as each campaign's pods wrote it
     h = Handle("k8s", "k8s-clean-01", ["poc/k8s-clean-01"], 0.0,
                data={"namespace": "poc", "name": "k8s-clean-01", "campaign": "smoke", "owner": "a1b2c3",
                      "checkpoint_path": str(mine), "checkpoint_pvc": None, "lost_nodes": [], "cordoned": []})
@@ -47,5 +49,6 @@ def test_cleanup_removes_its_own_campaigns_directory_and_leaves_a_same_named_one
 
 def test_the_cleanup_pod_removes_the_token_keyed_sub_path():
     k = _cfg().kubernetes
-    pod = rc.cleanup_pod(k, "img:1", "team-pvc", spec.campaign_dir("smoke", "a1b2c3"), "k8s-clean-01")
-    assert pod["spec"]["containers"][0]["command"] == ["rm", "-rf", "--", "/poc-run/smoke-a1b2c3/k8s-clean-01"]
+    pod = rc.cleanup_pod(k, "img:1", "team-pvc", spec.campaign_dir("smoke", "a1b2c3"), "k8s-clean-01", "a1b2c3")
+    assert pod["spec"]["containers"][0]["command"] == owned_dir.owned_dir_argv(
+        "remove", "/poc-run/smoke-a1b2c3/k8s-clean-01", "a1b2c3")

@@ -393,7 +393,7 @@ def test_host_network_tells_the_first_pod_to_host_the_rendezvous():
     cmd = c["command"]
     assert cmd[:3] == ["sh", "-c", rj.HOST_NETWORK_LAUNCH] and cmd[3] == "torchrun"
     assert cmd[4:] == rj.container_command(spec.build(config.from_mapping(
-        {"platforms": ["k8s"], "kubernetes": {"image": IMAGE}}), "k8s", "k8s-clean-01", None))[3:]
+        {"platforms": ["k8s"], "kubernetes": {"image": IMAGE}}), "k8s", "k8s-clean-01", None))[4:]
     assert {e["name"]: e.get("valueFrom") for e in c["env"]}["POC_POD_IP"] == \
         {"fieldRef": {"fieldPath": "status.podIP"}}
     import subprocess
@@ -403,6 +403,19 @@ def test_host_network_tells_the_first_pod_to_host_the_rendezvous():
                              capture_output=True, text=True, check=True).stdout
         assert out.strip() == (f"python3 -m torch.distributed.run --rdzv_conf={want} --local_addr=10.0.0.7 "
                                "--nnodes=2 a b")
+
+
+def test_the_first_pod_hosts_the_rendezvous_store_whatever_dns_says():
+    """On the pod network torchrun would decide from a DNS lookup of the endpoint that can come before
+    the first pod's record exists: index 0 is told it hosts the store, the others that they do not."""
+    import subprocess
+    cmd = rj.container_command(spec.build(config.from_mapping({"platforms": ["k8s"]}), "k8s", "k8s-clean-01", None))
+    assert cmd[:4] == ["sh", "-c", rj.POD_NETWORK_LAUNCH, "torchrun"] and cmd[4].startswith("--nnodes=")
+    for index, want in (("0", "is_host=1"), ("1", "is_host=0"), ("2", "is_host=0")):
+        out = subprocess.run(["sh", "-c", rj.POD_NETWORK_LAUNCH.replace("exec python3", "echo python3"), "torchrun",
+                              "--nnodes=3", "a b"], env={"JOB_COMPLETION_INDEX": index},
+                             capture_output=True, text=True, check=True).stdout
+        assert out.strip() == f"python3 -m torch.distributed.run --rdzv_conf={want} --nnodes=3 a b"
 
 
 def test_a_drill_scenario_is_a_valid_label_value():
