@@ -217,6 +217,29 @@ def _inflight(res: Path, campaign_name: str, run_id: str) -> dict:
         return {}
 
 
+def _pod_address(link: str) -> str:
+    """An address in the node's pod network that no pod holds (its last)."""
+    import ipaddress
+
+    from harness.clusters.native_power import pod_network
+    return str(list(ipaddress.ip_network(pod_network(link)).hosts())[-1])
+
+
+def _route_to(addr: str) -> str:
+    """`ip route get`'s answer ("blackhole" when the route is one: ip says so only on stderr)."""
+    p = subprocess.run(["ip", "route", "get", addr], capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        show = subprocess.run(["ip", "route", "show", "match", addr], capture_output=True, text=True, check=False)
+        return next((ln for ln in show.stdout.splitlines() if ln.startswith("blackhole")), p.stderr.strip())
+    return p.stdout.strip()
+
+
+def _routes(link: str) -> str:
+    from harness.clusters.native_power import pod_network
+    return subprocess.run(["ip", "route", "show", pod_network(link)], capture_output=True, text=True,
+                          check=False).stdout
+
+
 def _link_down(link: str) -> bool:
     """Administratively down (the flags lack UP); a bridge with no carrier is still up."""
     out = subprocess.run(["ip", "-o", "link", "show", link], capture_output=True, text=True, check=False).stdout
@@ -251,6 +274,8 @@ def test_lose_node_survives_a_harness_crash_and_resume_recovers(cluster, tmp_pat
     proc.wait(timeout=30)
     lost, link = handle["data"]["lost_nodes"][0], handle["data"]["downed_links"][0]
     assert _link_down(link), f"{lost}'s bridge {link} should be down after the fault"
+    probe = _pod_address(link)          # an address of the lost node's pod network
+    assert _route_to(probe).startswith("blackhole"), f"{probe} must not leave the machine: {_route_to(probe)}"
 
     t0 = time.monotonic()
     resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=900, check=False)
@@ -258,6 +283,7 @@ def test_lose_node_survives_a_harness_crash_and_resume_recovers(cluster, tmp_pat
     recs = [json.loads(line) for line in (res / "k8s-crash" / "runs.jsonl").read_text().splitlines()]
     assert resumed.returncode == 0, resumed.stderr[-3000:] + json.dumps([r.get("error") for r in recs])
     assert not _link_down(link), "resume powered the node back on"
+    assert f"dev {link}" in _route_to(probe) and "blackhole" not in _routes(link), _routes(link)
     (rec,) = [r for r in recs if r["run_id"] == "k8s-lose-node-01"]
     assert rec["status"] == "ok"
     _headline_ok(rec)
