@@ -259,6 +259,8 @@ def _host_network(L: Layout, state: dict, nodes: int) -> None:
     for i in range(1, nodes + 1):
         host.ensure_bridge(f"{BRIDGE_PREFIX}{i}", f"{node_ip(i)}/24")
     host.ensure_local_address(DNS_LINK, f"{DNS_IP}/32")
+    # seen: a Service client got HTTP 404s from the default gateway while kube-proxy had no rule for it
+    host.ensure_local_route(SERVICE_CIDR, DNS_LINK)
     host.ensure_forward_accept(IPTABLES_CHAIN, CLUSTER_CIDR)
     host.make_cgroup(CGROUP_PARENT)
     for fixed in (teardown.CNI_CACHE, teardown.KUBELET_FIXED_DIR):

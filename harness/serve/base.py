@@ -45,7 +45,8 @@ class PlatformServe(Protocol):
 
     def replicas(self) -> list[dict]:
         """What the platform says now, one dict per replica: {"name", "node", "endpoint" ("ip:port" a
-        client can reach directly, or None), "ready": bool, "since": epoch s or None}."""
+        client can reach directly, or None), "ready": bool, "since": epoch s or None, "in_service": bool
+        (the platform's own routing sends it requests: Kubernetes' EndpointSlices, Slurm's balancer)}."""
 
     def scale(self, n: int) -> dict:
         """Ask for n replicas (Kubernetes: the Deployment's replicas; Slurm: another serving job, which

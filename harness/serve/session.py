@@ -111,6 +111,7 @@ class Session:
             self._fault_phase(fault, base + PREDICT, body, allow, train)
         if cfg.scale_out:
             ev["scale"] = self._scale(body, allow, train)
+            ev["scale"].update(self._in_service(2, float(ev["scale"]["asked"]) + cfg.scale_timeout_s))
             self._steady("two_replicas", base + PREDICT, body, allow)
         ev["platform"] = redact.scrub(p.evidence()).data
         ev["beyond"] = p.beyond()
@@ -210,6 +211,24 @@ class Session:
         with the fault's own mark): journal it again, so a crashed campaign's cancel on --resume or
         `poc cleanup` removes those and brings the node back."""
         self.ctx.store.mark_inflight(train.to_json())
+
+    def _in_service(self, n: int, deadline: float) -> dict:
+        """Wait until n replicas are in the platform's own routing (Kubernetes: ready in the Service's
+        EndpointSlices; Slurm: healthy in the balancer). The new replica answers a direct request before
+        that, and a phase started then opens its kept-alive connections to the old replica only (seen:
+        Kubernetes' two-replica phase started 0.03 s after the direct answer, its pod in the Service 0.3 s
+        later, and 100 % of the phase's requests went to the old pod)."""
+        polls = 0
+        while True:
+            polls += 1
+            serving = [r for r in self.platform.replicas() if r.get("in_service")]
+            if len(serving) >= n:
+                return {"in_service_at": self.clock(), "in_service_polls": polls}
+            if self.clock() >= deadline:
+                raise BackendError(f"{len(serving)} of {n} replicas in the platform's routing within "
+                                   f"serve.scale_timeout_s ({self.cfg.scale_timeout_s:g} s) of the scale-out",
+                                   tip="read the replicas' records in the raw evidence; raise serve.scale_timeout_s")
+            self.sleep(0.2)
 
     def _scale(self, body: dict, allow, train: Handle) -> dict:
         """Two replicas: asked -> the new replica's first successful answer, asked of it directly."""

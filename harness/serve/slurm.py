@@ -219,7 +219,7 @@ class SlurmServe:
             h = health.get(f["endpoint"] or "")
             out.append({"name": f"job {f['job_id']}", "node": f["node"], "endpoint": f["endpoint"],
                         "ready": bool(h and h["healthy"]), "since": h["since"] if h and h["healthy"] else None,
-                        "state": f["state"]})
+                        "in_service": bool(h and h["healthy"]), "state": f["state"]})
         return out
 
     # -------------------------------------------------------------- faults

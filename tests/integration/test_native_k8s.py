@@ -6,7 +6,9 @@ that nothing is left.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -129,6 +131,10 @@ def test_cluster_is_up(cluster, api):
     assert cluster.settings["node_monitor_grace_period"] == nk.NODE_MONITOR_GRACE_PERIOD
     version = client.VersionApi(api).get_code()
     assert version.git_version == nk.builds.KUBERNETES_VERSION
+    # a Service address kube-proxy has no rule for stays on this machine (the local DNS device)
+    unused = str(ipaddress.ip_network(nk.SERVICE_CIDR)[-2])
+    route = subprocess.run(["ip", "route", "get", unused], capture_output=True, text=True, check=True).stdout
+    assert f"dev {nk.DNS_LINK}" in route, route
 
 
 def test_lost_node_pods_replaced_on_spare(cluster, api, namespace):

@@ -231,6 +231,13 @@ def ensure_local_address(name: str, cidr: str) -> None:
     run(["ip", "link", "set", name, "up"])
 
 
+def ensure_local_route(cidr: str, device: str, run=run) -> None:
+    """cidr routed to a local device. Service addresses are virtual: kube-proxy rewrites a packet to one
+    (DNAT, after the route lookup) into a pod's address; one it has no rule for (a Service just made or
+    gone, a rule set being rewritten) would otherwise follow the default route off this machine."""
+    run(["ip", "route", "replace", cidr, "dev", device])
+
+
 def delete_link(name: str) -> None:
     if link_exists(name):
         run(["ip", "link", "del", name], check=False)

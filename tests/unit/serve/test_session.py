@@ -13,7 +13,9 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from support.fakes import ScriptedBackend
@@ -80,7 +82,16 @@ class LocalServe:
 
     def replicas(self):
         return [{"name": n, "node": "localhost", "endpoint": f"127.0.0.1:{port}", "ready": p.poll() is None,
-                 "since": None} for n, (p, port) in self.procs.items()]
+                 "since": None, "in_service": p.poll() is None and self._ready(port)}
+                for n, (p, port) in self.procs.items()]
+
+    def _ready(self, port: int) -> bool:
+        """In this fake's routing once /readyz answers (as a Service's endpoint or the balancer's backend)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
 
     def scale(self, n):
         self.calls.append(f"scale:{n}")
@@ -209,12 +220,35 @@ def test_a_serving_run_measures_every_phase_and_rederives(tmp_path, ckpt):
     raw = json.loads(__import__("gzip").open(tmp_path / "smoke" / "runs" / "slurm-serve" / "raw.json.gz").read())
     serve = raw["serve"]
     assert [p["name"] for p in serve["phases"]] == ["ready", "steady", "kill_server", "node_loss", "two_replicas"]
+    # the two-replica load starts once both are in the platform's routing, not at the new one's first answer
+    scale, two = serve["scale"], serve["phases"][4]["load"]
+    assert scale["second_ready"] <= scale["in_service_at"] <= two["started"] and scale["in_service_polls"] >= 1
     # each fault phase ended once the service had answered for settle_s, well inside its 30 s bound
     assert [p["load"]["stopped_by"] for p in serve["phases"][2:4]] == ["settled", "settled"]
     assert serve["platform"] == {"processes": ["r1", "r2"]} and serve["teardown"]["removed"] == ["r1", "r2"]
     assert all(p.poll() is not None for p, _ in plat.procs.values())
     (res,) = check(tmp_path / "smoke", stamps_fn=LOCAL_STAMPS)
     assert res.findings == []
+
+
+def test_the_two_replica_phase_waits_for_both_replicas_in_service(ckpt):
+    """A replica that answers directly but is not yet in the routing (a pod before its EndpointSlice says
+    ready): the phase waits; one that never joins ends the run with why, at the scale-out deadline."""
+    from harness.serve.session import Session
+    plat = LocalServe(ckpt)
+    sess = Session.__new__(Session)
+    sess.platform, sess.clock, sess.sleep = plat, time.time, time.sleep
+    sess.cfg = SimpleNamespace(scale_timeout_s=2.0)
+    plat._start("r1", free_port())
+    plat._start("r2", free_port())
+    try:
+        deadline = time.time() + 60
+        got = sess._in_service(2, deadline)
+        assert all(r["in_service"] for r in plat.replicas()) and got["in_service_at"] <= time.time()
+        with pytest.raises(BackendError, match="2 of 3 replicas in the platform's routing"):
+            sess._in_service(3, time.time() + 0.5)
+    finally:
+        plat.teardown()
 
 
 def test_a_platform_without_serving_is_refused_before_anything_is_submitted(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from harness.clusters.k8s.host import ensure_forward_accept
+from harness.clusters.k8s.host import ensure_forward_accept, ensure_local_route
 
 DOCKER = ["-A FORWARD -j DOCKER-USER", "-A FORWARD -j DOCKER-ISOLATION-STAGE-1", "-A FORWARD -o docker0 -j DOCKER"]
 
@@ -56,3 +56,9 @@ def test_a_jump_at_the_top_moves_after_docker_user_without_a_gap():
     ensure_forward_accept("POC-NATIVE-K8S", "10.200.0.0/16", run=watching)
     assert ipt.forward == [*DOCKER, "-A FORWARD -j POC-NATIVE-K8S"]
     assert min(seen) >= 1            # some jump to the chain at every moment
+
+
+def test_the_service_range_is_routed_to_a_local_device():
+    calls = []
+    ensure_local_route("10.96.0.0/16", "pocdns0", run=lambda argv, **_: calls.append(argv))
+    assert calls == [["ip", "route", "replace", "10.96.0.0/16", "dev", "pocdns0"]]   # replace: idempotent
