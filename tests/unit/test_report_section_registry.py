@@ -81,7 +81,8 @@ def _holds(records: list[dict]) -> dict[str, bool]:
 
 
 # between them, each scenario section both applies and does not
-CAMPAIGNS = ["smoke-2026-12-02", "smoke-2026-12-03-ux-audit", "drills-2026-12-03", "serve-2026-12-04"]
+CAMPAIGNS = ["smoke-2026-12-02", "smoke-2026-12-03-ux-audit", "drills-2026-12-03", "serve-2026-12-04",
+             "serve-2026-12-06"]
 
 
 @pytest.mark.parametrize("name", CAMPAIGNS)

@@ -2,6 +2,7 @@
 2026-12-03 smoke and UX-audit campaigns also re-derive every stored metric (and the UX-audit one every
 audit answer and mistake probe) from their raw evidence with no mismatch; so does the upgrade drills
 campaign, every drill figure included, and the serving campaign, every serve_* figure."""
+import collections
 import csv
 import re
 
@@ -16,6 +17,7 @@ OLD, NEW = RESULTS / "smoke-2026-12-02", RESULTS / "smoke-2026-12-03"
 UX = RESULTS / "smoke-2026-12-03-ux-audit"     # every run audited, the five mistakes probed
 DRILLS = RESULTS / "drills-2026-12-03"         # both upgrade drills on both schedulers
 SERVE = RESULTS / "serve-2026-12-04"           # the serving scenario on both schedulers
+SERVE_ATTRIBUTED = RESULTS / "serve-2026-12-06"   # the same, each answer's replica recorded
 
 
 @pytest.mark.parametrize("stored", [OLD, NEW, UX], ids=lambda p: p.name)
@@ -126,7 +128,8 @@ def test_the_drills_campaign_drilled_every_component_in_order_during_training():
     assert runs["k8s-drill-upgrade"]["drill"]["versions_after"]["kube-apiserver"] == "v1.35.4"
 
 
-def test_the_serving_campaign_regenerates_and_rederives_every_serving_figure(tmp_path):
+@pytest.mark.parametrize("SERVE", [SERVE, SERVE_ATTRIBUTED], ids=lambda p: p.name)
+def test_the_serving_campaign_regenerates_and_rederives_every_serving_figure(tmp_path, SERVE):
     paths = build(str(SERVE), str(tmp_path / "report"))
     stamp = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
     committed = (SERVE / "report" / "report.md").read_text()
@@ -144,3 +147,21 @@ def test_the_serving_campaign_regenerates_and_rederives_every_serving_figure(tmp
             d = m[f"serve_degraded_s:{fault}"]
             assert d["lo"] <= d["value"] <= d["hi"] and r["serve"]["stopped_by"][fault] == "settled"
         assert m["serve_scaleout_s"]["value"] > 0 and m["serve_cost_per_1k_usd"]["value"] > 0
+
+
+def test_every_answer_came_from_a_replica_and_two_replicas_shared_the_load():
+    """The serving campaign recorded which replica answered each request (its X-Poc-Replica header, on
+    every answer of serve_model.py, errors included): besides the replicas only Slurm's balancer answered
+    (its 503 while no replica was healthy); the earlier campaign's 404s came from off this machine. The
+    two-replica phase, started once both were in the platform's routing, spread the requests over both."""
+    from harness.store import load_raw
+    for r in load_results(SERVE_ATTRIBUTED):
+        phases = {p["name"]: p for p in load_raw(SERVE_ATTRIBUTED / "serve" / "runs" / r["run_id"])["serve"]["phases"]}
+        for name, ph in phases.items():
+            log = ph["load"]["log"]
+            anonymous = {st for st, rep in zip(log["status"], log["replica"], strict=True)
+                         if st is not None and not rep}
+            # Slurm: the harness's balancer answers 503 itself while no replica is healthy; nothing else answers
+            assert anonymous <= ({503} if r["platform"] == "slurm" else set()), (r["run_id"], name, anonymous)
+        two = collections.Counter(phases["two_replicas"]["load"]["log"]["replica"])
+        assert len(two) == 2 and min(two.values()) / sum(two.values()) > 0.4, (r["run_id"], two)
