@@ -228,7 +228,7 @@ class Session:
                 raise BackendError(f"{len(serving)} of {n} replicas in the platform's routing within "
                                    f"serve.scale_timeout_s ({self.cfg.scale_timeout_s:g} s) of the scale-out",
                                    tip="read the replicas' records in the raw evidence; raise serve.scale_timeout_s")
-            self.sleep(0.2)
+            self.sleep(0.5)     # as _scale: each look is the platform's own query (squeue, the API server)
 
     def _scale(self, body: dict, allow, train: Handle) -> dict:
         """Two replicas: asked -> the new replica's first successful answer, asked of it directly."""

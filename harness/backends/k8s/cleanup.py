@@ -14,14 +14,14 @@ The caller (KubernetesBackend.cleanup, after collect and cancel) decides whether
 from __future__ import annotations
 
 import os
-import shutil
+import subprocess
 import time
 from pathlib import Path
 
 from ...config import Kubernetes
 from ...errors import BackendError
 from ...render import cleanup as rc
-from ...render.owned_dir import MARK_NOT_OURS, OWNER_MARK
+from ...render.owned_dir import MARK_NOT_OURS, owned_dir_argv
 from .api import K8sClient
 from .state import get
 
@@ -40,27 +40,19 @@ def host_path_dir(root: str, path: str, campaign: str, run_id: str) -> Path:
     return got
 
 
-def _not_ours(d: Path, owner: str) -> str | None:
-    """Why the directory is not the campaign's to remove (the owner mark's rule), or None."""
-    mark = d / OWNER_MARK
-    if not owner and not mark.exists():
-        return None          # outside a campaign: a directory without a mark
-    try:
-        have = mark.read_text() if mark.is_file() else None
-    except OSError:
-        have = None
-    if have == owner:
-        return None
-    return ("it holds no owner mark (its pods never started?)" if have is None
-            else "its owner mark is another campaign's") + ": kept, nothing removed"
+NOT_OURS = "its owner mark is not this campaign's token (or it has none): kept, nothing removed"
 
 
-def remove_host_path(root: str, path: str, campaign: str, run_id: str, owner: str = "") -> dict:
+def remove_host_path(root: str, path: str, campaign: str, run_id: str, owner: str = "",
+                     run=subprocess.run) -> dict:
+    """The run's directory on this machine, removed by the same owned-directory command the cleanup pod
+    and the Slurm backend run (render/owned_dir.py): one rule for the owner mark, wherever it is applied."""
     d = host_path_dir(root, path, campaign, run_id)
-    if d.exists():
-        if (why := _not_ours(d, owner)) is not None:
-            return {"removed": [], "kept": [str(d)], "reason": why}
-        shutil.rmtree(d)
+    res = run(owned_dir_argv("remove", str(d), owner), capture_output=True, text=True, timeout=120, check=False)
+    if res.returncode == MARK_NOT_OURS:
+        return {"removed": [], "kept": [str(d)], "reason": NOT_OURS}
+    if res.returncode != 0:
+        raise BackendError(f"could not remove {d}: {res.stderr.strip()[:300]}", tip="nothing else was touched")
     try:
         d.parent.rmdir()     # the campaign's directory, once its last run is gone
     except OSError:
@@ -98,8 +90,7 @@ def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, camp
         if phase == "Succeeded":
             return {"removed": [target], "kept": [], "pod": name, "seconds": took}
         if phase == "Failed" and code == MARK_NOT_OURS:
-            return {"removed": [], "kept": [target], "pod": name, "seconds": took,
-                    "reason": "its owner mark is not this campaign's token (or it has none): kept, nothing removed"}
+            return {"removed": [], "kept": [target], "pod": name, "seconds": took, "reason": NOT_OURS}
         log = ""
         if phase == "Failed":
             try:
