@@ -32,6 +32,10 @@ class SlurmRest(Model):
     ca_file: str | None = None           # a PEM bundle that signs slurmrestd's certificate; null: the system's
     # the JWT travels in every request's headers: a plain http:// url is refused unless this says so
     allow_insecure_http: bool = False
+    # the environment every job starts with (sbatch would send the login shell's; slurmrestd sends only
+    # this): {NAME: VALUE} or [NAME=VALUE], PATH included. null: PATH and locale read from a login
+    # shell over ssh at preflight, else a fixed default; the run records which
+    job_environment: dict[str, str] | None = None
 
     @field_validator("url")
     @classmethod
@@ -52,6 +56,39 @@ class SlurmRest(Model):
     def _token_env(cls, v: str) -> str:
         if not ENV_NAME.match(v):
             raise ValueError("must be an environment variable name")
+        return v
+
+    @field_validator("job_environment", mode="before")
+    @classmethod
+    def _env_pairs(cls, v: object) -> object:
+        """[NAME=VALUE, ...] as {NAME: VALUE}; a whole number as its text (YAML reads 4 as a number)."""
+        if isinstance(v, list):
+            out: dict[str, object] = {}
+            for item in v:
+                name, eq, value = item.partition("=") if isinstance(item, str) else ("", "", "")
+                if not eq:
+                    raise ValueError(f"{item!r} is not NAME=VALUE")
+                if name in out:
+                    raise ValueError(f"{name} is given twice")
+                out[name] = value
+            v = out
+        if isinstance(v, dict):
+            v = {k: str(x) if isinstance(x, int) and not isinstance(x, bool) else x for k, x in v.items()}
+        return v
+
+    @field_validator("job_environment")
+    @classmethod
+    def _env(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        if v is None:
+            return v
+        for name, value in v.items():
+            if not ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not a variable name (letters, digits and _, not starting with a digit)")
+            if any(c in value for c in "\n\r\0"):
+                raise ValueError(f"{name}'s value spans lines or holds a NUL byte")
+        if not v.get("PATH"):
+            raise ValueError("must set PATH: it is the job's whole environment, and the batch script runs srun "
+                             "and scontrol by name (e.g. PATH: /opt/slurm/bin:/usr/local/bin:/usr/bin:/bin)")
         return v
 
     @model_validator(mode="after")

@@ -16,6 +16,9 @@ reached through a separate files channel (files.py: ssh to a login node, or a lo
   pooling, timeouts and TLS verification done right). A connection that cannot be made is retried
   with exponential back-off, as the ssh transport does; a request that may have reached the server
   (a POST) is not repeated, so a job is never submitted twice.
+* The job's environment: sbatch sends the login shell's, slurmrestd only what it is given:
+  slurm.rest.job_environment, else a login shell's PATH and locale read over the ssh shell when
+  preflight asks describe(), else a fixed default (rest_env.py); describe() says which.
 * Not over REST: ``scontrol requeue`` (24.11's API has no requeue) and ``srun`` (kill_rank) need the
   ssh files channel; with ``files: mount`` those two faults are unsupported.
 """
@@ -34,6 +37,7 @@ from ... import slurm_parse as sp
 from ...config import Slurm
 from ...errors import BackendError, CommandError, ConfigError, SubmitError, TransportError
 from ...transports import Transport
+from . import rest_env
 from .files import files_transport
 from .jobdesc import job_description
 from .scheduler import counting
@@ -223,15 +227,28 @@ class RestScheduler:
     name = "rest"
     combined_look = False
 
-    def __init__(self, client: RestClient, files: Transport, shell: Transport | None = None):
+    def __init__(self, client: RestClient, files: Transport, shell: Transport | None = None,
+                 job_environment: dict[str, str] | None = None):
+        """job_environment: slurm.rest.job_environment (None: the login shell's, asked at preflight)."""
         self.c = client
         self.calls: Counter = client.calls   # requests, and the commands the files channel and shell ran
         self.files = counting(files, self.calls)
         self.shell = None if shell is None else self.files if shell is files else counting(shell, self.calls)
         self.faults = cap.faults("slurm", shell=shell is not None)
+        self.job_env = rest_env.known(job_environment, shell)
 
     def describe(self) -> dict:
-        return {"transport": "rest", **self.c.describe(), "files": self.files.describe()}
+        """What preflight records of the transport, the jobs' environment included: settled here (a login
+        shell asked, when neither the config nor a mount decides it), so what is recorded is what every
+        job of the run is sent and no submit pays for the read."""
+        return {"transport": "rest", **self.c.describe(), "files": self.files.describe(),
+                "job_environment": self.job_environment().describe()}
+
+    def job_environment(self) -> rest_env.JobEnvironment:
+        """What every job is sent as its environment; a login shell is asked the first time only."""
+        if self.job_env is None:
+            self.job_env = rest_env.read_login_shell(self.shell)
+        return self.job_env
 
     def _get(self, api: str, rest: str, params: dict | None = None, ok=(200,)) -> tuple[int, str, dict | None]:
         return self.c.request("GET", self.c.path(api, rest), params=params, ok=ok)
@@ -272,7 +289,7 @@ class RestScheduler:
 
     # ------------------------------------------------------------------ jobs
     def submit(self, script: str, run_dir: str) -> str:
-        body = {"job": job_description(script, run_dir)}
+        body = {"job": job_description(script, run_dir, self.job_environment().entries)}
         try:
             _, text, doc = self.c.request("POST", self.c.path("slurm", "job/submit"), body=body)
         except RestError as exc:
@@ -438,4 +455,4 @@ def rest_parts(s: Slurm, settings: dict | None, environ=os.environ):
         docker = {"login": settings["login_container"],
                   "controller": settings.get("controller_container", "poc-slurm-slurmctld"),
                   "nodes": settings.get("node_containers") or {}}
-    return files, RestScheduler(client, files, shell), docker
+    return files, RestScheduler(client, files, shell, r.job_environment), docker
