@@ -48,6 +48,20 @@ def role_rules(node_faults: bool = False, cleanup_pod: bool = False, serving: bo
     return rules
 
 
+def printed_role_rules(node_faults: bool = False, cleanup_pod: bool = False, serving: bool = False) -> list[dict]:
+    """The Role rbac.yaml prints: role_rules plus `create` on pods for `poc validate --server-dry-run`,
+    which sends each pod template as a Pod (dryRun=All) so that Pod Security admission judges it
+    (backends/k8s/dryrun.py). A run does not need it (the Jobs create the pods), so `poc check` does not
+    ask for it (check/k8s.py needed uses role_rules), and an identity without it gets dry-run verdicts
+    that say the pods were not judged. Security-wise it adds little to `create` on jobsets, whose Jobs
+    create whatever pods the template says, but a bare pod is outside Kueue's quota: admins may refuse it."""
+    rules = role_rules(node_faults, cleanup_pod, serving)
+    pods = next(r for r in rules if r["apiGroups"] == [""] and r["resources"] == ["pods"])
+    if "create" not in pods["verbs"]:
+        pods["verbs"] = ["create", *pods["verbs"]]
+    return rules
+
+
 def cluster_rules(reads: bool, node_faults: bool) -> list[dict]:
     """Cluster-scoped rights: preflight's reads (it works without them: a 403 is recorded as not
     visible), and the node rights lose_node needs: get (the node's taints and cordon mark before a
@@ -116,8 +130,8 @@ def node_patch_policy(k: Kubernetes) -> list[dict]:
 
 
 def rbac_objects(k: Kubernetes, *, node_faults: bool = False, serving: bool = False) -> list[dict]:
-    """A namespaced Role with exactly what the harness does in its namespace, bound to a ServiceAccount
-    (rbac_note() says how to bind a user or group instead). A ClusterRole only when
+    """A namespaced Role with exactly what the harness does in its namespace (printed_role_rules), bound
+    to a ServiceAccount (rbac_note() says how to bind a user or group instead). A ClusterRole only when
     kubernetes.create_cluster_role is set, or a lose_node fault (allowed by allow_destructive_faults)
     needs the node rights. node_faults: the config has such a fault; serving: the serving scenario runs."""
     ns = k.namespace
@@ -126,7 +140,7 @@ def rbac_objects(k: Kubernetes, *, node_faults: bool = False, serving: bool = Fa
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": HARNESS_ROLE, "namespace": ns}},
         {"apiVersion": RBAC_API, "kind": "Role",
          "metadata": {"name": HARNESS_ROLE, "namespace": ns},
-         "rules": role_rules(node_faults, cleanup_pod=bool(k.checkpoint_pvc), serving=serving)},
+         "rules": printed_role_rules(node_faults, cleanup_pod=bool(k.checkpoint_pvc), serving=serving)},
         {"apiVersion": RBAC_API, "kind": "RoleBinding",
          "metadata": {"name": HARNESS_ROLE, "namespace": ns},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": HARNESS_ROLE},

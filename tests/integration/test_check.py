@@ -9,8 +9,8 @@
   listens on: what a user sees on a cluster without accounting, or with slurmdbd down. slurmctld and
   slurmdbd are not touched; the checks run through a real transport that sets the variable;
 * missing RBAC verb: the native cluster's restricted user (harness/clusters/k8s/tenant.py: the Role
-  `poc render` prints for a config without a checkpoint PVC) with a config that sets
-  kubernetes.checkpoint_pvc, whose cleanup pod needs `create pods`, which that Role lacks;
+  `poc render` prints for a config without the serving scenario) with a config that adds it, whose
+  Deployment and Service need rights that Role lacks;
 * missing LocalQueue: a config naming one that does not exist;
 * missing CRD version: `--require-api kueue.x-k8s.io/v1beta2/workloads`; the cluster's Kueue (0.14)
   serves v1beta1 only, as a cluster does before the Kueue upgrade a newer renderer would need.
@@ -185,13 +185,14 @@ def test_no_accounting(capsys, login, case, sed, words):
 
 
 def test_missing_rbac_verb(tmp_path, capsys, tenant):
-    rc, doc, err = poc_check(tmp_path, k8s_cfg(tenant, checkpoint_pvc="poc-ckpt"))
-    show(capsys, "missing RBAC verb (restricted user, checkpoint PVC)", doc)
+    cfg = dict(k8s_cfg(tenant), serve={"enabled": True, "faults": ["kill_server"]})
+    rc, doc, err = poc_check(tmp_path, cfg)
+    show(capsys, "missing RBAC verb (restricted user, serving scenario)", doc)
     got = failed(doc, rc, err, "rbac")
-    assert got["message"].endswith(f"rights the harness uses are not allowed: create pods in namespace "
-                                   f"{tenant['namespace']}")
-    assert f'Role poc-harness in namespace {tenant["namespace"]}: {{apiGroups: [""], resources: ["pods"], ' \
-           f'verbs: [create]}}' in got["tip"]
+    ns = tenant["namespace"]
+    assert f"rights the harness uses are not allowed: create deployments.apps in namespace {ns}; " in got["message"]
+    assert f'Role poc-harness in namespace {ns}: {{apiGroups: ["apps"], resources: ["deployments"], ' \
+           f'verbs: [create, get, delete]}}' in got["tip"]
 
 
 def test_missing_local_queue(tmp_path, capsys, tenant):

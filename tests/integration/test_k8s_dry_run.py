@@ -1,8 +1,9 @@
 """The Kubernetes examples (examples/*.yaml) pass a server-side dry-run on the real native cluster.
 
 Through harness/backends/k8s/dryrun.py, as `poc validate --server-dry-run` does: every planned run's
-ConfigMap and JobSet go to the API server with dryRun=All and fieldValidation=Strict: RBAC, the CRD
-schema, JobSet's defaulting and validating webhooks and Kueue's JobSet webhook all see them, nothing
+ConfigMap and JobSet, and a Pod from its pod template, go to the API server with dryRun=All and
+fieldValidation=Strict: RBAC, the CRD schema, JobSet's defaulting and validating webhooks, Kueue's
+JobSet webhook and the pod admission (ServiceAccount, Priority, Pod Security) all see them, nothing
 is created. The examples name a namespace, LocalQueue and kubeconfig of a team's cluster; the test keeps
 everything else and points them at the native cluster: its admin kubeconfig and a scratch namespace
 made for the test (deleted after), with the PriorityClasses the examples name (created if missing,
@@ -67,6 +68,10 @@ def scratch(admin):
     core, sched = admin
     ns = f"poc-dryrun-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": ns, "labels": {"poc/test": "dry-run"}}})
+    deadline = time.monotonic() + 60   # the ServiceAccount admission refuses pods until `default` exists
+    while not [s for s in core.list_namespaced_service_account(ns).items if s.metadata.name == "default"]:
+        assert time.monotonic() < deadline, f"no default ServiceAccount in {ns} after 60 s"
+        time.sleep(0.5)
     made = []
     wanted = {config.load(p).kubernetes.pod.priority_class for p in K8S_EXAMPLES} - {None}
     for name in sorted(wanted):
@@ -118,7 +123,7 @@ def test_example_passes_a_server_side_dry_run(cluster, scratch, path):
     assert dryrun.failure(result) is None, dryrun.failure(result)
     runs = scenarios.plan(cfg, "k8s")
     assert [(v["run_id"], v["kind"]) for v in result["objects"]] == \
-        [(p.run_id, kind) for p in runs for kind in ("ConfigMap", "JobSet")]
+        [(p.run_id, kind) for p in runs for kind in ("ConfigMap", "JobSet", "Pod")]
     assert all(v["ok"] and "status" not in v for v in result["objects"]), result   # no 409 leftovers either
 
 
@@ -159,7 +164,7 @@ def test_the_dry_run_reaches_kueues_webhook(cluster, scratch):
     pod = job.jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-preferred-topology"] = "kubernetes.io/hostname"
     try:
-        cm, js = dryrun.dry_run(backend.client, job)
+        cm, js, _pod = dryrun.dry_run(backend.client, job)
     finally:
         backend.client.close()
     assert cm["kind"] == "ConfigMap" and cm["ok"], cm
@@ -181,12 +186,13 @@ def test_poc_validate_server_dry_run(cluster, scratch, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["ok"] and out["server_dry_run"]["ok"], out
-    assert len(out["server_dry_run"]["objects"]) == 2 * len(scenarios.plan(config.load(path), "k8s"))
+    assert len(out["server_dry_run"]["objects"]) == 3 * len(scenarios.plan(config.load(path), "k8s"))
 
 
-def test_the_printed_role_may_submit_every_example(cluster):
+def test_the_printed_role_may_submit_every_example(cluster, scratch):
     """As the native cluster's restricted user (a client certificate bound only to the namespaced Role
-    that `poc render` prints, in its own namespace): a dry-run create needs the same rights as a create."""
+    that `poc render` prints, in its own namespace): a dry-run create needs the same rights as a create.
+    (scratch: the PriorityClasses the examples name, which the pod admission looks up.)"""
     from harness.clusters import native_k8s as nk
     r = nk.info().restricted
     assert r, "the native cluster has no restricted user (harness/clusters/k8s/tenant.py)"
