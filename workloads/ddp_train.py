@@ -579,6 +579,25 @@ def newest_checkpoint(ckpt_dir: str) -> str | None:
     return max(found)[1] if found else None
 
 
+def rlimits() -> dict:
+    """This rank's resource limits as it runs ({name: [soft, hard]}, "unlimited" for RLIM_INFINITY): the
+    scheduler decides them (Slurm propagates the submitting shell's unless told not to; a container
+    runtime sets its own), and a low memlock makes RDMA memory registration fail or NCCL fall back
+    to sockets."""
+    try:
+        import resource
+    except ImportError:      # not a POSIX system
+        return {}
+    out = {}
+    for name in ("MEMLOCK", "NOFILE", "STACK", "NPROC"):
+        try:
+            pair = resource.getrlimit(getattr(resource, "RLIMIT_" + name))
+        except (AttributeError, ValueError, OSError):
+            continue
+        out[name.lower()] = ["unlimited" if v == resource.RLIM_INFINITY else v for v in pair]
+    return out
+
+
 def write_owner_mark(path: str, owner: str) -> None:
     """The run directory's owner mark, once: every rank tries, the first creates it (O_EXCL), and a mark
     already there (a restart's, or another campaign's) is left as it is: the harness removes the directory
@@ -629,7 +648,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ev = Events(args.run_id, args.events_dir or None)
     try:
-        ev.emit("process_start", argv=sys.argv[1:] if argv is None else list(argv), python=sys.version.split()[0])
+        ev.emit("process_start", argv=sys.argv[1:] if argv is None else list(argv), python=sys.version.split()[0],
+                limits=rlimits())
         return run(args, ev)
     finally:
         ev.close()

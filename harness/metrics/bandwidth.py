@@ -69,6 +69,18 @@ def _variant(nbytes: int, v: dict, world: int) -> dict:
             "busbw_hi_gbps": busbw_of(nbytes, fast, world) if ok else None}
 
 
+def rank_memlock(events: list[dict]) -> dict:
+    """{rank: [soft, hard]} of RLIMIT_MEMLOCK as each rank's process found it (the workload's
+    process_start; the latest process of a rank wins): what RDMA memory registration may pin. Empty for
+    events from before the workload recorded limits."""
+    out = {}
+    for e in ev.of_kind(events, "process_start"):
+        got = (e.get("limits") or {}).get("memlock")
+        if got is not None and "rank" in e:
+            out[str(e["rank"])] = got
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0))
+
+
 def sweep_point(e: dict, world: int) -> dict:
     """One size of the sweep from its `allreduce` event, old or new, recomputed from the times."""
     world = e.get("world_size", world)
@@ -136,6 +148,8 @@ def allreduce(events: list[dict], world: int) -> dict[str, dict]:
               "transport": comm.get("transport") or (imported.get("comm") or {}).get("transport"),
               "transport_source": comm.get("transport_source"), "torch_build": imported.get("torch_build"),
               "legacy": legacy}
+    if memlock := rank_memlock(events):
+        common["memlock"] = memlock
 
     top = curve[-1] if curve else None
     v = _headline(top) if top else None

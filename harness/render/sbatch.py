@@ -17,6 +17,7 @@ from ..config import Slurm
 from ..errors import ConfigError
 from ..imageref import FORM, SLURM_FORMS, slurm_image_problem
 from ..spec import WORKLOAD_SCRIPT, JobSpec, campaign_dir
+from .owned_dir import OWNER_MARK
 
 TEMPLATE = ("sbatch", "job.sbatch.tmpl")     # in harness/data
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -105,7 +106,11 @@ def sbatch_options(spec: JobSpec, cfg: Slurm, rdir: str) -> list[str]:
         val = getattr(cfg, key)
         if val:
             opts.append(f"--{key}={val}")
-    opts += ["--requeue", "--open-mode=append", "--signal=B:USR1@60",
+    # --propagate=NONE: the ranks get the limits slurmd gives (sites raise memlock there for RDMA), not the
+    # submitting shell's; a login shell's `ulimit -l` of 64 KiB would make ibv_reg_mr fail, or NCCL fall
+    # back to sockets without a word. A site that wants some propagated says so in slurm.extra_sbatch
+    # (a later --propagate wins).
+    opts += ["--requeue", "--open-mode=append", "--signal=B:USR1@60", "--propagate=NONE",
              f"--output={rdir}/slurm-%j.out", f"--chdir={rdir}"]
     opts += list(cfg.extra_sbatch)
     return opts
@@ -118,21 +123,57 @@ def entrypoint_path(spec: JobSpec, rdir: str) -> str:
 
 
 def ckpt_dir(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
-    """slurm.checkpoint_dir/<run_id> (a parallel file system, say), else the run directory's ckpt/.
-    The batch script does not create it: the workload does at its first checkpoint, and a
-    directory it cannot create fails the job with python's own PermissionError/OSError."""
+    """slurm.checkpoint_dir/<campaign>-<token>/<run_id> (a parallel file system, say), keyed as the run
+    directory is so that no other campaign, nor a later one of the same name, resumes from it; else the
+    run directory's ckpt/. The batch script does not create it: the workload does at its first
+    checkpoint (with the campaign's owner mark), and a directory it cannot create fails the job with
+    python's own PermissionError/OSError."""
     if cfg.checkpoint_dir:
-        return f"{cfg.checkpoint_dir.rstrip('/')}/{spec.run_id}"
+        return f"{cfg.checkpoint_dir.rstrip('/')}/{campaign_dir(spec.campaign, spec.owner)}/{spec.run_id}"
     return f"{rdir}/ckpt"
+
+
+def owner_mark(spec: JobSpec, cfg: Slurm, rdir: str) -> str | None:
+    """Where the workload writes the campaign's owner mark: in a checkpoint directory of its own, which
+    the backend clears at submit and removes after the run only while the mark is the campaign's
+    (the run directory gets its mark from the backend, which makes it)."""
+    return f"{ckpt_dir(spec, cfg, rdir)}/{OWNER_MARK}" if cfg.checkpoint_dir else None
+
+
+def container_binds(cfg: Slurm) -> list[str]:
+    """The cluster paths a container must see: the work directory, and slurm.checkpoint_dir when it is
+    elsewhere (in the container's own root file system a checkpoint would vanish with the attempt,
+    and a restart would start again from step 0)."""
+    paths = [cfg.workdir.rstrip("/") or "/"]
+    ck = (cfg.checkpoint_dir or "").rstrip("/")
+    if ck and not (ck + "/").startswith(paths[0].rstrip("/") + "/"):
+        paths.append(ck)
+    return paths
 
 
 # torchrun hosts the c10d store only where it recognises the endpoint's host as its own (the host name,
 # its FQDN, or an IP literal); the endpoint is Slurm's NodeName, which need not be either (a NodeName
 # for the IB address, say), and then no agent hosts the store and every agent waits. The allocation's
-# first node (SLURM_NODEID 0 in the step, evaluated on each node) is told so. A constant script: the
-# Python is "$0" and torchrun's arguments "$@".
-SLURM_LAUNCH = ('if [ "${SLURM_NODEID:-0}" = 0 ]; then h=1; else h=0; fi; '
-                'exec "$0" -m torch.distributed.run --rdzv_conf="is_host=$h" "$@"')
+# first node (SLURM_NODEID 0 in the step, evaluated on each node) is told so.
+# A USR1 (--signal=B:USR1's warning before the time limit, which the batch script passes on through
+# srun) is for the workers, whose handler checkpoints; torchrun's agent has no handler for it and would
+# die, failing the job and spending a requeue. So torchrun starts with USR1 ignored (its workers inherit
+# that until the workload installs its handler), and this shell, not exec'd away, passes a USR1 on to
+# torchrun's children: under proctrack/pgid Slurm signals only this process group, and the workers run
+# in sessions of their own; under cgroup or linuxproc they get Slurm's signal too, and a second USR1
+# before the step ends asks for the same one checkpoint. A constant script: the Python is "$0" and
+# torchrun's arguments "$@".
+SLURM_LAUNCH = ('if [ "${SLURM_NODEID:-0}" = 0 ]; then h=1; else h=0; fi\n'
+                'usr1_to_workers() { for s in /proc/[0-9]*/status; do while read -r k v; do\n'
+                '  if [ "$k" = PPid: ]; then [ "$v" = "$c" ] && p=${s#/proc/} && kill -USR1 "${p%/status}"; break; fi\n'
+                'done < "$s"; done 2>/dev/null; }\n'
+                'trap "" USR1\n'
+                '"$0" -m torch.distributed.run --rdzv_conf="is_host=$h" "$@" &\n'
+                'c=$!\n'
+                'trap usr1_to_workers USR1\n'
+                # a trapped USR1 ends `wait` early; the last wait gives torchrun's own exit status
+                'while kill -0 "$c" 2>/dev/null; do wait "$c"; done\n'
+                'wait "$c"')
 
 
 def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
@@ -140,7 +181,8 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     script = entrypoint_path(spec, rdir)
     torchrun = ["bash", "-c", SLURM_LAUNCH, cfg.python,
                 *spec.torchrun_args(f"{_HEAD}:{_PORT}"),
-                script, *spec.workload_args(ckpt_dir(spec, cfg, rdir), f"{rdir}/events")]
+                script, *spec.workload_args(ckpt_dir(spec, cfg, rdir), f"{rdir}/events",
+                                             owner_mark(spec, cfg, rdir))]
     # --export=ALL: every node's step gets this script's environment (setup, fabric), whatever
     # --export the job itself was given (extra_sbatch may say NONE, which srun would inherit).
     # --cpus-per-task: srun of Slurm 22.05-23.02 does not take it from the job, and the agent, its ranks
@@ -152,15 +194,16 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
         # Pyxis passes the job's environment into the container, but a variable the image sets
         # keeps the image's value unless --container-env names it; GPUs need nothing here (enroot's
         # nvidia hook follows the allocation). No home mount: ~/.local could shadow the image's torch.
-        srun += [f"--container-image={cfg.container_image}", f"--container-mounts={cfg.workdir}:{cfg.workdir}",
+        srun += [f"--container-image={cfg.container_image}",
+                 "--container-mounts=" + ",".join(f"{p}:{p}" for p in container_binds(cfg)),
                  f"--container-workdir={rdir}", "--no-container-mount-home",
                  "--container-env=" + ",".join(_env_names(spec))]
         cmd = srun + torchrun
     elif cfg.container == "apptainer":
         # --nv binds the host's NVIDIA driver and devices; simulated GPUs have none to bind.
         nv = ["--nv"] if spec.gpus_per_node and not spec.simulated_gpus else []
-        cmd = srun + ["apptainer", "exec", *nv, "--bind", f"{cfg.workdir}:{cfg.workdir}",
-                      cfg.container_image] + torchrun
+        binds = [w for p in container_binds(cfg) for w in ("--bind", f"{p}:{p}")]
+        cmd = srun + ["apptainer", "exec", *nv, *binds, cfg.container_image] + torchrun
     else:
         cmd = srun + torchrun
     breaks = {cfg.python, script, "apptainer", "bash"}

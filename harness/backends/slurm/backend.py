@@ -158,6 +158,10 @@ class SlurmBackend(Backend):
         cluster = self._identity
         # a resumed campaign re-runs from scratch; a directory another campaign owns is left alone
         guard.prepare_run_dir(self.t, job.run_dir, spec.owner)
+        ckpt = guard.own_checkpoint_dir(self.cfg.checkpoint_dir, job.ckpt_dir, campaign_dir(spec.campaign, spec.owner),
+                                        spec.run_id)
+        if ckpt:
+            guard.clear_checkpoint_dir(self.t, ckpt, spec.owner)
         self._put(job.workload_path, workload_script().read_text())
         self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
         submitted = time.time()
@@ -173,7 +177,7 @@ class SlurmBackend(Backend):
         return Handle("slurm", spec.run_id, [job_id], submitted,
                       data={"job_id": job_id, "run_dir": job.run_dir, "events_dir": job.events_dir,
                             "campaign": spec.campaign, "owner": spec.owner, "cluster": cluster,
-                            "lost_nodes": [], "submit_returned_at": returned})
+                            "lost_nodes": [], "submit_returned_at": returned, **({"ckpt_dir": ckpt} if ckpt else {})})
 
     def cluster_identity(self) -> dict | None:
         """What the handles recorded, asked again when preflight has not run (cleanup, --resume)."""
@@ -413,14 +417,21 @@ class SlurmBackend(Backend):
         self._restore_nodes(handle)
 
     def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:
-        """The run directory (script, workload, event files, outputs, checkpoints): removed once the
-        run is collected, unless keep_run_files keeps it. Only <workdir>/<campaign>/<run_id> (guard.py)."""
-        rdir = handle.data.get("run_dir", "")
+        """The run directory (script, workload, event files, outputs, checkpoints) and the run's directory
+        under slurm.checkpoint_dir: removed once the run is collected, unless keep_run_files keeps them.
+        Only <root>/<campaign>/<run_id> (guard.py), and only while its owner mark is the campaign's."""
+        d = handle.data
+        rdir, ckpt = d.get("run_dir", ""), d.get("ckpt_dir") or ""
         if (why := keep_reason(ok, keep)) is not None:
-            return {"removed": [], "kept": [rdir], "reason": why}
-        owner = handle.data.get("owner", "")
-        path = guard.run_dir_to_remove(rdir, self.cfg.workdir, campaign_dir(handle.data.get("campaign", ""), owner),
-                                       handle.run_id)
-        if not guard.remove_run_dir(self.t, path, owner):
-            return {"removed": [], "kept": [path], "reason": "its owner mark is not this campaign's"}
-        return {"removed": [path], "kept": []}
+            return {"removed": [], "kept": [p for p in (rdir, ckpt) if p], "reason": why}
+        owner, campaign = d.get("owner", ""), d.get("campaign", "")
+        paths = [guard.run_dir_to_remove(rdir, self.cfg.workdir, campaign_dir(campaign, owner), handle.run_id)]
+        if ckpt:
+            paths.append(guard.own_checkpoint_dir(self.cfg.checkpoint_dir, ckpt, campaign_dir(campaign, owner),
+                                                  handle.run_id))
+        removed, kept = [], []
+        for path in paths:
+            (removed if guard.remove_run_dir(self.t, path, owner) else kept).append(path)
+        if kept:
+            return {"removed": removed, "kept": kept, "reason": "its owner mark is not this campaign's"}
+        return {"removed": removed, "kept": []}

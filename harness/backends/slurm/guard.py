@@ -139,15 +139,42 @@ def remove_run_dir(t, path: str, owner: str) -> bool:
     return True
 
 
-def run_dir_to_remove(run_dir: str, workdir: str, campaign: str, run_id: str) -> str:
+def own_checkpoint_dir(root: str | None, path: str, campaign: str, run_id: str) -> str | None:
+    """The run's directory under slurm.checkpoint_dir (`root`), checked to be exactly
+    <root>/<campaign>/<run_id>; None when there is no such root (the checkpoints are in the run
+    directory, which goes with it)."""
+    if not root or not path:
+        return None
+    return run_dir_to_remove(path, root, campaign, run_id, setting="slurm.checkpoint_dir")
+
+
+def clear_checkpoint_dir(t, path: str, owner: str) -> None:
+    """Remove what a run's checkpoint directory holds before the run starts over (a resumed campaign
+    re-runs an interrupted run from scratch, and would otherwise resume from that attempt's checkpoint);
+    BackendError, touching nothing, when it holds another campaign's owner mark. The workload makes it
+    again, with the mark, at its first checkpoint."""
+    res = t.run(owned_dir_argv("remove", path, owner), timeout=120, check=False)
+    if res.returncode == MARK_NOT_OURS:
+        raise BackendError(f"the checkpoint directory {path} exists and is not this campaign's: the run would "
+                           "resume from someone else's checkpoints",
+                           tip="nothing was removed; choose another campaign name or slurm.checkpoint_dir, or "
+                               "remove the directory yourself if it is yours")
+    if res.returncode != 0:
+        raise BackendError(f"could not clear the checkpoint directory {path}: {res.stderr.strip()[:300]}",
+                           tip="check that slurm.checkpoint_dir is writable by you on the login node")
+
+
+def run_dir_to_remove(run_dir: str, workdir: str, campaign: str, run_id: str,
+                      setting: str = "slurm.workdir") -> str:
     """run_dir, checked to be exactly <workdir>/<campaign>/<run_id> (no '..', no other place), else
     BackendError: an rm -rf must never reach outside the run's own directory. campaign: the campaign's
-    directory name (spec.campaign_dir)."""
+    directory name (spec.campaign_dir); workdir: the root `setting` names (the checkpoint directory's
+    root is slurm.checkpoint_dir)."""
     want = normpath(f"{workdir.rstrip('/')}/{campaign}/{run_id}")
     got = normpath(run_dir)
     if (got != want or ".." in got.split("/") or not workdir.strip("/") or not campaign or not run_id
             or "/" in campaign or "/" in run_id or campaign in (".", "..") or run_id in (".", "..")):
-        raise BackendError(f"refusing to remove {run_dir!r}: not the run directory {want!r} under slurm.workdir",
+        raise BackendError(f"refusing to remove {run_dir!r}: not the run's directory {want!r} under {setting}",
                            tip="report this as a harness bug; nothing was removed")
     return got
 

@@ -148,6 +148,12 @@ def job_description(script: str, run_dir: str, environment: tuple[str, ...] = DE
             job["kill_warning_delay"] = {"set": True, "infinite": False, "number": int(m.group(3) or 60)}
             if m.group(1):
                 job["kill_warning_flags"] = ["BATCH_JOB"]
+        elif opt == "--propagate":
+            # sbatch propagates limits as SLURM_RLIMIT_* in the job's environment; a REST job's environment
+            # is the one given here, which has none, so slurmd's own limits apply: NONE already
+            if v.upper() != "NONE":
+                raise _bad(f"{opt}={v}" if v else opt, "can only be NONE through slurmrestd: a REST job carries "
+                           "no submitting shell's limits")
         elif opt == "--switches":
             count, _, wait = v.partition("@")
             if not count.isdigit():

@@ -114,7 +114,7 @@ def test_the_first_node_of_the_step_hosts_the_rendezvous_store(tmp_path):
     what it was given, once as SLURM_NODEID 0 and once as 1."""
     text = rendered("default-clean")
     launch = text[text.index("  bash \\\n"):]
-    launch = launch[:launch.index(" &\n")] if " &\n" in launch else launch[:launch.index("\n\n")]
+    launch = launch[:launch.rindex(" &\n")] if " &\n" in launch else launch[:launch.index("\n\n")]
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     (bin_ / "python3").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')

@@ -286,11 +286,12 @@ def test_poc_rederive_rederives_a_probe_from_the_messages_it_kept_and_catches_an
 def test_poc_render_shows_a_probe_with_its_mistake_in_it(tmp_path, capsys):
     from harness.cli import main
     cfg = tmp_path / "ux.yaml"
-    cfg.write_text("platforms: [slurm, k8s]\nfaults: []\nux: {mistakes: [wrong_queue, missing_checkpoint_volume]}\n")
+    cfg.write_text("campaign: ux\nplatforms: [slurm, k8s]\nfaults: []\n"
+                   "ux: {mistakes: [wrong_queue, missing_checkpoint_volume]}\n")
     assert main(["render", "--config", str(cfg), "--platform", "k8s", "--run-id", "k8s-mistake-wrong-queue"]) == 0
     assert "kueue.x-k8s.io/queue-name: poc-queue-typo" in capsys.readouterr().out
     assert main(["render", "--config", str(cfg), "--platform", "slurm", "--run-id",
                  "slurm-mistake-missing-checkpoint-volume"]) == 0
-    assert f"--ckpt-dir {mistakes.MISSING_CKPT_DIR}/slurm-mistake-missing-checkpoint-volume" in capsys.readouterr().out
+    assert f"--ckpt-dir {mistakes.MISSING_CKPT_DIR}/ux/slurm-mistake-missing-checkpoint-volume" in capsys.readouterr().out
     assert main(["render", "--config", str(cfg), "--platform", "k8s"]) == 0       # the clean job is untouched
     assert "queue-name: poc-queue\n" in capsys.readouterr().out

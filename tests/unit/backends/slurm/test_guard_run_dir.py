@@ -102,3 +102,41 @@ def test_a_campaigns_token_is_random_and_kept_across_resume(tmp_path):
     c.close()
     assert len(a.token) == 8 and a.token.isalnum()
     assert b.token == a.token and c.token != a.token
+
+
+def test_a_stale_checkpoint_of_the_campaign_is_cleared_and_anothers_refused(tmp_path):
+    mine = planted(tmp_path / "ckpt" / "camp-aa11" / "r1", "aa11")
+    (mine / "ckpt-10.pt").write_text("from the interrupted attempt")
+    guard.clear_checkpoint_dir(T, str(mine), "aa11")
+    assert not mine.exists()       # the workload makes it again, with the mark, at its first checkpoint
+    guard.clear_checkpoint_dir(T, str(mine), "aa11")     # none there: nothing to do
+    theirs = planted(tmp_path / "ckpt" / "camp-aa11" / "r2", "bb22")
+    with pytest.raises(BackendError, match="resume from someone else's checkpoints"):
+        guard.clear_checkpoint_dir(T, str(theirs), "aa11")
+    assert (theirs / "theirs.txt").read_text() == "live"
+
+
+def test_the_checkpoint_directory_must_be_the_runs_own_under_checkpoint_dir(tmp_path):
+    root = str(tmp_path / "ckpt")
+    assert guard.own_checkpoint_dir(root, f"{root}/camp-aa11/r1", "camp-aa11", "r1") == f"{root}/camp-aa11/r1"
+    assert guard.own_checkpoint_dir(None, f"{root}/camp-aa11/r1", "camp-aa11", "r1") is None
+    with pytest.raises(BackendError, match="under slurm.checkpoint_dir"):
+        guard.own_checkpoint_dir(root, f"{root}/camp-aa11", "camp-aa11", "r1")
+
+
+def test_cleanup_removes_the_run_and_checkpoint_directories_it_owns(tmp_path):
+    cfg = config.from_mapping({"platforms": ["slurm"], "slurm": {"workdir": str(tmp_path / "w"),
+                                                                 "checkpoint_dir": str(tmp_path / "ckpt")}})
+    be = SlurmBackend(cfg.slurm, T)
+    d = planted(tmp_path / "w" / "camp-aa11" / "r1", "aa11")
+    ck = planted(tmp_path / "ckpt" / "camp-aa11" / "r1", "bb22")
+    data = {"job_id": "5", "run_dir": str(d), "ckpt_dir": str(ck), "campaign": "camp", "owner": "aa11",
+            "lost_nodes": []}
+    kept = be.cleanup(Handle("slurm", "r1", ["5"], 0.0, data=data), ok=False, keep="on_failure")
+    assert kept["kept"] == [str(d), str(ck)] and d.exists() and ck.exists()
+    out = be.cleanup(Handle("slurm", "r1", ["5"], 0.0, data=data), ok=True, keep="never")
+    assert out == {"removed": [str(d)], "kept": [str(ck)], "reason": "its owner mark is not this campaign's"}
+    (ck / owned_dir.OWNER_MARK).write_text("aa11")
+    again = be.cleanup(Handle("slurm", "r1", ["5"], 0.0, data=data), ok=True, keep="never")
+    assert again == {"removed": [str(d), str(ck)], "kept": []}     # the run directory was gone already
+    assert not ck.exists()

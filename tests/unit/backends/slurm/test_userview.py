@@ -285,9 +285,9 @@ def test_the_launch_line_runs_the_entrypoint_while_the_shipped_file_keeps_its_na
 
 
 def test_checkpoint_dir_puts_the_runs_checkpoints_under_it():
-    job = render({"checkpoint_dir": "/lustre/poc-missing/ckpt/"})
-    assert "--ckpt-dir /lustre/poc-missing/ckpt/slurm-mistake-x " in job.script
-    assert job.ckpt_dir == "/lustre/poc-missing/ckpt/slurm-mistake-x"
+    job = render({"checkpoint_dir": "/lustre/poc-missing/ckpt/"}, campaign="c", owner="t0k")
+    assert "--ckpt-dir /lustre/poc-missing/ckpt/c-t0k/slurm-mistake-x " in job.script
+    assert job.ckpt_dir == "/lustre/poc-missing/ckpt/c-t0k/slurm-mistake-x"
     assert render().ckpt_dir == f"{render().run_dir}/ckpt"
     with pytest.raises(ConfigError, match="not an absolute path"):
         render({"checkpoint_dir": "~/ckpt"})

@@ -1,0 +1,145 @@
+"""The batch script's launch as a GPU site would run it: the time-limit warning reaches the workers and
+not torchrun's agent, the ranks get slurmd's limits, and checkpoints outside slurm.workdir are keyed by
+campaign and visible inside a container.
+
+The USR1 tests run the rendered launch under bash with the real torchrun and a worker that checkpoints
+on USR1, signalled as Slurm signals a step: the task's process alone (proctrack/pgid, where torchrun's
+workers, in sessions of their own, get nothing), or every process of the step (cgroup, linuxproc).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness import config, spec
+from harness.backends.slurm import jobdesc
+from harness.errors import ConfigError
+from harness.render.owned_dir import OWNER_MARK
+from harness.render.sbatch import SLURM_LAUNCH, render_sbatch
+
+WORKER = '''
+import os, signal, sys, time
+got = []
+signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
+open(os.path.join(sys.argv[1], "started-%d" % os.getpid()), "w").close()
+t0 = time.monotonic()
+while not got and time.monotonic() - t0 < 30:
+    time.sleep(0.05)
+time.sleep(0.5)     # a second USR1 (Slurm's and the forwarded one) lands here: one checkpoint still
+with open(os.path.join(sys.argv[1], "checkpoints"), "a") as f:
+    f.write("signal %d\\n" % len(got) if got else "none\\n")
+sys.exit(0 if got else 3)
+'''
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/status") as f:
+                    ppid = next(int(ln.split()[1]) for ln in f if ln.startswith("PPid:"))
+            except (OSError, StopIteration):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def _launch(tmp_path, launch: str):
+    """The launch script under bash as srun's task, running torchrun with one worker on this host."""
+    (tmp_path / "worker.py").write_text(WORKER)
+    argv = ["bash", "-c", launch, sys.executable, "--nnodes=1", "--nproc_per_node=1", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint=127.0.0.1:{_free_port()}", "--max_restarts=0", str(tmp_path / "worker.py"),
+            str(tmp_path)]
+    proc = subprocess.Popen(argv, env={**os.environ, "SLURM_NODEID": "0"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith("started-") for p in tmp_path.iterdir()):
+        assert proc.poll() is None, proc.stdout.read().decode()
+        assert time.monotonic() < deadline, "the worker never started"
+        time.sleep(0.1)
+    return proc
+
+
+@pytest.mark.parametrize("everyone", [False, True], ids=["task-only", "every-process"])
+def test_usr1_reaches_the_workers_and_torchrun_goes_on(tmp_path, everyone):
+    proc = _launch(tmp_path, SLURM_LAUNCH)
+    targets = [proc.pid] + (_descendants(proc.pid) if everyone else [])
+    for pid in targets:
+        os.kill(pid, signal.SIGUSR1)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out.decode()[-2000:]
+    assert (tmp_path / "checkpoints").read_text().startswith("signal")
+
+
+def test_the_launch_keeps_torchruns_exit_status(tmp_path):
+    (tmp_path / "worker.py").write_text("import sys; sys.exit(5)\n")
+    res = subprocess.run(["bash", "-c", SLURM_LAUNCH, sys.executable, "--nnodes=1", "--nproc_per_node=1",
+                          "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{_free_port()}", "--max_restarts=0",
+                          str(tmp_path / "worker.py")], env={**os.environ, "SLURM_NODEID": "0"},
+                         capture_output=True, timeout=120)
+    assert res.returncode != 0
+
+
+def _render(slurm: dict, campaign: str = "", owner: str = ""):
+    cfg = config.from_mapping({"platforms": ["slurm"], "slurm": slurm})
+    s = spec.build(cfg, "slurm", "slurm-clean-01", None)
+    import dataclasses
+    return render_sbatch(dataclasses.replace(s, campaign=campaign or s.campaign, owner=owner), cfg.slurm)
+
+
+def test_ranks_get_slurmds_limits_not_the_submitting_shells():
+    job = _render({})
+    assert "#SBATCH --propagate=NONE\n" in job.script
+    # a site that wants a limit propagated says so, and its option comes later, so it wins
+    later = _render({"extra_sbatch": ["--propagate=STACK"]}).script
+    assert later.index("--propagate=NONE") < later.index("--propagate=STACK")
+
+
+def test_propagate_none_is_what_a_rest_job_gets_and_nothing_else_is_accepted():
+    job = jobdesc.job_description(_render({}).script, "/shared/poc/x")
+    assert not any(k.startswith("rlimit") for k in job)
+    with pytest.raises(ConfigError, match="only be NONE"):
+        jobdesc.job_description("#!/bin/bash\n#SBATCH --propagate=STACK\n", "/shared/poc/x")
+
+
+def test_checkpoints_outside_the_workdir_are_keyed_by_campaign_and_run_and_owned():
+    job = _render({"checkpoint_dir": "/lustre/ckpt"}, campaign="smoke", owner="t0k")
+    assert job.ckpt_dir == "/lustre/ckpt/smoke-t0k/slurm-clean-01"
+    assert f"--owner-mark /lustre/ckpt/smoke-t0k/slurm-clean-01/{OWNER_MARK} " in job.script
+    assert "--owner t0k " in job.script
+    # in the run directory, the backend makes the directory and its mark
+    assert "--owner-mark" not in _render({}, campaign="smoke", owner="t0k").script
+
+
+@pytest.mark.parametrize("container,mount", [
+    ("pyxis", "--container-mounts=/shared/poc:/shared/poc,/lustre/ckpt:/lustre/ckpt "),
+    ("apptainer", "--bind /shared/poc:/shared/poc \\\n  --bind /lustre/ckpt:/lustre/ckpt "),
+])
+def test_a_container_sees_the_checkpoint_directory(container, mount):
+    job = _render({"container": container, "container_image": "/images/w.sqsh", "workdir": "/shared/poc",
+                   "checkpoint_dir": "/lustre/ckpt"})
+    assert mount in job.script
+
+
+def test_a_checkpoint_directory_inside_the_workdir_is_mounted_once():
+    job = _render({"container": "pyxis", "container_image": "/images/w.sqsh", "workdir": "/shared/poc",
+                   "checkpoint_dir": "/shared/poc/ckpt"})
+    assert "--container-mounts=/shared/poc:/shared/poc \\" in job.script
