@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 
 from ..config import Slurm
-from ..render.sbatch import _node_path, check, setup_lines
+from ..render.sbatch import _node_path, check, container_binds, setup_lines
 from ..spec import WORKLOAD_SCRIPT, JobSpec
 
 SERVER_SCRIPT = "serve_model.py"    # harness/serve/base.py SERVER_SCRIPT, shipped into the serve directory
@@ -62,11 +62,13 @@ def server_argv(spec: JobSpec, cfg: Slurm, train_run_dir: str, ckpt_dir: str, po
           "--events-dir", "__EVENTS__"]
     srun = ["srun", "--nodes=1", "--ntasks=1", "--export=ALL"]
     if cfg.container == "pyxis":
-        return srun + [f"--container-image={cfg.container_image}", f"--container-mounts={cfg.workdir}:{cfg.workdir}",
+        return srun + [f"--container-image={cfg.container_image}",
+                       "--container-mounts=" + ",".join(f"{p}:{p}" for p in container_binds(cfg)),
                        f"--container-workdir={sdir}", "--no-container-mount-home"] + py
     if cfg.container == "apptainer":
         nv = ["--nv"] if spec.gpus_per_node and not spec.simulated_gpus else []
-        return srun + ["apptainer", "exec", *nv, "--bind", f"{cfg.workdir}:{cfg.workdir}", cfg.container_image] + py
+        binds = [w for p in container_binds(cfg) for w in ("--bind", f"{p}:{p}")]
+        return srun + ["apptainer", "exec", *nv, *binds, cfg.container_image] + py
     return srun + py
 
 

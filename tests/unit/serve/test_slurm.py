@@ -59,6 +59,16 @@ def test_render_holds_the_site_settings_requeue_and_the_server_line():
     assert subprocess.run(["bash", "-n"], check=False, input=text, text=True, capture_output=True).returncode == 0
 
 
+@pytest.mark.parametrize("container,mount", [
+    ("pyxis", "--container-mounts=/shared/poc:/shared/poc,/lustre/ckpt:/lustre/ckpt "),
+    ("apptainer", "--bind /shared/poc:/shared/poc --bind /lustre/ckpt:/lustre/ckpt "),
+])
+def test_a_server_in_a_container_sees_a_checkpoint_directory_outside_the_workdir(container, mount):
+    cfg = make_cfg(container=container, container_image="/images/w.sqsh", checkpoint_dir="/lustre/ckpt")
+    text = rs.render(make_spec(cfg), cfg.slurm, "/shared/poc/c1/slurm-serve", "/lustre/ckpt/c1/slurm-serve", 1)
+    assert mount in text
+
+
 def test_render_refuses_bad_values_and_quotes_paths():
     cfg = make_cfg()
     spec = make_spec(cfg)
