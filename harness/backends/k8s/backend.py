@@ -191,8 +191,11 @@ class KubernetesBackend(Backend):
             self._delete_run(ns, job.name, ownership.uid_of(left), spec.campaign, wait_s=120)
         cm = job.configmap["metadata"]["name"]
         self._delete_configmap(ns, cm, spec.campaign, spec.run_id)
-        if not job.checkpoint_pvc and self.local:
-            shutil.rmtree(job.checkpoint_path, ignore_errors=True)
+        # the run's checkpoint sub-path, made afresh with the campaign's mark (a resumed run would
+        # otherwise resume from the interrupted attempt's checkpoints); refused when not the campaign's
+        cleanup.prepare_run_dir(c, self.cfg, self.image, pvc=job.checkpoint_pvc, local=self.local,
+                                checkpoint_root=self.checkpoint_root, path=job.checkpoint_path,
+                                campaign=campaign_dir(spec.campaign, spec.owner), run_id=spec.run_id, owner=spec.owner)
         c.call("CREATE ConfigMap", core.create_namespaced_config_map, ns, job.configmap)
         from kubernetes.client.rest import ApiException
         co = c.custom()

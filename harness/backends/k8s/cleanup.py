@@ -10,6 +10,11 @@ is the campaign's token; a directory with another mark, or none, is kept and the
 
 The caller (KubernetesBackend.cleanup, after collect and cancel) decides whether to remove at all
 (keep_run_files); a failure here is a warning in the run record, never a failed run.
+
+Before a submit (prepare_run_dir) the same command runs in its "prepare" mode, as the Slurm backend's
+does: a re-run of the run (`poc run --resume`: the same token and run id, so the same sub-path) starts
+afresh instead of resuming from the interrupted attempt's checkpoints, and the directory holds the
+campaign's mark before any pod starts. A directory that is not the campaign's refuses the submit.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import time
 from pathlib import Path
 
 from ...config import Kubernetes
-from ...errors import BackendError
+from ...errors import BackendError, SubmitError
 from ...render import cleanup as rc
 from ...render.owned_dir import MARK_NOT_OURS, owned_dir_argv
 from .api import K8sClient
@@ -44,26 +49,57 @@ NOT_OURS = "its owner mark is not this campaign's token (or it has none): kept, 
 
 
 def remove_host_path(root: str, path: str, campaign: str, run_id: str, owner: str = "",
-                     run=subprocess.run) -> dict:
+                     run=subprocess.run, mode: str = "remove") -> dict:
     """The run's directory on this machine, removed by the same owned-directory command the cleanup pod
-    and the Slurm backend run (render/owned_dir.py): one rule for the owner mark, wherever it is applied."""
+    and the Slurm backend run (render/owned_dir.py): one rule for the owner mark, wherever it is applied.
+    mode "prepare": made afresh with the mark in it instead (before a submit)."""
     d = host_path_dir(root, path, campaign, run_id)
-    res = run(owned_dir_argv("remove", str(d), owner), capture_output=True, text=True, timeout=120, check=False)
+    res = run(owned_dir_argv(mode, str(d), owner), capture_output=True, text=True, timeout=120, check=False)
     if res.returncode == MARK_NOT_OURS:
         return {"removed": [], "kept": [str(d)], "reason": NOT_OURS}
     if res.returncode != 0:
-        raise BackendError(f"could not remove {d}: {res.stderr.strip()[:300]}", tip="nothing else was touched")
-    try:
-        d.parent.rmdir()     # the campaign's directory, once its last run is gone
-    except OSError:
-        pass
+        raise BackendError(f"could not {mode} {d}: {res.stderr.strip()[:300]}", tip="nothing else was touched")
+    if mode == "remove":
+        try:
+            d.parent.rmdir()     # the campaign's directory, once its last run is gone
+        except OSError:
+            pass
     return {"removed": [str(d)], "kept": []}
 
 
+def prepare_run_dir(client: K8sClient, k: Kubernetes, image: str, *, pvc: str | None, local: bool,
+                    checkpoint_root: str, path: str, campaign: str, run_id: str, owner: str) -> dict | None:
+    """Before the run's JobSet is created: its checkpoint sub-path made afresh with the campaign's mark
+    (a cleanup pod on a PVC, the owned-directory command on this machine's hostPath); None where the
+    harness cannot reach it (a hostPath on a real cluster's nodes). SubmitError, touching nothing, when
+    a directory of that path is not the campaign's: the run would resume from its checkpoints."""
+    if pvc:
+        out = run_cleanup_pod(client, k, image, pvc, campaign, run_id, owner=owner, mode="prepare")
+        where = f"pvc {pvc}:{path}"
+        by_hand = f"remove {path} on claim {pvc} yourself (from any pod that mounts it)"
+    elif local:
+        out = remove_host_path(checkpoint_root, path, campaign, run_id, owner, mode="prepare")
+        where, by_hand = path, f"remove it with rm -rf {path}"
+    else:
+        return None
+    if out["kept"]:
+        # exit MARK_NOT_OURS: with a token, another mark or none (a pod cannot tell us which); without, a mark
+        whose = "its owner mark is another campaign's, or it has none" if owner else "a campaign's owner mark is in it"
+        raise SubmitError(f"the run's checkpoint directory {where} exists and is not this campaign's ({whose}): "
+                          "the run would resume from (and write into) someone else's checkpoints",
+                          tip=f"nothing was removed or submitted; choose another campaign name, or if the directory "
+                              f"is yours (an attempt stopped before its pods wrote the mark), {by_hand}")
+    return out
+
+
 def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str, *,
-                    owner: str = "", timeout_s: float = 180, clock=time.monotonic, sleep=time.sleep) -> dict:
-    """Run the cleanup pod to completion (or timeout_s); it is deleted whatever happened."""
+                    owner: str = "", timeout_s: float = 180, clock=time.monotonic, sleep=time.sleep,
+                    mode: str = "remove") -> dict:
+    """Run the cleanup pod to completion (or timeout_s); it is deleted whatever happened. mode "prepare":
+    the owned-directory command makes the sub-path afresh with the campaign's mark instead of removing it."""
     pod = rc.cleanup_pod(k, image, pvc, campaign, run_id, owner)
+    if mode != "remove":
+        pod["spec"]["containers"][0]["command"] = owned_dir_argv(mode, rc.cleanup_target(campaign, run_id), owner)
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     core = client.core()
     target = f"pvc {pvc}:{rc.cleanup_target(campaign, run_id)}"
@@ -98,10 +134,12 @@ def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, camp
                 log = str(core.read_namespaced_pod_log(name, ns, _request_timeout=10))[-500:]
             except Exception:  # noqa: BLE001 - the log is a nicety; the phase already says it failed
                 log = ""
-        raise BackendError(f"cleanup pod {ns}/{name} {phase.lower()} after {took:g} s"
+        raise BackendError(f"cleanup pod {ns}/{name} ({mode} {target}) {phase.lower()} after {took:g} s"
                            + (f" ({reason})" if reason and phase != "Failed" else "")
                            + (f": {log.strip()}" if log.strip() else ""),
-                           tip=f"{target} may remain; remove it by hand, or set keep_run_files: always")
+                           tip=f"{target} may remain; remove it by hand, or set keep_run_files: always"
+                           if mode == "remove" else "nothing was submitted; the pod runs the run's image with the "
+                           "claim mounted, so the run's pods would likely fail the same way: fix that first")
     finally:
         client.call("DELETE pod (cleanup)", core.delete_namespaced_pod, name, ns, grace_period_seconds=0,
                     missing_ok=True)
