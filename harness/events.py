@@ -12,6 +12,7 @@ EVENT_PREFIX = "POC_EVENT "
 KINDS = (
     "process_start", "torch_imported", "rendezvous_done", "sweep_start", "allreduce", "sweep_done", "comm",
     "checkpoint_loaded", "train_start", "step", "checkpoint_saved", "done", "workload_error",
+    "calibration", "calibration_done",
 )
 
 

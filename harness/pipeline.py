@@ -58,6 +58,7 @@ class _Run:
     obs: Observation | None = None
     stamps: dict | None = None
     interrupted: bool = False
+    refusal_cancelled: bool = False
     cancel_calls: dict = field(default_factory=dict)
 
     def journal(self, h: Handle) -> None:
@@ -173,12 +174,23 @@ def _watch(run: _Run) -> None:
                              tip="raise timeouts.run_s, or look at the run's logs in the results dir")
         ctx.sleep(ctx.poll_s)
         obs = run.look([run.handle])[spec.run_id]
+        _stop_a_refused_job(run)
         last = max((e.get("step", 0) for e in obs.events if e["kind"] == "step"), default=None)
         ctx.progress(spec.platform, spec.run_id, f"{run.state.value}" + (f" step {last}" if last else ""),
                      ctx.clock() - t_sub)
     # a job that succeeded before the scenario acted is the scenario's problem; one that failed (or
     # never started) reports its own reason after collect, whatever its scenario
     run.scenario.ended(run.state)
+
+
+def _stop_a_refused_job(run: _Run) -> None:
+    """The workload refused to run (no GPU where GPUs were asked for, a node the calibration refused):
+    its job is cancelled at once, before the scheduler restarts it onto the same nodes again and again."""
+    if run.refusal_cancelled or run.state.terminal:
+        return
+    if any(e["kind"] == "workload_error" for e in run.events):
+        run.ctx.backend.cancel(run.handle)
+        run.refusal_cancelled = True
 
 
 def _job_failed(run: _Run) -> None:
@@ -190,7 +202,8 @@ def _job_failed(run: _Run) -> None:
         # its own sentence says what is wrong, better than a log tail
         raise StageFailed("run", BackendError(
             f"job ended {run.state.value}: the workload refused to run: {refused.get('message')}",
-            tip="check resources.gpus_per_node and the image's torch build (CUDA) against the nodes"))
+            tip=refused.get("tip") or "check resources.gpus_per_node and the image's torch build (CUDA) "
+                                      "against the nodes"))
     tail = ""
     if collected and collected.logs:
         name, text = next(reversed(collected.logs.items()))

@@ -69,6 +69,8 @@ class JobSpec:
     # the campaign's ownership token (Store.token): keys the run's directory on a shared filesystem;
     # empty outside a campaign (render, validate, a backend used as a library)
     owner: str = ""
+    # the workload's calibration options (config calibration): checked in the allocation before training
+    calibration: tuple[str, ...] = ()
 
     @property
     def world_size(self) -> int:
@@ -112,6 +114,7 @@ class JobSpec:
             "--gpus-per-node", str(self.gpus_per_node),
             *(["--simulated-gpus"] if self.simulated_gpus else []),
             *(["--owner-mark", owner_mark, "--owner", self.owner] if owner_mark and self.owner else []),
+            *self.calibration,
         ]
 
     def torchrun_args(self, rdzv_endpoint: str) -> list[str]:
@@ -182,4 +185,5 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         precision=w.precision,
         simulated_gpus=w.simulated_gpus,
         fabric_env=tuple(cfg.fabric.env.items()),
+        calibration=cfg.calibration.workload_args(),
     )

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .. import capabilities as cap
 from .base import Model
+from .calibration import Calibration
 from .contention import Contention
 from .drills import Drills
 from .faults import DESTRUCTIVE_FAULTS, Fault
@@ -64,6 +65,7 @@ class Config(Model):
     ux: Ux = Field(default_factory=Ux)
     drills: Drills = Field(default_factory=Drills)
     serve: Serve = Field(default_factory=Serve)
+    calibration: Calibration = Field(default_factory=Calibration)
 
     @field_validator("campaign")
     @classmethod

@@ -7,7 +7,7 @@ from ..timing import Span, Stamp
 
 UNITS = {
     "queue_s": "s", "queue_admission_s": "s", "startup_s": "s", "launch_s": "s", "rendezvous_s": "s",
-    "first_step_s": "s", "sweep_s": "s", "allreduce_busbw_gbps": "GB/s", "recovery_s": "s", "lost_steps": "steps",
+    "first_step_s": "s", "sweep_s": "s", "calibration_s": "s", "allreduce_busbw_gbps": "GB/s", "recovery_s": "s", "lost_steps": "steps",
     "step_time_s": "s", "handover_s": "s", "cost_per_step_usd": "USD", "cost_per_step_steady_usd": "USD",
     # recovery broken down, goodput, cost to release and of recovery
     "resume_s": "s", "recovery_detection_s": "s", "recovery_teardown_s": "s", "recovery_rescheduling_s": "s",
@@ -27,6 +27,9 @@ UNITS = {
     "upgrade_max_step_gap_s": "s", "upgrade_submit_refused_s": "s", "upgrade_status_refused_s": "s",
     "upgrade_submit_slowest_s": "s", "upgrade_queued_delay_s": "s", "upgrade_leftovers": "count",
     "upgrade_records_intact": "yes=1", "upgrade_drill_s": "s",
+    # the calibration phase (metrics/calibration.py): the allocation checked before training
+    "calibration_allreduce_busbw_gbps": "GB/s", "calibration_nccl_tests_busbw_gbps": "GB/s",
+    "calibration_workload_vs_nccl_tests": "ratio", "calibration_nodes_refused": "count",
 }
 HEADLINE = ("queue_s", "startup_s", "allreduce_busbw_gbps", "recovery_s", "cost_per_step_usd", "goodput")
 

@@ -31,18 +31,21 @@ def handover(st: dict, contention: dict) -> dict:
 
 
 def startup(events: list[dict], st: dict, world: int) -> tuple[dict, dict]:
-    """startup_s = launch_s + rendezvous_s + first_step_s of the first attempt (the sweep left out),
-    and the instants it used (name -> Stamp or None)."""
+    """startup_s = launch_s + rendezvous_s + first_step_s of the first attempt (the calibration and the
+    sweep left out: both are the harness's, before training), and the instants it used (name -> Stamp
+    or None)."""
     atts = ev.attempts(events)
     first = atts[0] if atts else (0, 0, 0)
     launched = at(_all_ranks(_per_rank_first(events, "process_start", first), world))
     rdzv = at(_all_ranks(_per_rank_first(events, "rendezvous_done", first), world))
+    calibrated = at(_all_ranks(_per_rank_first(events, "calibration_done", first), world))
     swept = at(_all_ranks(_per_rank_first(events, "sweep_done", first), world))
     step1 = at(_all_ranks(_per_rank_first(events, "step", first), world))
     alloc = st.get("allocated")
-    sweep_end = swept if swept is not None else rdzv
+    before_sweep = calibrated if calibrated is not None else rdzv
+    sweep_end = swept if swept is not None else before_sweep
     launch_s, rdzv_s = span(alloc, launched), span(launched, rdzv)
-    sweep_s = span(rdzv, swept) if swept is not None else Span(0.0, 0.0, 0.0)
+    sweep_s = span(before_sweep, swept) if swept is not None else Span(0.0, 0.0, 0.0)
     first_s = span(sweep_end, step1)
     total = launch_s.plus(rdzv_s).plus(first_s) if None not in (launch_s, rdzv_s, first_s) else None
     inst = {"allocated": alloc, "launched": launched, "rendezvous": rdzv, "sweep_done": swept, "first_step": step1}
@@ -51,8 +54,12 @@ def startup(events: list[dict], st: dict, world: int) -> tuple[dict, dict]:
         "launch_s": _span_metric("launch_s", launch_s, {"allocated": alloc, "launched": launched}),
         "rendezvous_s": _span_metric("rendezvous_s", rdzv_s, {"launched": launched, "rendezvous": rdzv}),
         "first_step_s": _span_metric("first_step_s", first_s, {"sweep_done": sweep_end, "first_step": step1}),
-        "sweep_s": _span_metric("sweep_s", sweep_s, {"rendezvous": rdzv, "sweep_done": swept}),
+        "sweep_s": _span_metric("sweep_s", sweep_s, {"rendezvous": before_sweep, "sweep_done": swept}),
     }
+    if calibrated is not None:   # a run with the calibration phase (config calibration.enabled)
+        inst["calibrated"] = calibrated
+        out["calibration_s"] = _span_metric("calibration_s", span(rdzv, calibrated),
+                                            {"rendezvous": rdzv, "calibrated": calibrated})
     return out, inst
 
 

@@ -141,6 +141,34 @@ def test_a_workload_that_refuses_to_run_is_the_error_the_user_reads(tmp_path):
     assert "gpus_per_node" in rec["error"]["tip"]
 
 
+def test_a_refusing_workload_is_cancelled_at_once_and_its_own_tip_is_the_runs(tmp_path):
+    """The calibration refused a node: the job, still RUNNING (a scheduler would restart it onto the same
+    node), is cancelled at the first look that shows the refusal, once, and the workload's tip is kept."""
+    refusal = {"kind": "workload_error", "error": "calibration", "rank": 0, "ts_ns": 1,
+               "message": "calibration refused node c2: matmul 0.3 GFLOP/s is 0.21 of the nodes' median 1.6",
+               "tip": "exclude the node (slurm.extra_sbatch: ['--exclude=NODE'])"}
+
+    class Refused(ScriptedBackend):
+        looks = 0
+
+        def observe(self, handles):
+            self.looks += 1
+            state = JobState.CANCELLED if self.cancelled else JobState.RUNNING
+            events = [dict(refusal)] if self.looks >= 3 else []
+            return {h.run_id: Observation(state, events, {"submitted": h.submitted_at,
+                                                          "allocated": h.submitted_at + 0.005}) for h in handles}
+
+    cfg, clock = _cfg(), SimClock()
+    backend = Refused(clock=clock)
+    (rec,) = campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: backend, resume=False,
+                      poll_s=0.01, clock=clock, sleep=clock.sleep)
+    assert rec["status"] == "failed" and "the workload refused to run: calibration refused node c2" in \
+        rec["error"]["message"], rec
+    assert rec["error"]["tip"] == refusal["tip"]
+    # once at the refusal, and once more by the run's own end (every run cancels what it submitted)
+    assert backend.cancelled.count(rec["run_id"]) == 2 and backend.looks == 4
+
+
 def test_a_job_that_never_ran_ends_with_the_schedulers_reason(tmp_path):
     """Kubernetes' Unrunnable (a request no node can ever hold) ends FAILED before any event: the
     scheduler's sentence is in the run's error, and the tip points at the request."""

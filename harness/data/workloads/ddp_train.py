@@ -323,6 +323,249 @@ def allreduce_sweep(ev: Events, dist, torch, device, sizes, warmup: int, iters: 
     dist.barrier()
 
 
+# ---------------------------------------------------------------- calibration: the allocation, before training
+# In the job's own allocation and image, before the sweep: what each node is (limits, GPUs, driver,
+# CUDA, NCCL, RDMA devices, OFED), whether it is healthy, and how fast it computes and all-reduces
+# beside its peers; a node far below the others is refused (every rank stops, with why) rather than
+# measured: the figures would be the node's, not the scheduler's. On GPUs nccl-tests' all_reduce_perf
+# (when the image has it) gives each node's reference bus bandwidth, beside the workload's own at the
+# same size on the same GPUs.
+SMI_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "ecc.errors.uncorrected.volatile.total")
+NCCL_TESTS_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+(.*)$")
+CALIBRATION_REFUSED = 4      # every rank's exit status when the allocation is refused
+
+
+def site_tool(argv: list[str], timeout: float = 600) -> dict:
+    """A site tool's output kept as a fact: {argv, rc, out}; rc None when it is not installed."""
+    import shutil
+    import subprocess
+    if shutil.which(argv[0]) is None:
+        return {"argv": argv, "rc": None, "out": ""}
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"argv": argv, "rc": -1, "out": str(exc)[:2000]}
+    return {"argv": argv, "rc": p.returncode, "out": (p.stdout + p.stderr)[-20000:]}
+
+
+def parse_smi(text: str) -> list[dict]:
+    """nvidia-smi --query-gpu=SMI_FIELDS --format=csv,noheader,nounits -> one dict per GPU."""
+    out = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == len(SMI_FIELDS) and cells[0].isdigit():
+            out.append(dict(zip(SMI_FIELDS, cells, strict=True)))
+    return out
+
+
+def parse_nccl_tests(text: str) -> dict:
+    """all_reduce_perf's table -> {rows: [{bytes, oop_busbw_gbps, ip_busbw_gbps, wrong}], avg_busbw_gbps,
+    version}: columns size count type redop root, then time algbw busbw #wrong twice (out-of-place,
+    in-place), as nccl-tests 2.x prints them."""
+    rows, avg, version = [], None, None
+    for line in text.splitlines():
+        if line.startswith("# nccl-tests version") or line.startswith("# NCCL version"):
+            version = line.lstrip("# ").strip()
+        elif "Avg bus bandwidth" in line:
+            try:
+                avg = float(line.split(":")[-1].split()[0])
+            except (ValueError, IndexError):
+                pass
+        m = NCCL_TESTS_ROW.match(line)
+        if not m:
+            continue
+        cols = m.group(6).split()
+        try:
+            row = {"bytes": int(m.group(1)), "oop_busbw_gbps": float(cols[2]), "ip_busbw_gbps": float(cols[6]),
+                   "wrong": [cols[3], cols[7]]}
+        except (ValueError, IndexError):
+            continue
+        rows.append(row)
+    return {"rows": rows, "avg_busbw_gbps": avg, "version": version}
+
+
+def node_facts(torch, device) -> dict:
+    facts = {"limits": rlimits(), "torch": torch.__version__, "cuda": torch.version.cuda, "nccl": None}
+    if device.type == "cuda":
+        try:
+            facts["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+        except (AttributeError, RuntimeError, TypeError):
+            pass
+        smi = site_tool(["nvidia-smi", "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"])
+        facts["nvidia_smi"] = smi
+        facts["gpus"] = parse_smi(smi["out"]) if smi["rc"] == 0 else []
+        facts["driver"] = facts["gpus"][0]["driver_version"] if facts["gpus"] else None
+    ib = site_tool(["ibv_devinfo", "-l"])
+    # "2 HCAs found:" then one device per line
+    facts["ibv_devices"] = [ln.strip() for ln in ib["out"].splitlines()[1:] if ln.strip()] if ib["rc"] == 0 else None
+    ofed = site_tool(["ofed_info", "-s"])
+    facts["ofed"] = ofed["out"].strip().rstrip(":") if ofed["rc"] == 0 else None
+    return facts
+
+
+def node_problems(facts: dict, gpus_per_node: int, simulated: bool, min_memlock_kib: int) -> list[str]:
+    """Why the node is unhealthy, in words a site engineer acts on; empty when it is not."""
+    out = []
+    if gpus_per_node and not simulated:
+        smi = facts.get("nvidia_smi") or {}
+        if smi.get("rc") is None:
+            out.append("nvidia-smi is not on the PATH in the job's image")
+        elif smi["rc"] != 0:
+            out.append(f"nvidia-smi failed (exit {smi['rc']}): {smi['out'].strip()[:200]}")
+        elif len(facts.get("gpus") or []) < gpus_per_node:
+            out.append(f"{len(facts['gpus'])} of {gpus_per_node} GPUs visible")
+        for g in facts.get("gpus") or []:
+            ecc = g.get("ecc.errors.uncorrected.volatile.total", "")
+            if ecc.isdigit() and int(ecc) > 0:
+                out.append(f"GPU {g['index']} has {ecc} uncorrected ECC errors")
+    soft = ((facts.get("limits") or {}).get("memlock") or [None])[0]
+    if min_memlock_kib and soft != "unlimited" and isinstance(soft, int) and soft < min_memlock_kib * 1024:
+        out.append(f"memlock is {soft // 1024} KiB (ulimit -l), below the {min_memlock_kib} KiB asked for: "
+                   "RDMA memory registration would fail or NCCL fall back to sockets")
+    return out
+
+
+def compute_rate(torch, device, seconds: float = 0.5, windows: int = 5) -> dict:
+    """Matrix multiplies for about `seconds`, in `windows` windows: this rank's GFLOP/s (bf16 on GPUs, fp32
+    on CPUs) as its best window, which a busy neighbour or a preempted moment does not pull down but a
+    throttled, slow or failing device cannot raise; every window's rate is kept."""
+    n, dtype = (4096, torch.bfloat16) if device.type == "cuda" else (256, torch.float32)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    sync(torch, device)
+    rates, t_start = [], time.perf_counter()
+    for _ in range(windows):
+        k, t0 = 0, time.perf_counter()
+        while True:
+            for _ in range(4):
+                a @ b
+            k += 4
+            sync(torch, device)
+            took = time.perf_counter() - t0
+            if took >= seconds / windows:
+                break
+        rates.append(2 * n ** 3 * k / took / 1e9)
+    return {"what": "matmul", "n": n, "dtype": str(dtype).replace("torch.", ""), "gflops": max(rates),
+            "windows": [round(r, 4) for r in rates], "seconds": time.perf_counter() - t_start}
+
+
+def timed_allreduce(dist, torch, device, nbytes: int, world: int, group=None, iters: int = 5) -> dict:
+    """One size all-reduced `iters` times after a warm-up, checked: {bytes, busbw_gbps, correct}."""
+    n = max(1, nbytes // 4)
+    rank = dist.get_rank(group)
+    buf = torch.full((n,), float(rank + 1), dtype=torch.float32, device=device)
+    dist.all_reduce(buf, group=group)
+    sync(torch, device)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        buf.fill_(float(rank + 1))
+        dist.all_reduce(buf, group=group)
+    sync(torch, device)
+    took = (time.perf_counter() - t0) / iters
+    correct = bool((buf[:1024] == float(world * (world + 1) // 2)).all().item())
+    _, busbw = bw_figures(n * 4, took, world)
+    del buf
+    return {"bytes": n * 4, "time_s": took, "busbw_gbps": busbw if correct else None, "correct": correct}
+
+
+def verdict(ranks: list[dict], min_ratio: float) -> tuple[list[dict], list[dict]]:
+    """Every rank's calibration -> (nodes, refused): per node its ranks, facts, problems, slowest rank's
+    GFLOP/s and its share of the nodes' median, nccl-tests' and the workload's intra-node busbw.
+    Computed alike on every rank from the same all-gathered list, so all agree without a broadcast."""
+    by_host: dict[str, dict] = {}
+    for r in sorted(ranks, key=lambda r: r["rank"]):
+        node = by_host.setdefault(r["host"], {"host": r["host"], "ranks": [], "gflops": None, "facts": None,
+                                              "problems": [], "nccl_tests": None, "intra_node": None})
+        node["ranks"].append(r["rank"])
+        g = r["compute"]["gflops"]
+        node["gflops"] = g if node["gflops"] is None else min(node["gflops"], g)
+        for key in ("facts", "problems", "nccl_tests", "intra_node"):
+            if r.get(key):
+                node[key] = r[key]
+    nodes = list(by_host.values())
+    med = statistics_median([n["gflops"] for n in nodes])
+    busbws = [n["nccl_tests"]["busbw_gbps"] for n in nodes if (n["nccl_tests"] or {}).get("busbw_gbps")]
+    med_bw = statistics_median(busbws) if busbws else None
+    refused = []
+    for n in nodes:
+        n["compute_ratio"] = n["gflops"] / med if med else None
+        why = list(n["problems"])
+        if len(nodes) > 1 and n["compute_ratio"] is not None and n["compute_ratio"] < min_ratio:
+            why.append(f"matmul {n['gflops']:.3g} GFLOP/s is {n['compute_ratio']:.2f} of the nodes' median "
+                       f"{med:.3g} (at least {min_ratio:g} asked for)")
+        bw = (n["nccl_tests"] or {}).get("busbw_gbps")
+        if med_bw and bw is not None and len(busbws) > 1 and bw / med_bw < min_ratio:
+            why.append(f"nccl-tests busbw {bw:.3g} GB/s is {bw / med_bw:.2f} of the nodes' median {med_bw:.3g}")
+        if why:
+            refused.append({"host": n["host"], "why": why})
+    return nodes, refused
+
+
+def statistics_median(xs: list[float]) -> float | None:
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def calibrate(args, ev: Events, dist, torch, device, backend: str) -> bool:
+    """The calibration phase on every rank; False when the allocation is refused (rank 0 said why)."""
+    t0 = time.perf_counter()
+    world, rank = dist.get_world_size(), dist.get_rank()
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    mine: dict = {"rank": rank, "host": ev.host, "local_rank": ev.local_rank,
+                  "compute": compute_rate(torch, device, args.calibrate_seconds)}
+    if ev.local_rank == 0:
+        mine["facts"] = node_facts(torch, device)
+        mine["problems"] = node_problems(mine["facts"], args.gpus_per_node, args.simulated_gpus,
+                                         args.calibrate_min_memlock_kib)
+        if device.type == "cuda" and args.nccl_tests:
+            res = site_tool([args.nccl_tests, *args.nccl_tests_args.split(), "-g", str(local_world)])
+            parsed = parse_nccl_tests(res["out"]) if res["rc"] == 0 else {"rows": []}
+            top = parsed["rows"][-1] if parsed["rows"] else None
+            mine["nccl_tests"] = {"argv": res["argv"], "rc": res["rc"], "version": parsed.get("version"),
+                                  "bytes": top["bytes"] if top else None,
+                                  "busbw_gbps": top["oop_busbw_gbps"] if top else None,
+                                  "rows": parsed["rows"], "out_tail": res["out"][-3000:] if res["rc"] else ""}
+    # the node's ranks as a group of their own: the workload's intra-node all-reduce beside nccl-tests'
+    hosts = [None] * world
+    dist.all_gather_object(hosts, ev.host)
+    groups = {}
+    for h in sorted(set(hosts)):
+        members = [r for r, x in enumerate(hosts) if x == h]
+        groups[h] = dist.new_group(members)
+    if local_world > 1:
+        top = (mine.get("nccl_tests") or {}).get("bytes") or args.calibrate_bytes
+        got = timed_allreduce(dist, torch, device, top, local_world, group=groups[ev.host])
+        if ev.local_rank == 0:
+            mine["intra_node"] = got
+    job = timed_allreduce(dist, torch, device, args.calibrate_bytes, world)
+    ranks = [None] * world
+    dist.all_gather_object(ranks, mine)
+    nodes, refused = verdict(ranks, args.calibrate_min_ratio)
+    took = time.perf_counter() - t0
+    if rank == 0:
+        ev.emit("calibration", ok=not refused and job["correct"], nodes=nodes, refused=refused,
+                job_allreduce={**job, "backend": backend, "world_size": world}, min_ratio=args.calibrate_min_ratio,
+                min_memlock_kib=args.calibrate_min_memlock_kib, seconds=took)
+    ev.emit("calibration_done", seconds=took)
+    if not job["correct"] and not refused:
+        refused = [{"host": "(the job)", "why": [f"the {backend} all-reduce check gave a wrong sum"]}]
+    if refused and rank == 0:
+        first = refused[0]
+        msg = (f"calibration refused node {first['host']}: " + "; ".join(first["why"])
+               + (f" (and {len(refused) - 1} more node(s))" if len(refused) > 1 else ""))
+        tip = ("exclude the node (slurm.extra_sbatch: ['--exclude=NODE'], or a Kubernetes node affinity) and tell "
+               "the site; calibration.min_peer_ratio and calibration.min_memlock_kib set the bar")
+        ev.emit("workload_error", error="calibration", message=msg, tip=tip, refused=refused)
+        print(f"poc-workload: ERROR {msg}\npoc-workload: TIP {tip}", file=sys.stderr, flush=True)
+    return not refused
+
+
+
 # What the job ran on, so a report can refuse to compare different builds or transports.
 COMM_ENV = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_GLOO_")
 NCCL_VIA = re.compile(r"\bvia (\S+)")
@@ -643,6 +886,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--owner-mark", default="", help="file to hold the campaign's token (its run directory's owner)")
     ap.add_argument("--owner", default="")
+    ap.add_argument("--calibrate", action="store_true", help="check the allocation before training (calibration)")
+    ap.add_argument("--calibrate-min-ratio", type=float, default=0.5)
+    ap.add_argument("--calibrate-min-memlock-kib", type=int, default=0)
+    ap.add_argument("--calibrate-seconds", type=float, default=0.5)
+    ap.add_argument("--calibrate-bytes", type=int, default=16 << 20)
+    ap.add_argument("--nccl-tests", default="", help="all_reduce_perf to run on each node (GPUs), if installed")
+    ap.add_argument("--nccl-tests-args", default="-b 8 -e 8G -f 2")
     args = ap.parse_args(argv)
     write_owner_mark(args.owner_mark, args.owner)
 
@@ -687,6 +937,8 @@ def run(args, ev: Events) -> int:
         ev.world_size = dist.get_world_size()
         ev.emit("rendezvous_done", master=os.environ.get("MASTER_ADDR", ""), backend=backend)
 
+        if args.calibrate and not calibrate(args, ev, dist, torch, device, backend):
+            return CALIBRATION_REFUSED
         first_attempt = not any(ev.attempt)
         if args.sweep and (first_attempt or args.sweep_on_restart):
             ev.emit("sweep_start")
