@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import ConfigError, PocError, StoreError
 from . import campaign_state as cs
 from . import common, live_output
-from .output import Out, columns, data_format, emit, warn
+from .output import Out, asked_table, columns, data_format, emit, warn
 
 
 def _plan_config(args, view: cs.CampaignView):
@@ -280,7 +280,11 @@ def cmd_cleanup(args) -> int:
         warn(store.notes)
     emit(args, {"campaign": root.name, "dir": str(root), "stopped_pid": stopped,
                 "undone": [h["run_id"] for h in done],
-                "failed": [{"run_id": h["run_id"], "error": h["error"]} for h in failed]})
+                "failed": [{"run_id": h["run_id"], "error": h["error"]} for h in failed]},
+         asked_table(args, lambda: columns(
+             [[h["run_id"], h.get("platform"), "undone", " ".join(map(str, h.get("ids") or []))] for h in done]
+             + [[h["run_id"], h.get("platform"), "failed", h["error"]] for h in failed],
+             ["RUN", "PLATFORM", "RESULT", "DETAIL"])))
     for h in done:
         out.info(f"undone: {h['platform']} {h['run_id']} ({' '.join(map(str, h.get('ids') or []))})")
     if not done and not failed:

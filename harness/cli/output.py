@@ -159,6 +159,12 @@ def emit(args, data, table: Callable[[], str] | None = None) -> bool:
     return True
 
 
+def asked_table(args, table: Callable[[], str]) -> Callable[[], str] | None:
+    """`table` for a command whose human view is its progress on stderr: its data goes to stdout as a
+    table only when -o table asks, so the default output stays what it was."""
+    return table if getattr(args, "output", None) == "table" else None
+
+
 def data_format(args) -> str | None:
     """json or yaml when a machine reads stdout; None for the human view."""
     fmt = getattr(args, "output", None)

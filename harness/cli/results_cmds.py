@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import StoreError
-from .output import Out, data_format, emit
+from .output import Out, asked_table, columns, data_format, emit
 
 
 def cmd_report(args) -> int:
@@ -10,7 +10,8 @@ def cmd_report(args) -> int:
 
     out = Out(args.quiet, bool(data_format(args)))
     paths = build(args.results_dir, args.out)
-    if not emit(args, {k: str(v) for k, v in paths.items()}):
+    files = {k: str(v) for k, v in paths.items()}
+    if not emit(args, files, asked_table(args, lambda: columns([[k, v] for k, v in files.items()], ["FILE", "PATH"]))):
         for k in ("report.md", "report.html", "summary.csv"):
             out.info(f"wrote {paths[k]}")
         charts = [k for k in paths if k.startswith("charts/")]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from . import common
-from .output import Out, RunCounter, emit, record_line, warn
+from .output import Out, RunCounter, asked_table, columns, emit, record_line, warn
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +106,21 @@ def run_campaign(args, cfg, out: Out) -> int:
     emit(args, {"campaign": cfg.campaign, "results": str(store.root), "overrides": applied,
                 "runs": [{k: r.get(k) for k in ("run_id", "platform", "scenario", "status", "error")} |
                          {"metrics": {k: v.get("value") for k, v in (r.get("metrics") or {}).items()}}
-                         for r in recs]})
+                         for r in recs]},
+         asked_table(args, lambda: runs_table(recs)))
     ok = sum(1 for r in recs if r.get("status") == "ok")
     out.info(f"{ok}/{len(recs)} runs ok now; {len(all_runs)} records in {store.runs_path}")
     out.info(f"next: poc report {store.root}")
     return exit_code(recs)
+
+
+def runs_table(recs: list[dict]) -> str:
+    """The runs this invocation recorded, one line each, in the words of the lines on stderr."""
+    def detail(r: dict) -> str:
+        said = record_line(r).removeprefix(f"{r.get('run_id')}: ")
+        return said.removeprefix(f"{r.get('status')}").strip()
+    return columns([[r.get("run_id"), r.get("platform"), r.get("scenario"), r.get("status"), detail(r)]
+                    for r in recs], ["RUN", "PLATFORM", "SCENARIO", "STATUS", "DETAIL"])
 
 
 def cmd_smoke(args) -> int:

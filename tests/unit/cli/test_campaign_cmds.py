@@ -177,6 +177,14 @@ def test_cancel_stops_the_running_campaign_then_undoes_what_it_left(campaign, ca
     assert not (campaign["root"] / "inflight" / "local-clean-04.json").exists()
 
 
+def test_cleanup_as_a_table_lists_what_it_undid(campaign, capsys):
+    assert main(["cleanup", "--results", str(campaign["root"]), "-o", "table"],
+                backend_fn=lambda p, c: ScriptedBackend()) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["RUN             PLATFORM  RESULT  DETAIL", "local-clean-04  local     undone  4242"]
+    assert "undone: local local-clean-04 (4242)" in err   # the human lines stay on stderr
+
+
 def test_cleanup_leaves_a_running_campaign_alone(campaign, capsys):
     with _hold_lock(campaign) as proc:
         assert main(["cleanup", "--results", str(campaign["res"]), "--config", str(campaign["cfg"])],

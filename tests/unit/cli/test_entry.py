@@ -134,6 +134,27 @@ def test_exit_codes_tell_a_platform_failure_from_a_harness_error(tmp_path, statu
     assert main(["run", "--results", str(tmp_path), "-q"], campaign_fn=_campaign_returning(*statuses)) == code
 
 
+def test_run_and_report_print_a_table_when_asked_and_nothing_on_stdout_otherwise(tmp_path, capsys):
+    """-o table is honoured by the commands whose human view is their progress on stderr: a table of the runs
+    recorded (run), of the files written (report); without -o their stdout stays empty, as it was."""
+    fake = _campaign_returning("ok", "failed")
+    assert main(["run", "--results", str(tmp_path), "-o", "table"], campaign_fn=fake) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["RUN             PLATFORM  SCENARIO  STATUS  DETAIL",
+                                "local-clean-01  local     clean     ok      queue –s  startup –s  busbw – GB/s  "
+                                "step –s  cost/step $–",
+                                "local-clean-02  local     clean     failed  at run: boom"]
+    assert "local-clean-02: failed at run: boom" in err
+    assert main(["run", "--results", str(tmp_path / "again")], campaign_fn=_campaign_returning("ok")) == 0
+    assert capsys.readouterr().out == ""
+    from support.paths import RESULTS
+    assert main(["report", str(RESULTS / "serve-2026-12-06"), "--out", str(tmp_path / "rep"), "-o", "table"]) == 0
+    out, err = capsys.readouterr()
+    rows = out.splitlines()
+    assert rows[0].split() == ["FILE", "PATH"] and rows[1].split() == ["report.md", str(tmp_path / "rep" / "report.md")]
+    assert any(r.startswith("charts/decision.png ") for r in rows) and err == ""
+
+
 def test_bad_input_is_exit_code_2(tmp_path):
     assert main(["run", "--results", str(tmp_path), "--set", "repetitions=-1"], campaign_fn=_campaign_returning()) == 2
     with pytest.raises(SystemExit) as ei:
