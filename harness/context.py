@@ -7,6 +7,7 @@ naming the stage, so the record says where a run failed.
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -18,6 +19,8 @@ from .config import Config
 from .errors import BackendError
 from .spec import JobSpec, Planned
 from .store import RunRecord, Store
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[str, str, str, float], None]  # platform, run_id, phase, seconds since submit
 
@@ -48,11 +51,13 @@ class Stages:
     items: list[dict] = field(default_factory=list)
     clock: Callable[[], float] = time.time
     calls: Callable[[], dict] = dict          # the backend's cumulative call counts: each stage keeps its own
+    label: str = ""                           # the run in its log lines ("slurm slurm-clean-01"), if given
 
     @contextmanager
     def stage(self, name: str):
         rec = {"name": name, "start": self.clock(), "end": None, "ok": False}
         self.items.append(rec)
+        log.debug("%sstage %s started", self.label and f"{self.label}: ", name)
         before = self.calls()
         try:
             yield rec
@@ -67,6 +72,9 @@ class Stages:
             made = footprint.diff(before, self.calls())
             if made:
                 rec["calls"] = made
+            log.info("%sstage %s %s in %.2f s%s", self.label and f"{self.label}: ", name,
+                     "ok" if rec["ok"] else "failed",
+                     rec["end"] - rec["start"], f": {rec['error']}" if rec.get("error") else "")
 
 
 @dataclass

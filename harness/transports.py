@@ -20,6 +20,7 @@ validated (config.slurm.PYSLURM_REFUSED says why).
 """
 from __future__ import annotations
 
+import logging
 import shlex
 import subprocess
 import time
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Protocol
 
 from .errors import CommandError, TransportError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,16 @@ def _env_argv(env: dict[str, str] | None) -> list[str]:
     return ["env", *[f"{k}={v}" for k, v in env.items()]]
 
 
+def _logged(where: str, res: Result, env: dict[str, str] | None, started: float) -> Result:
+    """`poc -vv` shows every command the harness ran, where, its exit code and how long it took; the
+    environment by its names only (a token may be among its values)."""
+    if log.isEnabledFor(logging.DEBUG):
+        names = f" (env {', '.join(env)})" if env else ""
+        log.debug("%s: %s%s -> exit %d in %.2f s", where, shlex.join(map(str, res.argv)), names, res.returncode,
+                  time.monotonic() - started)
+    return res
+
+
 def _checked(res: Result, check: bool) -> Result:
     if check and res.returncode != 0:
         raise CommandError(list(res.argv), res.returncode, res.stdout, res.stderr)
@@ -77,6 +90,7 @@ class LocalTransport:
 
     def run(self, argv, *, input=None, env=None, timeout=60, check=True) -> Result:
         full = self.prefix + _env_argv(env) + [str(a) for a in argv]
+        started = time.monotonic()
         try:
             # Output is whatever the remote side prints: bytes that are not UTF-8 become U+FFFD, as over ssh.
             p = subprocess.run(full, input=input, capture_output=True, encoding="utf-8", errors="replace",
@@ -86,7 +100,9 @@ class LocalTransport:
                                  tip="install the Slurm client here, or use slurm.transport: ssh") from exc
         except subprocess.TimeoutExpired as exc:
             raise TransportError(f"command timed out after {timeout:g}s: {shlex.join(full)}") from exc
-        return _checked(Result(tuple(argv), p.returncode, p.stdout, p.stderr), check)
+        res = Result(tuple(argv), p.returncode, p.stdout, p.stderr)
+        return _checked(_logged(f"local{' ' + shlex.join(self.prefix) if self.prefix else ''}", res, env, started),
+                        check)
 
     def describe(self) -> dict:
         return {"transport": "local", "prefix": self.prefix}
@@ -322,6 +338,7 @@ class SshTransport:
         import paramiko
 
         cmd = shlex.join(_env_argv(env) + [str(a) for a in argv])
+        started = time.monotonic()
         for attempt in range(2):  # one reconnect if the connection dropped between commands
             client = self._ensure()
             try:
@@ -332,7 +349,8 @@ class SshTransport:
                 out = stdout.read().decode(errors="replace")
                 err = stderr.read().decode(errors="replace")
                 rc = stdout.channel.recv_exit_status()
-                return _checked(Result(tuple(argv), rc, out, err), check)
+                res = Result(tuple(argv), rc, out, err)
+                return _checked(_logged(f"ssh {self.host}:{self.port}", res, env, started), check)
             except TimeoutError as exc:
                 raise TransportError(f"ssh command timed out after {timeout:g}s: {cmd}") from exc
             except (paramiko.SSHException, EOFError, OSError) as exc:

@@ -87,3 +87,14 @@ def test_proxy_command_is_refused_not_ignored(tmp_path):
     with pytest.raises(TransportError, match="ProxyCommand"):
         resolve_route("viacmd", ssh_config=str(p))
     assert resolve_route("viacmd", ssh_config=str(p), proxy_jump="gw")[0].host == "gw"
+
+
+def test_every_command_is_logged_at_debug_with_the_environment_by_name_only(caplog):
+    """`poc -vv` shows each command the harness ran, its exit code and time; a value in env (a token) never."""
+    from harness.transports import LocalTransport
+
+    with caplog.at_level("DEBUG", logger="harness.transports"):
+        res = LocalTransport().run(["sh", "-c", "exit 3"], env={"SLURM_JWT": "s3cret"}, check=False)
+    assert res.returncode == 3
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("local: sh -c 'exit 3' (env SLURM_JWT) -> exit 3 in ") and "s3cret" not in line
