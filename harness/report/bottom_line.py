@@ -15,7 +15,7 @@ from . import power
 from .compare import Comparison, matched
 from .decision import A, B, Row
 from .equivalence import EQUIVALENCE_LEVEL, MARGIN
-from .sections import fmt
+from .sections import PLACEHOLDER_USD_PER_HOUR, fmt, is_placeholder
 from .stats import MIN_N, PLATFORM_LABEL, Groups
 from .table import RunTable
 from .verdicts import p_text
@@ -110,6 +110,16 @@ def _why(c: Comparison) -> str:
     return c.verdict
 
 
+def placeholder_flag(table: RunTable) -> str:
+    """What the opening adds to "cost" when its price is the placeholder: the opening is all some readers see,
+    and "equivalent on cost" there is a ratio of billed time, not of anyone's prices. "" for real prices."""
+    flagged = [p for p in (B, A) if p in table.pricing and is_placeholder(table.pricing[p])]
+    if not flagged:
+        return ""
+    return (f"priced at the placeholder {PLACEHOLDER_USD_PER_HOUR:g} USD per unit-hour"
+            + (" on both" if len(flagged) == 2 else f" on {_label(flagged[0])}"))
+
+
 def family_size(comps: list[Comparison]) -> int:
     """The Kubernetes-vs-Slurm tests Holm adjusts together: a new verdict must pass alpha / this at worst."""
     return max(1, sum(c.tested and c.family == "primary" for c in comps))
@@ -122,6 +132,11 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
     open_: list[tuple[Row, Comparison]] = [(r, c) for r in rs for c in r.comps
                                            if c.verdict in ("none", "few", "resolution")]
     won = {r.criterion for r, _ in wins}
+    flag = placeholder_flag(table)
+
+    def name(criterion: str, why: tuple[str, ...] | list[str] = ()) -> str:   # cost's placeholder price flagged
+        said = [*why, flag] if criterion == "cost" and flag else list(why)
+        return f"{criterion} ({'; '.join(said)})" if said else criterion
     described = [r.criterion for r in rs if r.measured and not r.comps]
     missing = [r.criterion for r in rs if not r.measured]
     out = []
@@ -129,8 +144,8 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
         for p in (B, A):
             mine = [(r, c) for r, c in wins if c.better == p]
             if mine:
-                out.append(f"{_label(p)} is ahead on " + "; on ".join(f"{r.criterion}: {_cite(c)}" for r, c in mine)
-                           + ".")
+                out.append(f"{_label(p)} is ahead on "
+                           + "; on ".join(f"{name(r.criterion)}: {_cite(c)}" for r, c in mine) + ".")
     elif not any(c.tested for r in rs for c in r.comps):
         out.append(f"Nothing separates Kubernetes and Slurm in this campaign, and it could not: no criterion has the "
                    f"{MIN_N} runs a side a test needs.")
@@ -139,13 +154,13 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
                    "difference beyond its intervals.")
     rest = []
     if same:
-        rest.append(f"equivalent within ×{MARGIN:g} on {', '.join(same)}")
+        rest.append(f"equivalent within ×{MARGIN:g} on {', '.join(map(name, same))}")
     undecided: dict[str, list[str]] = {}
     for r, c in open_:
         if r.criterion not in won:
             undecided.setdefault(r.criterion, []).append(_open_why(c, sum(x in r.comps for _, x in open_) > 1))
     if undecided:
-        rest.append("undecided on " + ", ".join(f"{k} ({'; '.join(v)})" for k, v in undecided.items()))
+        rest.append("undecided on " + ", ".join(name(k, v) for k, v in undecided.items()))
     if rest:
         out.append(("They are " if wins else "The platforms are ") + "; ".join(rest) + ".")
     tail = []

@@ -9,6 +9,7 @@ import yaml
 
 from . import audit as auditmod
 from . import bottom_line, decision
+from . import calibration as calmod
 from . import defaults as defaultsmod
 from . import drills as drillmod
 from . import headline as headmod
@@ -34,9 +35,9 @@ DEFINITIONS = [
     "every platform stamps the same way (lo and hi: the sums of the two parts'); the report adds it up, the runs "
     "do not store it.",
     "`allreduce_busbw_gbps`: busbw = algbw × 2(n−1)/n (nccl-tests), GB = 1e9 bytes, of the in-place "
-    "all-reduce at the largest swept size with a correct result, time averaged across ranks (campaigns before "
-    "issue 10 stored the peak over sizes); `allreduce_avg_busbw_gbps`: nccl-tests' \"Avg bus bandwidth\" (mean "
-    "over every size, out-of-place and in-place).",
+    "all-reduce at the largest swept size with a correct result, time averaged across ranks (campaigns made "
+    "before 2026-12-03 stored the peak over sizes); `allreduce_avg_busbw_gbps`: "
+    "nccl-tests' \"Avg bus bandwidth\" (mean over every size, out-of-place and in-place).",
     "`queue_s:contention`, `queue_admission_s:contention`: the same, for a job submitted while a same-shape "
     "blocking job holds what it needs (Slurm: the blocker runs `--exclusive`; Kubernetes: the ClusterQueue "
     "quota fits one job) until it finishes by itself. `handover_s`: the blocker's last rank done → the "
@@ -58,6 +59,12 @@ DEFINITIONS = [
     "first message the platform showed the user that names the problem (the wrong value, or the scheduler's words "
     "for an impossible request); \"not clear within N s\" when none came before the probe's deadline.",
 ]
+
+
+def definitions(ctx: ReportContext) -> list[str]:
+    """DEFINITIONS, with the calibration figures' where the campaign calibrated: a campaign without the
+    phase shows none of them, so the committed reports regenerate as they were."""
+    return DEFINITIONS + (calmod.DEFINITIONS if calmod.applies(ctx.table) else [])
 
 
 def _label(p: str) -> str:
@@ -155,6 +162,10 @@ def _audit(ctx: ReportContext) -> list[Block]:
             + [("p", auditmod.NOTE)])
 
 
+def _calibration(ctx: ReportContext) -> list[Block]:
+    return calmod.section(calmod.load(ctx.results_dir, ctx.table))
+
+
 def _charts(ctx: ReportContext) -> list[Block]:
     return [("img", (k, p)) for k, p in ctx.charts.items() if k not in OWN_SECTION]
 
@@ -188,10 +199,13 @@ REGISTRY: tuple[Section, ...] = (
     Section(servemod.TITLE, _serving, lambda ctx: bool(ctx.serves)),
     Section("User experience", _ux, lambda ctx: bool(_ux(ctx))),
     Section("Auditing", _audit, lambda ctx: bool(auditmod.tables(ctx.table))),
+    # only where runs calibrated (config calibration.enabled); calibration_s stays out of the headline: it is
+    # the harness's phase, not the scheduler's (report/calibration.py says why)
+    Section(calmod.TITLE, _calibration, lambda ctx: calmod.applies(ctx.table)),
     Section("Charts", _charts),
     Section("Settings that shaped the numbers", _settings),
     Section("Caveats", lambda ctx: [("ul", sec.caveats(ctx.table))]),
     Section("Runs that did not succeed", _failed, lambda ctx: bool(sec.failed(ctx.table))),
     Section(HARNESS_ERRORS, _harness_errors, lambda ctx: bool(sec.harness_errors(ctx.table))),
-    Section("Definitions", lambda ctx: [("ul", DEFINITIONS)]),
+    Section("Definitions", lambda ctx: [("ul", definitions(ctx))]),
 )

@@ -29,7 +29,8 @@ def test_the_bottom_line_comes_first_and_cites_the_one_verdict(ux):
     assert opening[1] == ("Slurm is ahead on startup: `startup_s` Kubernetes 6.58 vs Slurm 5.66 s, Kubernetes / Slurm "
                           "×1.15 (90% CI 1.09–1.22), Holm p 0.0015.")
     assert opening[2].startswith("They are equivalent within ×1.25 on submit → first step, all-reduce bus bandwidth, "
-                                 "user experience, cost; undecided on queue (×0.34, Holm p 0.13), recovery (")
+                                 "user experience, cost (priced at the placeholder 1 USD per unit-hour on both); "
+                                 "undecided on queue (×0.34, Holm p 0.13), recovery (")
     assert "Prefer" not in md and "…" not in section(md, "Bottom line")
 
 
@@ -93,6 +94,19 @@ def test_placeholders_and_the_transport_are_named(ux):
     assert "placeholder: the default 1 USD per unit-hour" in section(md, "Cost and goodput")
     assert "(gloo over TCP, as recorded)" in rows["all-reduce bus bandwidth"][0]
     assert "NCCL (" not in md and "figures are gloo over TCP on loopback" in section(md, "Caveats")
+
+
+def test_the_opening_flags_a_placeholder_price_only_where_one_is_left():
+    """The bottom line is all some readers see: "cost" there says when it is the placeholder's, per platform."""
+    from types import SimpleNamespace
+
+    placeholder, real = {"usd_per_unit_hour": 1.0, "price_set": None}, {"usd_per_unit_hour": 2.4, "price_set": None}
+    flag = bottom_line.placeholder_flag
+    assert flag(SimpleNamespace(pricing={"slurm": placeholder, "k8s": placeholder, "local": real})) == \
+        "priced at the placeholder 1 USD per unit-hour on both"
+    assert flag(SimpleNamespace(pricing={"slurm": real, "k8s": {"pricing": placeholder}})) == \
+        "priced at the placeholder 1 USD per unit-hour on Kubernetes"
+    assert flag(SimpleNamespace(pricing={"slurm": real, "k8s": real, "local": placeholder})) == ""
 
 
 def test_long_cells_are_split_and_the_headline_is_grouped(ux):
