@@ -14,6 +14,9 @@
 * missing LocalQueue: a config naming one that does not exist;
 * missing CRD version: `--require-api kueue.x-k8s.io/v1beta2/workloads`; the cluster's Kueue (0.14)
   serves v1beta1 only, as a cluster does before the Kueue upgrade a newer renderer would need.
+* missing CRD: `--require-api trainer.kubeflow.org/v1alpha1/trainjobs`, a group no CRD on the cluster
+  defines: what `poc check` says of JobSet or Kueue on a cluster that lacks them (the same check; the
+  group is the only difference).
   (Removing a CRD from the shared cluster is out of the question, and any authenticated user reads the
   same discovery, so no kubeconfig context here lacks JobSet or Kueue.)
 
@@ -209,3 +212,12 @@ def test_missing_crd_version(tmp_path, capsys, tenant):
     got = failed(doc, rc, err, "apis served")
     assert got["message"] == "kueue.x-k8s.io/v1beta2 is not served (it serves kueue.x-k8s.io/v1beta1)"
     assert "install Kueue" in got["tip"]
+
+
+def test_missing_crd(tmp_path, capsys, tenant):
+    rc, doc, err = poc_check(tmp_path, k8s_cfg(tenant), "--require-api", "trainer.kubeflow.org/v1alpha1/trainjobs")
+    show(capsys, "missing CRD (an API group the cluster does not serve)", doc)
+    got = failed(doc, rc, err, "apis served")
+    assert got["message"] == ("trainer.kubeflow.org/v1alpha1 is not served: the API server has no "
+                              "trainer.kubeflow.org API group")
+    assert got["tip"].startswith("install the operator that serves trainer.kubeflow.org/v1alpha1")
