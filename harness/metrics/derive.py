@@ -5,6 +5,7 @@ import statistics
 
 from .. import events as ev
 from .bandwidth import allreduce
+from .calibration import calibration
 from .common import _metric, normalise
 from .cost import cost, recovery_cost
 from .goodput import goodput
@@ -30,6 +31,7 @@ def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per
     m["first_log_s"] = first_log(events, st)
     bw = allreduce(events, world)   # one metric record, or several by name (nccl-tests' average too)
     m.update({"allreduce_busbw_gbps": bw} if "value" in bw else bw)
+    m.update(calibration(events))   # nothing for a run without the calibration phase
     st_samples = step_times(events)
     med = statistics.median(st_samples) if st_samples else None
     m["step_time_s"] = _metric("step_time_s", med, {}, n=len(st_samples), samples=[round(x, 6) for x in st_samples],
@@ -50,7 +52,8 @@ def _timeline(events, st, inst, faults, rec_inst, contention) -> dict:
         return None if s is None else s.t
     timeline = {"submitted": t(st.get("submitted")), "admitted": t(st.get("admitted")),
                 "allocated": t(st.get("allocated")), "launched": t(inst["launched"]),
-                "rendezvous": t(inst["rendezvous"]), "sweep_done": t(inst["sweep_done"]),
+                "rendezvous": t(inst["rendezvous"]), "calibrated": t(inst.get("calibrated")),
+                "sweep_done": t(inst["sweep_done"]),
                 "first_step": t(inst["first_step"])}
     for f in faults:
         timeline["fault"] = float(f["injected_at"])
