@@ -71,6 +71,7 @@ class JobSpec:
     owner: str = ""
     # the workload's calibration options (config calibration): checked in the allocation before training
     calibration: tuple[str, ...] = ()
+    checkpoint_keep: int = 0           # the newest N checkpoints stay (0: all)
 
     @property
     def world_size(self) -> int:
@@ -102,6 +103,7 @@ class JobSpec:
             "--layers", str(self.layers),
             "--ckpt-dir", ckpt_dir,
             "--ckpt-every", str(self.checkpoint_every),
+            *(["--ckpt-keep", str(self.checkpoint_keep)] if self.checkpoint_keep else []),
             "--sweep", self.sweep,
             "--sweep-iters", str(self.sweep_iters),
             "--sweep-warmup", str(self.sweep_warmup),
@@ -186,4 +188,5 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         simulated_gpus=w.simulated_gpus,
         fabric_env=tuple(cfg.fabric.env.items()),
         calibration=cfg.calibration.workload_args(),
+        checkpoint_keep=w.checkpoint_keep,
     )

@@ -615,6 +615,38 @@ def nccl_transport(lines) -> str:
     return f"network {net} (no channel lines)" if net else "unknown (no NCCL INFO lines seen)"
 
 
+NCCL_VERSION = re.compile(r"NCCL INFO NCCL version (\S+)")
+NCCL_USING = re.compile(r"NCCL INFO NET/(\w+) ?: Using (.+)$")
+
+
+def nccl_facts(lines) -> dict:
+    """What NCCL's INFO lines say about the path beyond its name: its version, the network and its
+    plugin, the interfaces or HCAs it took, every distinct channel path ("NET/IB/0/GDRDMA", "P2P/CUMEM/read"),
+    whether GPUDirect RDMA and NVLink SHARP (NVLS) were used. The algorithm and protocol per size are
+    not in INFO lines (NCCL_ALGO/NCCL_PROTO, when set, are in the recorded environment)."""
+    facts: dict = {"version": None, "network": None, "net_plugin": [], "using": None, "paths": [],
+                   "gdrdma": False, "nvls": False}
+    paths = set()
+    for line in lines:
+        if (m := NCCL_VERSION.search(line)) and not facts["version"]:
+            facts["version"] = m.group(1)
+        if m := NCCL_NET.search(line):
+            facts["network"] = m.group(1)
+        if "NET/Plugin" in line:
+            said = line.split("NCCL INFO", 1)[-1].strip()
+            if said not in facts["net_plugin"] and len(facts["net_plugin"]) < 5:
+                facts["net_plugin"].append(said)
+        if m := NCCL_USING.search(line):
+            facts["using"] = f"{m.group(1)}: {m.group(2).strip()}"
+        for via in NCCL_VIA.findall(line):
+            paths.add(via)
+            facts["gdrdma"] = facts["gdrdma"] or via.endswith("/GDRDMA")
+        if "NVLS" in line and ("multicast support is available" in line or "NVLS comm" in line):
+            facts["nvls"] = True
+    facts["paths"] = sorted(paths)[:50]
+    return facts
+
+
 def nccl_debug_lines(pattern: str) -> list[str]:
     path = pattern.replace("%h", socket.gethostname()).replace("%p", str(os.getpid()))
     try:
@@ -811,15 +843,64 @@ def peak_memory(torch, device) -> dict:
     return out
 
 
-def newest_checkpoint(ckpt_dir: str) -> str | None:
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), what a CPU run's step time and matmul rate belong to."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or "cpu"
+
+
+def checkpoints(ckpt_dir: str) -> list[tuple[int, str]]:
+    """(step, path) of every complete checkpoint in ckpt_dir, oldest first."""
     if not ckpt_dir or not os.path.isdir(ckpt_dir):
-        return None
+        return []
     found = []
     for name in os.listdir(ckpt_dir):
         m = re.fullmatch(r"ckpt-(\d+)\.pt", name)
         if m:
             found.append((int(m.group(1)), os.path.join(ckpt_dir, name)))
-    return max(found)[1] if found else None
+    return sorted(found)
+
+
+def newest_checkpoint(ckpt_dir: str) -> str | None:
+    found = checkpoints(ckpt_dir)
+    return found[-1][1] if found else None
+
+
+def rotate_checkpoints(ckpt_dir: str, keep: int) -> list[str]:
+    """Remove all but the newest `keep` checkpoints (keep 0: none removed); the paths removed. A resumed
+    run needs only the newest, and a shared file system's quota is not this benchmark's to fill."""
+    if keep <= 0:
+        return []
+    gone = []
+    for _step, path in checkpoints(ckpt_dir)[:-keep]:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+            gone.append(path)
+    return gone
+
+
+def fs_type(path: str) -> str | None:
+    """The file system type under path (the longest mount point of /proc/mounts that holds it): where a
+    checkpoint's save and load time comes from (lustre, nfs4, overlay, ext4, ...)."""
+    try:
+        with open("/proc/mounts") as f:
+            mounts = [ln.split() for ln in f if len(ln.split()) >= 3]
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best = None
+    for m in mounts:
+        point = m[1].replace("\\040", " ")
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and (best is None or len(point) > len(best[1])):
+            best = (m[2], point)
+    return best[0] if best else None
 
 
 def rlimits() -> dict:
@@ -868,6 +949,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--ckpt-dir", default="")
     ap.add_argument("--ckpt-every", type=int, default=10)
+    ap.add_argument("--ckpt-keep", type=int, default=0, help="keep the newest N checkpoints (0: all)")
     ap.add_argument("--sweep", default=DEFAULT_SWEEP, help="sizes: LO:HI (powers of two) or a,b,c; empty skips")
     ap.add_argument("--sweep-warmup", type=int, default=DEFAULT_WARMUP)
     ap.add_argument("--sweep-iters", type=int, default=DEFAULT_ITERS)
@@ -923,6 +1005,7 @@ def run(args, ev: Events) -> int:
     comm = {"backend": backend, "env": comm_env(),
             "transport": gloo_transport() if backend == "gloo" else None}
     ev.emit("torch_imported", torch=torch.__version__, backend=backend, device=str(device),
+            device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
             cuda=torch.version.cuda, gpus=torch.cuda.device_count(), torch_build=torch_build(torch), comm=comm,
             **gpus)
     # the transport NCCL chooses is in its INFO lines only (after the environment was recorded)
@@ -950,6 +1033,7 @@ def run(args, ev: Events) -> int:
     if backend == "nccl":
         comm["transport"] = nccl_transport(lines) if lines is not None else f"unknown ({how})"
         comm["transport_source"] = how
+        comm["nccl"] = nccl_facts(lines or [])
     else:
         comm["interface"] = gloo_interface()
         comm["transport_source"] = "GLOO_SOCKET_IFNAME" if "GLOO_SOCKET_IFNAME" in os.environ else "gloo default"
@@ -974,7 +1058,8 @@ def run(args, ev: Events) -> int:
         opt.load_state_dict(state["opt"])
         start_step = int(state["step"])
         del state
-        ev.emit("checkpoint_loaded", step=start_step, path=path, load_s=time.perf_counter() - t0)
+        ev.emit("checkpoint_loaded", step=start_step, path=path, load_s=time.perf_counter() - t0,
+                bytes=os.path.getsize(path), fs=fs_type(path))
     else:
         ev.emit("checkpoint_loaded", step=0, path=None, load_s=0.0)
 
@@ -985,7 +1070,10 @@ def run(args, ev: Events) -> int:
         tmp = final + f".tmp-{ev.pid}"
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, **w["ckpt_extra"]}, tmp)
         os.replace(tmp, final)  # readers never see a half-written checkpoint
-        ev.emit("checkpoint_saved", step=step, path=final, save_s=time.perf_counter() - t1, why=why)
+        took = time.perf_counter() - t1
+        removed = rotate_checkpoints(args.ckpt_dir, args.ckpt_keep)
+        ev.emit("checkpoint_saved", step=step, path=final, save_s=took, why=why, bytes=os.path.getsize(final),
+                fs=fs_type(args.ckpt_dir), removed=removed)
 
     # A scheduler's warning before the time limit (Slurm --signal, SIGUSR1): rank 0 saves at the
     # end of the current step. No collective, so ranks that did not get the signal are not held up.

@@ -31,6 +31,9 @@ class Workload(Model):
     steps: int = Field(40, ge=1)
     batch: int = Field(64, ge=1)
     checkpoint_every: int = Field(10, ge=0)
+    # the newest N checkpoints stay (0: all): a resume needs only the newest, and a shared file system's
+    # quota is not the benchmark's to fill
+    checkpoint_keep: int = Field(2, ge=0)
     sweep: str = "1K:64M"
     # nccl-tests all_reduce_perf's defaults: -n 20 timed iterations, -w 1 warm-up (src/common.cu)
     sweep_iters: int = Field(20, ge=1)
