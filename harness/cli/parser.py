@@ -100,10 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
               "poc list --results out", (out, results))
     ls.set_defaults(func=cmd_list)
 
-    lg = _sub(sub, "logs", "a run's job output as the store kept it (runs/RUN_ID/logs)",
+    lg = _sub(sub, "logs", "a run's job output: as the store kept it, or so far where the job runs",
               "poc logs slurm-clean-01 --results out", (out, results),
               description="Print a run's job output as the store kept it (runs/RUN_ID/logs, decompressed). "
-                          "A run in flight has nothing kept yet: the error says where its output is meanwhile.")
+                          "A run in flight: its output so far, read where the job writes it (Slurm's output "
+                          "file on the login node, the JobSet's pods' logs, the local agents' log files or "
+                          "containers' logs).")
     lg.add_argument("run_id", metavar="RUN_ID", help="a run id, as `poc status` lists them")
     lg.add_argument("--campaign", help="the campaign (default: the one campaign under --results that has RUN_ID)")
     lg.set_defaults(func=cmd_logs)

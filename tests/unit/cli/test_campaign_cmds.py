@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 
 import pytest
 import yaml
@@ -317,6 +318,91 @@ def test_logs_of_a_local_run_in_flight_reads_its_agent_logs(campaign, capsys, tm
     store.close()
     assert main(["logs", "local-clean-04", "--results", str(campaign["res"])]) == 0
     assert capsys.readouterr().out == "==> agent-0.log <==\nrank 0 step 3\n==> agent-1.log <==\nrank 1 step 3\n"
+
+
+class _Core:
+    """CoreV1Api as `poc logs` uses it for a JobSet in flight: its pods by label, each worker's log."""
+
+    def __init__(self, pods, logs):
+        self.pods, self.logs, self.calls = pods, logs, []
+
+    def list_namespaced_pod(self, ns, label_selector):
+        self.calls.append(("list", ns, label_selector))
+        return types.SimpleNamespace(items=self.pods)
+
+    def read_namespaced_pod_log(self, name, ns, container, limit_bytes, _request_timeout):
+        from kubernetes.client.rest import ApiException
+        self.calls.append(("log", name, container, limit_bytes))
+        answer = self.logs[name]
+        if isinstance(answer, int):
+            raise ApiException(status=answer, reason="Bad Request")
+        return answer
+
+
+class _K8sClient:
+    def __init__(self, core):
+        self._core = core
+
+    def core(self):
+        return self._core
+
+    def call(self, what, fn, *args, **kw):
+        return fn(*args, **kw)
+
+    def to_dict(self, obj):
+        return obj
+
+
+class _K8s:
+    def __init__(self, core):
+        self.client, self.closed = _K8sClient(core), False
+
+    def close(self):
+        self.closed = True
+
+
+def _pod(name, uid):
+    return {"metadata": {"name": name, "labels": {"jobset.sigs.k8s.io/jobset-name": "k8s-clean-01",
+                                                  "jobset.sigs.k8s.io/jobset-uid": uid}}}
+
+
+def test_logs_of_a_kubernetes_run_in_flight_reads_its_pods_logs(campaign, capsys):
+    """Each pod of the run's JobSet (its uid: not a same-named JobSet made since), the worker container's
+    log as the API server gives it, named as the store names it; a container not started yet is skipped."""
+    store = _reopen(campaign)
+    store.mark_inflight({"platform": "k8s", "run_id": "k8s-clean-01", "ids": ["poc/k8s-clean-01"],
+                         "submitted_at": time.time(), "data": {"namespace": "poc", "name": "k8s-clean-01",
+                                                               "uid": "u1"}})
+    store.close()
+    core = _Core([_pod("k8s-clean-01-w-0-1-b", "u1"), _pod("k8s-clean-01-w-0-0-a", "u1"),
+                  _pod("k8s-clean-01-w-0-0-old", "u0"), _pod("k8s-clean-01-w-0-2-c", "u1")],
+                 {"k8s-clean-01-w-0-0-a": "rank 0 step 7\n", "k8s-clean-01-w-0-1-b": "rank 1 step 7\n",
+                  "k8s-clean-01-w-0-2-c": 400})
+    k8s = _K8s(core)
+    assert main(["logs", "k8s-clean-01", "--results", str(campaign["root"])], backend_fn=lambda p, c: k8s) == 0
+    out, err = capsys.readouterr()
+    assert out == ("==> k8s-clean-01-w-0-0-a.log <==\nrank 0 step 7\n"
+                   "==> k8s-clean-01-w-0-1-b.log <==\nrank 1 step 7\n")
+    assert "note: k8s-clean-01 is in flight on k8s (poc/k8s-clean-01): its job's output so far" in err
+    assert core.calls[0] == ("list", "poc", "jobset.sigs.k8s.io/jobset-name=k8s-clean-01")
+    assert ("log", "k8s-clean-01-w-0-0-a", "torchrun", 200_000) in core.calls and k8s.closed
+    assert not any(c[1] == "k8s-clean-01-w-0-0-old" for c in core.calls if c[0] == "log")
+
+
+def test_logs_of_a_container_run_in_flight_reads_docker_logs(tmp_path):
+    from harness.cli import live_output
+    calls = []
+
+    def run(argv, **kw):
+        calls.append(argv)
+        if argv[-1] == "poc-local-clean-01-1":
+            return subprocess.CompletedProcess(argv, 1, "", "Error: No such container")
+        return subprocess.CompletedProcess(argv, 0, "rank 0 step 2\n", "warn\n")
+    handle = {"platform": "local", "run_id": "local-clean-01", "data": {
+        "runtime": "container", "containers": ["poc-local-clean-01-0", "poc-local-clean-01-1"]}}
+    assert live_output.readable(handle)
+    assert live_output.read(handle, lambda p: None, run=run) == {"container-0.log": "rank 0 step 2\nwarn\n"}
+    assert calls == [["docker", "logs", "poc-local-clean-01-0"], ["docker", "logs", "poc-local-clean-01-1"]]
 
 
 def test_status_of_a_stopped_campaign_says_what_a_resume_runs(campaign, capsys):
