@@ -28,6 +28,9 @@ PLATFORMS = cap.PLATFORMS
 PLATFORM_ALIASES = {"kubernetes": "k8s", "kube": "k8s", "k8s": "k8s", "slurm": "slurm", "local": "local"}
 # Conservative: what Slurm, Kubernetes labels and file names all accept.
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
+# the smallest largest-size of the all-reduce sweep whose busbw may be a GPU campaign's headline
+HEADLINE_MIN_BYTES = {"gpu": 1024**3}
+GPU_SWEEP = "1K:4G"      # workload.sweep's default when the job has real GPUs
 
 
 class Timeouts(Model):
@@ -97,6 +100,14 @@ class Config(Model):
         if r.gpus_per_node == 0 and self.workload.sweep_max_bytes > SWEEP_MAX_BYTES["cpu"]:
             raise ValueError("workload.sweep above 1G needs GPUs (resources.gpus_per_node > 0)")
         w = self.workload
+        if r.gpus_per_node and not w.simulated_gpus:
+            # the headline busbw is the largest swept size's: below ~1 GiB it measures latency, not the fabric
+            if "sweep" not in w.model_fields_set:
+                w.sweep = GPU_SWEEP
+            elif w.sweep and w.sweep_max_bytes < HEADLINE_MIN_BYTES["gpu"]:
+                raise ValueError("on GPUs workload.sweep must reach at least 1G (the headline busbw is taken at "
+                                 "its largest size, and NVLink/InfiniBand bandwidth is not reached below ~1 GiB): "
+                                 f"e.g. {GPU_SWEEP}, the default with GPUs")
         if w.simulated_gpus and r.gpus_per_node == 0:
             raise ValueError("workload.simulated_gpus needs resources.gpus_per_node > 0 (the GPUs it simulates)")
         if w.simulated_gpus and w.backend == "nccl":

@@ -43,9 +43,9 @@ WORKLOAD = {"model_params": "1M", "steps": 40, "checkpoint_every": 0, "sweep": "
 RESOURCES = {"nodes": 2, "procs_per_node": 1, "cpus_per_node": 1, "memory_mb": 1024}
 
 
-def login(argv: list[str], **kw) -> subprocess.CompletedProcess:
-    kw.setdefault("check", False)
-    return subprocess.run(slurm_docker.login_exec_argv(argv), capture_output=True, text=True, timeout=60, **kw)
+def login(argv: list[str], check: bool = False, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(slurm_docker.login_exec_argv(argv), capture_output=True, text=True, timeout=60,
+                          check=check, **kw)
 
 
 @pytest.fixture(scope="module")

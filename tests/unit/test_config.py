@@ -245,3 +245,16 @@ def test_a_config_that_validates_renders_on_every_platform(tmp_path, monkeypatch
     for plat in cfgmod.PLATFORMS:
         assert main(["render", "--config", str(p), "--platform", plat, "--out", str(tmp_path / plat)]) == 0, plat
     capsys.readouterr()
+
+
+def test_a_gpu_campaign_sweeps_to_at_least_1g_for_its_headline_busbw():
+    config = cfgmod
+    gpu = {"platforms": ["slurm"], "resources": {"gpus_per_node": 8, "procs_per_node": 8}}
+    assert config.from_mapping(gpu).workload.sweep == "1K:4G"             # the default with GPUs
+    assert config.from_mapping({**gpu, "workload": {"sweep": "1K:1G"}}).workload.sweep == "1K:1G"
+    with pytest.raises(ConfigError, match="must reach at least 1G"):
+        config.from_mapping({**gpu, "workload": {"sweep": "1K:64M"}})
+    # CPUs (and GPUs simulated on CPUs) keep the CPU default
+    assert config.from_mapping({"platforms": ["slurm"]}).workload.sweep == "1K:64M"
+    sim = {**gpu, "workload": {"simulated_gpus": True}}
+    assert config.from_mapping(sim).workload.sweep == "1K:64M"

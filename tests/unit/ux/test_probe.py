@@ -292,6 +292,7 @@ def test_poc_render_shows_a_probe_with_its_mistake_in_it(tmp_path, capsys):
     assert "kueue.x-k8s.io/queue-name: poc-queue-typo" in capsys.readouterr().out
     assert main(["render", "--config", str(cfg), "--platform", "slurm", "--run-id",
                  "slurm-mistake-missing-checkpoint-volume"]) == 0
-    assert f"--ckpt-dir {mistakes.MISSING_CKPT_DIR}/ux/slurm-mistake-missing-checkpoint-volume" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"--ckpt-dir {mistakes.MISSING_CKPT_DIR}/ux/slurm-mistake-missing-checkpoint-volume" in out
     assert main(["render", "--config", str(cfg), "--platform", "k8s"]) == 0       # the clean job is untouched
     assert "queue-name: poc-queue\n" in capsys.readouterr().out

@@ -120,7 +120,7 @@ def test_the_checkpoint_directory_must_be_the_runs_own_under_checkpoint_dir(tmp_
     root = str(tmp_path / "ckpt")
     assert guard.own_checkpoint_dir(root, f"{root}/camp-aa11/r1", "camp-aa11", "r1") == f"{root}/camp-aa11/r1"
     assert guard.own_checkpoint_dir(None, f"{root}/camp-aa11/r1", "camp-aa11", "r1") is None
-    with pytest.raises(BackendError, match="under slurm.checkpoint_dir"):
+    with pytest.raises(BackendError, match=r"under slurm\.checkpoint_dir"):
         guard.own_checkpoint_dir(root, f"{root}/camp-aa11", "camp-aa11", "r1")
 
 
