@@ -55,7 +55,9 @@ class JobSpec:
     time_limit_s: float
     fault: FaultPlan | None = None
     rdzv_port: int = RDZV_PORT
-    exclusive: bool = False            # hold whole nodes (Slurm --exclusive): the contention scenario's blocker
+    # whole nodes (Slurm --exclusive; Kubernetes: no other JobSet's pod on the run's nodes): resources.exclusive,
+    # on by default for real GPUs; the contention scenario's blocker always
+    exclusive: bool = False
     labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     model: str = "mlp"
     seq_len: int = 512
@@ -187,6 +189,7 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         precision=w.precision,
         simulated_gpus=w.simulated_gpus,
         fabric_env=tuple(cfg.fabric.env.items()),
+        exclusive=r.exclusive if r.exclusive is not None else bool(r.gpus_per_node and not w.simulated_gpus),
         calibration=cfg.calibration.workload_args(),
         checkpoint_keep=w.checkpoint_keep,
     )

@@ -93,6 +93,10 @@ class Resources(Model):
     gpus_per_node: int = Field(0, ge=0, le=64)
     cpus_per_node: int = Field(1, ge=1)
     memory_mb: int = Field(3072, ge=64)
+    # whole nodes, no other job on them (Slurm --exclusive; Kubernetes: no other JobSet's pod beside the
+    # run's): unset, it is on for real GPUs (a neighbour's traffic on the NICs and PCIe would be measured
+    # as the scheduler's) and off otherwise
+    exclusive: bool | None = None
 
     @property
     def world_size(self) -> int:

@@ -244,7 +244,7 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 5,
         "enableServiceLinks": False,
-        "affinity": affinity(name, pod.affinity),
+        "affinity": affinity(name, pod.affinity, spec.exclusive),
         "tolerations": tolerations(k),
         "containers": [container],
         "volumes": [{"name": "workload", "configMap": {"name": cm_name}}, vol,
@@ -316,12 +316,19 @@ def tolerations(k: Kubernetes) -> list[dict]:
     return own + k.tolerations
 
 
-def affinity(name: str, user: dict | None) -> dict:
+def affinity(name: str, user: dict | None, exclusive: bool = False) -> dict:
     """One pod per node (one torchrun agent per node, as on Slurm: a lost node takes one rank), merged
     with the user's affinity: their nodeAffinity and podAffinity as written, their podAntiAffinity
-    terms after the harness's."""
-    own = {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}}, "topologyKey": "kubernetes.io/hostname"}]}
+    terms after the harness's. exclusive: no other JobSet's pod on the run's nodes either (required
+    anti-affinity holds both ways: the scheduler keeps theirs off ours too), as Slurm's --exclusive;
+    a pod outside any JobSet can still land where the node has room."""
+    terms = [{"labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}}, "topologyKey": "kubernetes.io/hostname"}]
+    if exclusive:
+        terms.append({"labelSelector": {"matchExpressions": [
+            {"key": JOBSET_NAME_LABEL, "operator": "Exists"},
+            {"key": JOBSET_NAME_LABEL, "operator": "NotIn", "values": [name]}]},
+            "topologyKey": "kubernetes.io/hostname"})
+    own = {"requiredDuringSchedulingIgnoredDuringExecution": terms}
     out = {key: copy.deepcopy(v) for key, v in (user or {}).items() if key != "podAntiAffinity"}
     anti = copy.deepcopy((user or {}).get("podAntiAffinity") or {})
     for key, terms in own.items():

@@ -112,7 +112,7 @@ def sbatch_options(spec: JobSpec, cfg: Slurm, rdir: str) -> list[str]:
     # (a later --propagate wins).
     opts += ["--requeue", "--open-mode=append", "--signal=B:USR1@60", "--propagate=NONE",
              f"--output={rdir}/slurm-%j.out", f"--chdir={rdir}"]
-    opts += list(cfg.extra_sbatch)
+    opts += [o for o in cfg.extra_sbatch if o not in opts]   # --exclusive may be asked for twice
     return opts
 
 

@@ -258,3 +258,28 @@ def test_a_gpu_campaign_sweeps_to_at_least_1g_for_its_headline_busbw():
     assert config.from_mapping({"platforms": ["slurm"]}).workload.sweep == "1K:64M"
     sim = {**gpu, "workload": {"simulated_gpus": True}}
     assert config.from_mapping(sim).workload.sweep == "1K:64M"
+
+
+def test_real_gpus_hold_whole_nodes_by_default_on_both_platforms():
+    from harness import spec
+    from harness.render.jobset import JOBSET_NAME_LABEL, render_jobset
+    from harness.render.sbatch import render_sbatch
+
+    def run(**resources):
+        c = cfgmod.from_mapping({"platforms": ["slurm", "k8s"], "resources": resources})
+        s, k = spec.build(c, "slurm", "slurm-clean-01", None), spec.build(c, "k8s", "k8s-clean-01", None)
+        anti = render_jobset(k, c.kubernetes, "img:1", "/ck").jobset["spec"]["replicatedJobs"][0]["template"][
+            "spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        others = [t for t in anti if "matchExpressions" in t["labelSelector"]]
+        return s.exclusive, "#SBATCH --exclusive\n" in render_sbatch(s, c.slurm).script, k.exclusive, others
+
+    gpu = {"gpus_per_node": 8, "procs_per_node": 8}
+    excl, sbatch, k8s, others = run(**gpu)
+    assert excl and sbatch and k8s
+    assert others == [{"labelSelector": {"matchExpressions": [
+        {"key": JOBSET_NAME_LABEL, "operator": "Exists"},
+        {"key": JOBSET_NAME_LABEL, "operator": "NotIn", "values": ["k8s-clean-01"]}]},
+        "topologyKey": "kubernetes.io/hostname"}]
+    assert run() == (False, False, False, [])                                  # CPUs: shared by default
+    assert run(**gpu, exclusive=False)[:3] == (False, False, False)            # a site may say so
+    assert run(exclusive=True)[:3] == (True, True, True)
