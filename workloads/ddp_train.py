@@ -903,6 +903,52 @@ def fs_type(path: str) -> str | None:
     return best[0] if best else None
 
 
+def cpu_ranges(cpus) -> str:
+    """{0, 1, 2, 5} -> "0-2,5" (the kernel's cpulist form)."""
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """The kernel's cpulist ("0-3,8-11") -> {0, 1, 2, 3, 8, 9, 10, 11}."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.update(range(int(a), int(b) + 1))
+        elif part.strip():
+            out.add(int(part))
+    return out
+
+
+def binding() -> dict:
+    """Where this rank may run: its CPU affinity (what srun --cpu-bind, a cgroup's cpuset or the kubelet's
+    CPU manager left it) and the NUMA nodes those CPUs belong to; a rank spread over sockets, or not
+    beside its GPU, steps slower for reasons no scheduler figure shows."""
+    try:
+        mine = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return {}
+    numa = []
+    base = "/sys/devices/system/node"
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(base)):
+            if re.fullmatch(r"node\d+", name):
+                with open(os.path.join(base, name, "cpulist")) as f:
+                    if parse_cpulist(f.read()) & mine:
+                        numa.append(int(name[4:]))
+    return {"cpus": cpu_ranges(mine), "ncpus": len(mine), "numa_nodes": numa}
+
+
 def rlimits() -> dict:
     """This rank's resource limits as it runs ({name: [soft, hard]}, "unlimited" for RLIM_INFINITY): the
     scheduler decides them (Slurm propagates the submitting shell's unless told not to; a container
@@ -981,7 +1027,7 @@ def main(argv: list[str] | None = None) -> int:
     ev = Events(args.run_id, args.events_dir or None)
     try:
         ev.emit("process_start", argv=sys.argv[1:] if argv is None else list(argv), python=sys.version.split()[0],
-                limits=rlimits())
+                limits=rlimits(), binding=binding())
         return run(args, ev)
     finally:
         ev.close()

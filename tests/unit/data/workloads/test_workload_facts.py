@@ -88,3 +88,12 @@ def test_a_checkpoint_saved_and_loaded_records_its_size_and_storage(tmp_path):
     assert saved[-1]["removed"] and sorted(p.name for p in ck.glob("ckpt-*.pt")) == ["ckpt-4.pt", "ckpt-5.pt"]
     loaded = [e for e in events if e["kind"] == "checkpoint_loaded" and e["path"]]
     assert loaded and loaded[0]["step"] == 3 and loaded[0]["bytes"] > 0
+
+
+def test_a_ranks_binding_is_its_cpu_list_and_their_numa_nodes():
+    assert w.cpu_ranges({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8" and w.cpu_ranges(set()) == ""
+    assert w.parse_cpulist("0-3,8-9,12\n") == {0, 1, 2, 3, 8, 9, 12}
+    assert w.parse_cpulist(w.cpu_ranges({3, 4, 9})) == {3, 4, 9}
+    got = w.binding()
+    assert got["ncpus"] == len(os.sched_getaffinity(0)) and w.parse_cpulist(got["cpus"]) == os.sched_getaffinity(0)
+    assert got["numa_nodes"]          # every Linux machine has node0
