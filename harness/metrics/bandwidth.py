@@ -18,6 +18,9 @@ algbw = bytes / 1e9 / time (nccl-tests src/all_reduce.cu, AllReduceGetBw).
   both variants (src/common.cu: BenchTime adds busBw to bw[0] for oop and ip alike, the footer
   prints bw[0] / bw_count[0]). None when any result was wrong: nccl-tests fails that run.
 
+Both carry in detail the transport the workload named and, where its comm event recorded them, the
+facts behind it (comm_facts): what report/compare.py sets side by side before it compares platforms.
+
 Interval: value from the time averaged across ranks. The ranks' totals alone disagree only by
 when each left the barrier before the loop (a few microseconds: an interval that would claim far
 more than one timed loop knows), so the workload also cuts the loop into 4 blocks (CUDA events on
@@ -121,6 +124,27 @@ def nccl_average(points: list[dict]) -> tuple[float | None, float | None, float 
     return mean("busbw_gbps"), mean("busbw_lo_gbps"), mean("busbw_hi_gbps"), 0
 
 
+def comm_facts(comm: dict, imported: dict) -> dict:
+    """What the workload recorded about the collective's path beyond its name, each only where recorded
+    (older events lack some; the report compares them between platforms): the backend, the
+    NCCL_*/GLOO_*/TORCH_NCCL_*/TORCH_GLOO_* and fabric.env variables (sorted), gloo's interface, and
+    NCCL's own facts (version, network, net plugin, interfaces or HCAs taken, channel paths, GPUDirect
+    RDMA, NVLS). The comm event wins; torch_imported's comm (before the rendezvous) stands in."""
+    early = imported.get("comm") or {}
+    out: dict = {}
+    backend = comm.get("backend") or early.get("backend")
+    if backend:
+        out["backend"] = backend
+    env = comm.get("env") if isinstance(comm.get("env"), dict) else early.get("env")
+    if isinstance(env, dict):
+        out["comm_env"] = {k: env[k] for k in sorted(env)}
+    if comm.get("interface"):
+        out["interface"] = comm["interface"]
+    if isinstance(comm.get("nccl"), dict):
+        out["nccl"] = comm["nccl"]
+    return out
+
+
 def _first_of(events: list[dict], kind: str, attempt: tuple) -> dict:
     rows = sorted(ev.of_kind(events, kind, attempt), key=lambda e: (e.get("rank", 0), e["ts_ns"]))
     return rows[0] if rows else {}
@@ -148,6 +172,7 @@ def allreduce(events: list[dict], world: int) -> dict[str, dict]:
               "transport": comm.get("transport") or (imported.get("comm") or {}).get("transport"),
               "transport_source": comm.get("transport_source"), "torch_build": imported.get("torch_build"),
               "legacy": legacy}
+    common.update(comm_facts(comm, imported))
     if memlock := rank_memlock(events):
         common["memlock"] = memlock
 

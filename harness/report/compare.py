@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import comm_facts as cf
 from .bootstrap import bootstrap_ratio
 from .equivalence import EQUIVALENCE_LEVEL, equivalent, ratio_interval
 from .inference import ALPHA, holm, rank_sum_p, twice_midranks
 from .paired import signed_rank_p, walsh_interval
-from .stats import HIGHER_IS_BETTER, MIN_N, Group, Groups, base_metric
+from .stats import HIGHER_IS_BETTER, MIN_N, PLATFORM_LABEL, Group, Groups, base_metric
 from .table import RunTable
 
 PAIRS = (("k8s", "slurm"), ("k8s", "local"), ("slurm", "local"))
@@ -125,14 +126,38 @@ def matched(table: RunTable, a: Group, b: Group) -> tuple[np.ndarray, np.ndarray
     return np.array([ra[k] for k in keys], float), np.array([rb[k] for k in keys], float)
 
 
-def _transport_warning(table: RunTable, metric: str, a: Group, b: Group) -> str | None:
+def _transport_warning(table: RunTable, metric: str, num: str, den: str, a: Group, b: Group) -> str | None:
+    """On a transport-bound figure: every way the two platforms' runs recorded a different collective path
+    (transport, NCCL's facts, the communication variables; comm_facts.py), both values named; and where a
+    platform's own runs differ among themselves, that too."""
     if base_metric(metric) not in TRANSPORT_BOUND:
         return None
-    ta, tb = _set_of(table.transport, a.runs), _set_of(table.transport, b.runs)
+    la, lb = PLATFORM_LABEL.get(num, num), PLATFORM_LABEL.get(den, den)
+    comm = table.comm if len(table.comm) == len(table.transport) else [None] * len(table.transport)
+    fa = [f for f in (comm[i] for i in a.runs.tolist()) if f is not None]
+    fb = [f for f in (comm[i] for i in b.runs.tolist()) if f is not None]
+    ta, tb = _transports(table, a.runs, fa), _transports(table, b.runs, fb)
+    between = []
     if ta and tb and ta != tb:
-        return f"different all-reduce transports: {', '.join(map(str, sorted(ta, key=str)))} vs " \
-               f"{', '.join(map(str, sorted(tb, key=str)))}"
-    return None
+        between.append(f"transport: {' / '.join(sorted(ta))} on {la} vs {' / '.join(sorted(tb))} on {lb}")
+    between += cf.differences(fa, fb, la, lb)
+    own = [(lab, ([f"transport {' / '.join(sorted(ts))}"] if len(ts) > 1 else []) + cf.within(fs))
+           for lab, ts, fs in ((la, ta, fa), (lb, tb, fb))]
+    parts = [f"the all-reduce ran differently on the two platforms (the figure may show that, not the "
+             f"scheduler): {'; '.join(between)}"] if between else []
+    parts += [f"{_possessive(lab)} own runs differ: {'; '.join(diff)}" for lab, diff in own if diff]
+    return ". ".join(parts) or None
+
+
+def _possessive(label: str) -> str:
+    return label + ("'" if label.endswith("s") else "'s")
+
+
+def _transports(table: RunTable, runs: np.ndarray, facts: list) -> set[str]:
+    """The side's transports as the report names them ("gloo over TCP", "NCCL over NET/IB+P2P")."""
+    backends = {f.backend for f in facts if f.backend}
+    backend = next(iter(backends)) if len(backends) == 1 else None
+    return {cf.transport_name(t, backend) for t in _set_of(table.transport, runs)}
 
 
 def verdict_metrics(gs: Groups) -> set[str]:
@@ -195,7 +220,7 @@ def _first_pass(table: RunTable, metric: str, num: str, den: str, a: Group, b: G
          "ci_low": math.nan, "ci_high": math.nan, "resolution": res, "family": family_of(num, den), "test": "",
          "n_pairs": 0, "n_higher": 0, "p": math.nan, "p_holm": math.nan, "effect": math.nan, "eq_low": math.nan,
          "eq_high": math.nan, "refused": _refusal(table, metric, num, den, a, b),
-         "warning": _transport_warning(table, metric, a, b), "groups": (a, b)}
+         "warning": _transport_warning(table, metric, num, den, a, b), "groups": (a, b)}
     if r["refused"]:
         r.update(ratio=math.nan, verdict="refused")
     elif min(a.values.size, b.values.size) < MIN_N:

@@ -48,6 +48,11 @@ class CurvePoint(msgspec.Struct, gc=False):
 class CurveDetail(msgspec.Struct, gc=False):
     curve: list[CurvePoint] = []
     transport: Any = None   # what NCCL chose (IB, socket, P2P/NVLink/SHM), when the workload could tell
+    # the facts behind it (metrics/bandwidth.py comm_facts), where the record has them
+    backend: Any = None
+    interface: Any = None
+    comm_env: Any = None
+    nccl: Any = None
 
 
 class SamplesDetail(msgspec.Struct, gc=False):

@@ -21,6 +21,7 @@ from msgspec.structs import astuple
 
 from ..provenance import BUILD_KEYS
 from ..store import runs_files
+from .comm_facts import CommFacts, facts_of
 from .extras import Extras, is_probe
 from .records import DERIVED, METRICS, PHASES, Record, from_dicts, read_files
 
@@ -112,6 +113,8 @@ class RunTable:
     mistakes: dict[int, dict] = field(default_factory=dict)
     # per run: its round in an interleaved campaign (order.round), -1 where the record has none
     round: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # per run: what it recorded about the collective's path beyond the transport's name (comm_facts.py), or None
+    comm: list = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.run_id)
@@ -289,6 +292,8 @@ class _Columns:
         self.torch: list = []
         self.build: list = []
         self.transport: list = []
+        self.comm: list = []
+        self._comm_seen: dict[CommFacts, CommFacts] = {}   # one object per distinct set of facts
         self.round = array("q")
         self.pricing: dict[str, dict] = {}
         self.extras = Extras()
@@ -301,7 +306,7 @@ class _Columns:
         self.scenario.append(rec.scenario)
         self.status.append(rec.status)
         m = rec.metrics
-        transport = None
+        transport = comm = None
         if m is None:
             self.values.extend(_NO_VALUES)
             self.uncertainty.extend(_NO_VALUES)
@@ -314,6 +319,8 @@ class _Columns:
                 self.curve_bytes.extend(map(_BYTES, curve.curve))
                 self.curve_busbw.extend(map(_BUSBW, curve.curve))
                 transport = None if curve.transport in _EMPTY else _hashable(curve.transport)
+                comm = facts_of(curve.backend, curve.interface, curve.comm_env, curve.nccl)
+                comm = comm and self._comm_seen.setdefault(comm, comm)
             if rec.platform not in self.pricing and rec.status == "ok" and not is_probe(rec.scenario):
                 self.pricing[rec.platform] = self._pricing(m.cost_per_step_usd.detail)
             steps = m.step_time_s.detail
@@ -331,6 +338,7 @@ class _Columns:
         self.torch.append(env.torch)
         self.build.append(env.build)
         self.transport.append(transport)
+        self.comm.append(comm)
         self.round.append(-1 if rec.order is None or rec.order.round is None else rec.order.round)
         self.extras.add(row, rec)
 
@@ -374,7 +382,8 @@ class _Columns:
             harness_error=np.frombuffer(self.harness_error, dtype=np.bool_)[rows],
             gpus_visible=np.frombuffer(self.gpus_visible, dtype=np.bool_)[rows],
             harness_host=pick(self.harness_host), torch=pick(self.torch), build=pick(self.build),
-            transport=pick(self.transport), settings=settings, pricing=self.pricing, audit=audit, ux=ux,
+            transport=pick(self.transport), comm=pick(self.comm), settings=settings, pricing=self.pricing,
+            audit=audit, ux=ux,
             probe=np.frombuffer(bytes(probe), dtype=np.bool_), mistakes=mistakes,
             round=np.frombuffer(self.round, dtype=np.int64)[rows])
 
