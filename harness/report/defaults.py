@@ -19,6 +19,11 @@ second, a scheduling pass) carries over, and where the fault's place in a pollin
 stretch, the bounds span the default's whole window. A run whose settings already are the defaults is
 reported as measured. The defaults are the documented ones (slurm.conf(5); kube-controller-manager,
 DefaultTolerationSeconds); benchmarks/recovery_at_defaults.py measures the Slurm case against this.
+
+Beside the figures, the section says how a failed run restarts on each platform, from what the runs
+recorded (records without it say nothing): Slurm requeues the job (the batch script's own scontrol
+requeue, --requeue for a node failure; slurm.conf's requeue settings); Kubernetes follows the run's own
+JobSet failurePolicy, and Kueue's waitForPodsReady where its configuration could be read.
 """
 from __future__ import annotations
 
@@ -66,6 +71,7 @@ class Projection:
     fault: str
     measured: float
     terms: tuple[Term, ...]
+    restart: str | None = None   # how a failed run restarts there, as the run recorded it (restart_text)
 
     @property
     def lo(self) -> float:
@@ -176,6 +182,71 @@ def k8s_terms(fault: str, site: dict[str, float] | None, phases: dict[str, float
                  tol + beyond - K8S_MONITOR_PERIOD_S, tol + beyond + K8S_MONITOR_PERIOD_S))
 
 
+def _setting(v: Any) -> str:
+    return "not set" if v in (None, "", "(null)") else str(v)
+
+
+def slurm_restart(env: dict) -> str | None:
+    """Slurm's restart path as preflight recorded it (backends/slurm/backend.py recovery_settings)."""
+    r = env.get("slurm_recovery")
+    if not isinstance(r, dict):
+        return None
+    conf = ", ".join(f"{k} {_setting(r.get(k))}" for k in ("JobRequeue", "RequeueExit", "RequeueExitHold",
+                                                            "MaxBatchRequeue") if k in r)
+    return (f"requeued, never restarted inside its allocation (torchrun --max_restarts="
+            f"{r.get('torchrun_max_restarts', 0)}): after a failed srun the batch script requeues its own job "
+            f"(scontrol requeue) while fewer than {_setting(r.get('max_restarts'))} restarts (slurm.max_restarts) were "
+            "made; after a node failure Slurm requeues it (sbatch --requeue)"
+            + (f"; slurm.conf {conf}" if conf else ""))
+
+
+def _rule(r: Any) -> str:
+    if not isinstance(r, dict):
+        return str(r)
+    on = r.get("onJobFailureReasons")
+    return (f"{r.get('name') or 'rule'}: {r.get('action')}" + (f" on {', '.join(map(str, on))}" if on else "")
+            + (f" for {', '.join(map(str, r['targetReplicatedJobs']))}" if r.get("targetReplicatedJobs") else ""))
+
+
+def k8s_restart(env: dict, info: dict) -> str | None:
+    """JobSet's failure policy from the run's own JobSet, Kueue's waitForPodsReady from its configuration
+    (backends/k8s/preflight.py failure_policy_of, kueue_settings); None when neither was recorded."""
+    fp, kueue = info.get("failure_policy"), env.get("kueue_config")
+    parts = []
+    if isinstance(fp, dict):
+        if not fp.get("set", True):
+            parts.append("the run's JobSet has no failurePolicy (a failed Job fails the JobSet)")
+        else:
+            rules = fp.get("rules") or []
+            parts.append(f"the run's JobSet failurePolicy: maxRestarts {_setting(fp.get('maxRestarts'))}, "
+                         f"restartStrategy {_setting(fp.get('restartStrategy'))}, "
+                         + (f"rules {'; '.join(map(_rule, rules))}" if rules else "no rules"))
+        limits = {v for v in (fp.get("job_backoff_limit") or {}).values()}
+        if len(limits) == 1:
+            parts[-1] += f"; its Jobs' backoffLimit {_setting(next(iter(limits)))}"
+    if isinstance(kueue, dict):
+        wait = kueue.get("waitForPodsReady")
+        if "unreadable" in kueue:
+            parts.append(f"Kueue's configuration unreadable here ({kueue.get('source')}: {kueue['unreadable']})")
+        elif not wait or not wait.get("enable"):
+            parts.append(f"Kueue waitForPodsReady off ({'not set' if not wait else 'enable false'} in "
+                         f"{kueue.get('source')})")
+        else:
+            said = ", ".join(f"{k} {v}" for k, v in wait.items() if k != "enable")
+            parts.append(f"Kueue waitForPodsReady on ({said or 'its defaults'}; {kueue.get('source')})")
+    return "; ".join(parts) or None
+
+
+def restart_text(record: dict) -> str | None:
+    """How a failed run restarts on its platform, from what the run recorded; None for older records."""
+    env = record.get("environment") or {}
+    if record.get("platform") == "slurm":
+        return slurm_restart(env)
+    if record.get("platform") == "k8s":
+        return k8s_restart(env, (record.get("scheduler") or {}).get("info") or {})
+    return None
+
+
 def _value(metrics: dict, name: str) -> float | None:
     v = (metrics.get(name) or {}).get("value")
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
@@ -204,7 +275,7 @@ def project(record: dict) -> Projection | None:
         terms = k8s_terms(fault, k8s_site(env), phases)
     if terms is None:
         return None
-    return Projection(record.get("run_id", "?"), plat, fault, measured, terms)
+    return Projection(record.get("run_id", "?"), plat, fault, measured, terms, restart_text(record))
 
 
 def load(results_dir: str | Path) -> list[Projection]:
@@ -229,6 +300,7 @@ class Summary:
     hi: float
     terms: tuple[Term, ...]  # one run's terms, for the settings' names and values
     at_defaults: bool
+    restart: tuple[str, ...] = ()   # the runs' distinct restart_text
 
 
 def summarize(projections: Iterable[Projection]) -> list[Summary]:
@@ -239,7 +311,8 @@ def summarize(projections: Iterable[Projection]) -> list[Summary]:
     for (plat, fault), ps in sorted(groups.items()):
         out.append(Summary(plat, fault, len(ps), median(p.measured for p in ps),
                            median((p.lo + p.hi) / 2 for p in ps), min(p.lo for p in ps), max(p.hi for p in ps),
-                           ps[0].terms, all(p.at_defaults for p in ps)))
+                           ps[0].terms, all(p.at_defaults for p in ps),
+                           tuple(dict.fromkeys(p.restart for p in ps if p.restart))))
     return out
 
 
@@ -285,4 +358,7 @@ def section(summaries: list[Summary], label) -> list[tuple[str, list]]:
              "polling window where the fault's place in it decides the stretch."]
     notes += [f"{label(p)} defaults: {DEFAULTS_SOURCE[p]}." for p in ("slurm", "k8s")
               if any(s.platform == p and s.terms for s in summaries)]
+    for p in ("slurm", "k8s"):
+        said = dict.fromkeys(t for s in summaries if s.platform == p for t in s.restart)
+        notes += [f"How a failed run restarts on {label(p)}, as its runs recorded it: {t}." for t in said]
     return [(TITLE, [("table", (header, rows))] + [("p", n) for n in notes])]

@@ -401,6 +401,8 @@ class KubernetesBackend(Backend):
             raw = evidence_raw.gather(self.client, handle, rs.raw, self.looks.gone_pods(handle.data["namespace"]))
         except Exception as exc:  # noqa: BLE001 - collect returns what it has; the record says what is missing
             raw = {"errors": [f"gathering raw evidence: {type(exc).__name__}: {str(exc)[:300]}"]}
+        if (policy := preflight.failure_policy_of(raw.get("jobset"))) is not None:
+            info["failure_policy"] = policy   # what restarts this run, from its own JobSet
         return Collected(events=evmod.dedupe(events), times=dict(rs.times), attempts=attempts, logs=logs, info=info,
                          raw=raw)
 

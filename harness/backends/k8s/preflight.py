@@ -220,7 +220,78 @@ def check(client: K8sClient, cfg: Kubernetes, *, image: str, local: bool, checkp
         "setup": setup,
     }
     info.update(component_versions(client, local))
+    info.update(kueue_settings(client, local))
     return info
+
+
+# Kueue's Configuration on an ordinary install (its manifests.yaml): a ConfigMap in kueue-system; the
+# native cluster starts kueue-manager with --config=<state dir>/config/kueue.yaml instead
+KUEUE_CONFIGMAP = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
+WAIT_FOR_PODS_READY = ("enable", "timeout", "blockAdmission", "recoveryTimeout", "requeuingStrategy")
+
+
+def kueue_settings(client: K8sClient, local: bool) -> dict:
+    """Kueue's waitForPodsReady as its Configuration sets it (None: not set, Kueue's default: off), where
+    it came from, and the requeue backoff it implies; or why it could not be read (a user of a shared
+    cluster may not read kueue-system)."""
+    import yaml
+    if local:
+        try:
+            from ...clusters import native_k8s
+            path = native_k8s.info().state_dir / "config" / "kueue.yaml"
+            text, source = path.read_text(), f"{path} (the native cluster's kueue-manager --config)"
+        except Exception as exc:  # noqa: BLE001 - a missing state file: recorded, not fatal to the run
+            return {"kueue_config": {"source": "the native cluster's state dir", "unreadable": str(exc)[:200]}}
+    else:
+        ns, name, key = KUEUE_CONFIGMAP
+        source = f"ConfigMap {ns}/{name}, key {key}"
+        try:
+            cm, status, msg = _read(client, f"GET configmap {ns}/{name}", client.core().read_namespaced_config_map,
+                                    name, ns)
+        except BackendError as exc:
+            cm, status, msg = None, None, exc.message
+        if cm is None:
+            why = f"HTTP {status}: {msg}" if status else msg
+            return {"kueue_config": {"source": source, "unreadable": why[:300]}}
+        text = (cm.data or {}).get(key)
+        if text is None:
+            return {"kueue_config": {"source": source, "unreadable": f"the ConfigMap has no key {key}"}}
+    try:
+        conf = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        return {"kueue_config": {"source": source, "unreadable": f"not YAML: {str(exc)[:200]}"}}
+    wait = conf.get("waitForPodsReady") if isinstance(conf, dict) else None
+    wait = {k: wait[k] for k in WAIT_FOR_PODS_READY if k in wait} if isinstance(wait, dict) else None
+    return {"kueue_config": {"source": source, "waitForPodsReady": wait},
+            "kueue_requeue_backoff": requeue_backoff(wait)}
+
+
+def requeue_backoff(wait: dict | None) -> str:
+    """When Kueue evicts and requeues a workload whose pods are not ready in time, and how long it waits
+    before admitting it again; Kueue's documented defaults (apis/config/v1beta1) where the config is silent."""
+    if not wait or not wait.get("enable"):
+        return "none: waitForPodsReady off (Kueue does not evict a workload for pods not ready)"
+    rs = wait.get("requeuingStrategy") or {}
+    said = [f"{k} {rs[k]}" for k in ("backoffBaseSeconds", "backoffMaxSeconds", "backoffLimitCount") if k in rs]
+    return (f"after timeout {wait.get('timeout', '5m (default)')}"
+            + (f", recoveryTimeout {wait['recoveryTimeout']}" if wait.get("recoveryTimeout") else "")
+            + ": " + (", ".join(said) + " (the rest at Kueue's defaults)" if said else
+                      "Kueue's defaults (backoffBaseSeconds 60, backoffMaxSeconds 3600, no backoffLimitCount)"))
+
+
+def failure_policy_of(jobset: dict | None) -> dict | None:
+    """What restarts the run, from its own JobSet (as the API server kept it): spec.failurePolicy's
+    maxRestarts, restartStrategy and rules, and each replicated Job's backoffLimit; None without a JobSet."""
+    spec = get(jobset or {}, "spec")
+    if not isinstance(spec, dict):
+        return None
+    fp = spec.get("failurePolicy")
+    return {"source": "the run's JobSet spec.failurePolicy",
+            "set": isinstance(fp, dict),
+            "maxRestarts": (fp or {}).get("maxRestarts"), "restartStrategy": (fp or {}).get("restartStrategy"),
+            "rules": (fp or {}).get("rules") or [],
+            "job_backoff_limit": {rj.get("name"): get(rj, "template", "spec", "backoffLimit")
+                                  for rj in spec.get("replicatedJobs") or [] if isinstance(rj, dict)}}
 
 
 def component_versions(client: K8sClient, local: bool) -> dict:

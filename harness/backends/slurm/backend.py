@@ -60,6 +60,20 @@ _RUNNING_OR_AFTER = {JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED, Jo
                      JobState.CANCELLED, JobState.TIMEOUT}
 
 
+# slurm.conf's settings on when Slurm itself requeues a batch job (scontrol show config)
+REQUEUE_SETTINGS = ("JobRequeue", "RequeueExit", "RequeueExitHold", "MaxBatchRequeue")
+
+
+def recovery_settings(cfg: Slurm, conf: dict[str, str]) -> dict:
+    """How a failed run of this harness restarts on Slurm: never inside its allocation (torchrun runs with
+    --max_restarts=0); the batch script requeues its own job (scontrol requeue) after a failed srun while
+    SLURM_RESTART_COUNT < slurm.max_restarts, and sbatch --requeue lets Slurm requeue it after a node
+    failure; with the slurm.conf settings on requeueing as scontrol show config printed them."""
+    return {"restart": "requeue", "max_restarts": cfg.max_restarts, "torchrun_max_restarts": 0,
+            "by": "the batch script's scontrol requeue after a failed srun; sbatch --requeue for a node failure",
+            **{k: conf.get(k) for k in REQUEUE_SETTINGS}}
+
+
 class SlurmBackend(Backend):
     platform = "slurm"
     # One poll is one command over the transport: squeue and every run's new event bytes. Over ssh to
@@ -149,7 +163,8 @@ class SlurmBackend(Backend):
         version = ".".join(map(str, sp.parse_version(ver))) or ver[:80]
         return {"scheduler": "slurm", "scheduler_version": version,
                 "slurm_settings": sp.timing_settings(conf), "transport": self.sched.describe(),
-                "nodes": nodes, "torchrun_max_restarts": 0, **({"node_gpus": node_gpus} if node_gpus else {})}
+                "nodes": nodes, "torchrun_max_restarts": 0, "slurm_recovery": recovery_settings(self.cfg, conf),
+                **({"node_gpus": node_gpus} if node_gpus else {})}
 
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
         job = rendered.payload
