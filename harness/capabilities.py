@@ -24,6 +24,7 @@ SCENARIOS: dict[str, frozenset[str]] = {
     "ux": frozenset({"slurm", "k8s"}),
     "drills": frozenset({"slurm", "k8s"}),
     "serve": frozenset({"slurm", "k8s"}),
+    "scale": frozenset({"slurm", "k8s"}),
 }
 
 

@@ -1,7 +1,7 @@
 """The scenarios by kind: what a planned run's scenario string ("clean", a fault kind, "contention",
-"serve", "drill:<kind>", "mistake:<kind>") runs with, and the plan they make together. The pipeline,
-`poc rederive` and the commands that render or check a campaign ask here and name no scenario; a new
-scenario is its class (context.Scenario's hooks) plus one line in ``REGISTRY``.
+"scale:<nodes>", "serve", "drill:<kind>", "mistake:<kind>") runs with, and the plan they make together.
+The pipeline, `poc rederive` and the commands that render or check a campaign ask here and name no
+scenario; a new scenario is its class (context.Scenario's hooks) plus one line in ``REGISTRY``.
 
 A kind's class is either a ``context.Scenario`` (the pipeline executes its run as a training run and
 calls its hooks) or one that makes its own record with ``run`` instead (a user-experience probe
@@ -17,6 +17,7 @@ from .contention import ContentionScenario
 from .context import CleanRuns, Scenario
 from .drills.scenario import DrillScenario
 from .injection import FaultScenario
+from .scale_curve import ScaleScenario
 from .serve.scenario import ServeScenario
 from .spec import JobSpec, Planned, build
 from .ux.probe import MistakeProbe
@@ -26,6 +27,7 @@ REGISTRY: dict[str, type] = {
     "clean": CleanRuns,
     **{kind: FaultScenario for kind in sorted(set().union(*cap.FAULTS.values()))},
     "contention": ContentionScenario,
+    "scale": ScaleScenario,     # the config's job at each of scale.nodes' sizes
     "mistake": MistakeProbe,
     "serve": ServeScenario,
     "drill": DrillScenario,      # last: an upgrade drill leaves a new cluster behind it

@@ -205,9 +205,12 @@ def job_request(requests: dict[str, str], pods: int) -> dict[str, float]:
     return {r: qty(v) * pods for r, v in requests.items()}
 
 
-def quota_fit(c: Cluster, lq: dict, total: dict[str, float], managed: bool = False) -> str:
+def quota_fit(c: Cluster, lq: dict, total: dict[str, float], managed: bool = False, what: str = "the job",
+              tip: str = "lower resources.nodes, cpus_per_node, memory_mb or gpus_per_node, or ask the cluster "
+                         "admins for more quota") -> str:
     """managed: this machine's native cluster, whose ClusterQueue the campaign's own setup sizes to the
-    config's job before the first run (backends/k8s/local_setup.py): a shortfall there is not the user's to fix."""
+    campaign's largest job before the first run (backends/k8s/local_setup.py): a shortfall there is not the
+    user's to fix. what: the job ``total`` is (the campaign's largest), and tip what to do when it does not fit."""
     name = (lq.get("spec") or {}).get("clusterQueue")
     cq, status, msg = c.read("clusterqueue", name)
     if status in (401, 403):
@@ -240,10 +243,8 @@ def quota_fit(c: Cluster, lq: dict, total: dict[str, float], managed: bool = Fal
         raise Note(f"ClusterQueue {name} is short of the job's request, but it is in cohort {cohort}: the job fits "
                    f"only by borrowing: {'; '.join(short)}")
     if short:
-        raise Failed(f"the job does not fit ClusterQueue {name}: {'; '.join(short)}",
-                     tip="lower resources.nodes, cpus_per_node, memory_mb or gpus_per_node, or ask the cluster "
-                         "admins for more quota")
-    return f"the job fits ClusterQueue {name}: {', '.join(fits)}"
+        raise Failed(f"{what} does not fit ClusterQueue {name}: {'; '.join(short)}", tip=tip)
+    return f"{what} fits ClusterQueue {name}: {', '.join(fits)}"
 
 
 def _fmt(x: float) -> str:
@@ -254,7 +255,9 @@ def _fmt(x: float) -> str:
 
 
 def run_all(c: Cluster, k: Kubernetes, runner: Runner, *, apis: Iterable[Api], required: list[Access],
-            optional: list[Access], requests: dict[str, str], pods: int, managed: bool = False) -> None:
+            optional: list[Access], requests: dict[str, str], pods: int, managed: bool = False,
+            job: dict | None = None) -> None:
+    """job: quota_fit's ``what`` and ``tip`` for the job of ``pods`` pods (the campaign's largest)."""
     runner.run("api server", lambda: api_server(c), gate=True)
     runner.run("apis served", lambda: apis_served(c, apis))
     runner.run("rbac", lambda: rbac(c, k, required, optional))
@@ -264,7 +267,7 @@ def run_all(c: Cluster, k: Kubernetes, runner: Runner, *, apis: Iterable[Api], r
         found.append(local_queue(c, k, managed))
         return describe_queue(found[0])
     runner.run("local queue", queue)
-    runner.run("quota", lambda: quota_fit(c, found[0], job_request(requests, pods), managed) if found
+    runner.run("quota", lambda: quota_fit(c, found[0], job_request(requests, pods), managed, **(job or {})) if found
                else _no_queue())
 
 

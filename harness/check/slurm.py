@@ -37,6 +37,9 @@ class SlurmTarget:
     script: str                    # the campaign's first job, rendered as it would be submitted
     partition: str | None
     accept_unknown_host: bool = False
+    # (what it is, its script): the campaign's largest job where it asks for more nodes than the first
+    # (a scale curve's largest size), tried with sbatch --test-only as well
+    largest: tuple[str, str] | None = None
 
 
 def ssh_of(t) -> object | None:
@@ -140,7 +143,11 @@ def partition(wanted: str | None, parts: list[str]) -> str:
     return f"partition {wanted} exists"
 
 
-def test_only(shell, script: str) -> str:
+TEST_ONLY_TIP = ("compare resources, slurm.partition, account, qos, constraint and time_limit with what "
+                 "`sinfo` and `sacctmgr show assoc user=$USER` show; `poc render --platform slurm` prints the job")
+
+
+def test_only(shell, script: str, what: str = "the campaign's job", tip: str = TEST_ONLY_TIP) -> str:
     """`sbatch --test-only` of the rendered job, on stdin: slurmctld says when and where it would start
     the job and submits nothing."""
     if shell is None:
@@ -151,10 +158,7 @@ def test_only(shell, script: str) -> str:
     m = _TEST_ONLY.search(text)
     if res.returncode != 0 or m is None:
         why = "; ".join(ln.strip() for ln in text.splitlines() if ln.strip()) or f"exit code {res.returncode}"
-        raise Failed(f"sbatch --test-only refused the campaign's job: {why}",
-                     tip="compare resources, slurm.partition, account, qos, constraint and time_limit with what "
-                         "`sinfo` and `sacctmgr show assoc user=$USER` show; `poc render --platform slurm` "
-                         "prints the job")
+        raise Failed(f"sbatch --test-only refused {what}: {why}", tip=tip)
     return (f"Slurm would start the job at {m['at']} on {m['nodes']} in partition {m['part']} "
             f"({m['procs']} processors); nothing was submitted")
 
@@ -198,4 +202,10 @@ def run_all(target: SlurmTarget, runner: Runner, *, connect=socket.create_connec
     runner.run("sinfo", sinfo, gate=True)
     runner.run("partition", lambda: partition(target.partition, parts))
     runner.run("sbatch --test-only", lambda: test_only(target.shell, target.script))
+    if target.largest is not None:
+        what, script = target.largest
+        runner.run("sbatch --test-only, largest job", lambda: test_only(
+            target.shell, script, what,
+            f"{what} may ask for more nodes than the partition has: compare scale.nodes with `sinfo -N"
+            f"{' -p ' + target.partition if target.partition else ''}` and lower its largest size"))
     runner.run("accounting", lambda: accounting(target.sched, target.shell))

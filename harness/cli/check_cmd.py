@@ -23,6 +23,19 @@ def _first_spec(cfg, plat: str):
     return job_spec(cfg, plat, runs[0] if runs else Planned(f"{plat}-clean-01"))
 
 
+def _largest_spec(cfg, plat: str, first):
+    """The job of the campaign that asks for the most nodes (a scale curve's largest size), where that is
+    more than ``first`` asks for; else None."""
+    from ..scenarios import submitted_specs
+
+    big = max(submitted_specs(cfg, plat), key=lambda s: s.nodes, default=first)
+    return big if big.nodes > first.nodes else None
+
+
+def _what(spec) -> str:
+    return f"the campaign's largest job ({spec.run_id}: {spec.nodes} nodes)"
+
+
 def _slurm(cfg, backend_fn, runner) -> None:
     from ..check import slurm as chk
 
@@ -36,9 +49,12 @@ def _slurm(cfg, backend_fn, runner) -> None:
             ssh.retries, ssh.connect_timeout = 0, chk.CONNECT_TIMEOUT_S
     try:
         shell = getattr(backend.sched, "shell", backend.t)   # slurmrestd: its ssh shell, None with a mount
+        first = _first_spec(cfg, "slurm")
+        big = _largest_spec(cfg, "slurm", first)
         target = chk.SlurmTarget(sched=backend.sched, shell=shell, ssh=chk.ssh_of(shell),
-                                 script=backend.render(_first_spec(cfg, "slurm")).payload.script,
-                                 partition=cfg.slurm.partition, accept_unknown_host=cfg.slurm.accept_unknown_host)
+                                 script=backend.render(first).payload.script,
+                                 partition=cfg.slurm.partition, accept_unknown_host=cfg.slurm.accept_unknown_host,
+                                 largest=None if big is None else (_what(big), backend.render(big).payload.script))
         chk.run_all(target, runner)
     finally:
         backend.close()
@@ -62,9 +78,14 @@ def _k8s(cfg, backend_fn, runner, apis) -> None:
         k = cfg.kubernetes
         required, optional = chk.needed(k, node_faults=backend.node_faults, serving=backend.serving_rbac)
         spec = _first_spec(cfg, "k8s")
+        big = _largest_spec(cfg, "k8s", spec)   # the quota must fit the largest job the campaign submits
+        job = None if big is None else {
+            "what": _what(big), "tip": f"lower scale.nodes' largest size ({big.nodes}) to what the quota fits, or "
+                                       "ask the cluster admins for more quota in the ClusterQueue behind "
+                                       "kubernetes.local_queue"}
         chk.run_all(chk.LiveCluster(backend.client), k, runner, apis=apis, required=required, optional=optional,
-                    requests=rj.resources(spec, k.pod.extra_resources)["requests"], pods=spec.nodes,
-                    managed=backend.local)
+                    requests=rj.resources(spec, k.pod.extra_resources)["requests"], pods=(big or spec).nodes,
+                    managed=backend.local, job=job)
     finally:
         backend.close()
 

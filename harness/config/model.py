@@ -19,6 +19,7 @@ from .faults import DESTRUCTIVE_FAULTS, Fault
 from .kubernetes import NATIVE_KUBECONFIG, Kubernetes
 from .local import Local
 from .pricing import Price
+from .scale import Scale
 from .serve import Serve
 from .slurm import Slurm
 from .ux import Ux
@@ -69,6 +70,7 @@ class Config(Model):
     drills: Drills = Field(default_factory=Drills)
     serve: Serve = Field(default_factory=Serve)
     calibration: Calibration = Field(default_factory=Calibration)
+    scale: Scale = Field(default_factory=Scale)
 
     @field_validator("campaign")
     @classmethod

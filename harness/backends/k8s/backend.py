@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ... import events as evmod
@@ -133,7 +133,10 @@ class KubernetesBackend(Backend):
             from ...clusters import native_power as power
         return cls(k, K8sClient(kubeconfig, k.context), image=image, checkpoint_root=ckpt,
                    checkpoint_pvc=k.checkpoint_pvc, local_cluster=local, power=power,
-                   setup_spec=build(cfg, "k8s", "k8s-setup", None),
+                   # the campaign's largest job (a scale curve's largest size): the local queue's quota
+                   # admits it, and preflight refuses a user's queue whose quota cannot
+                   setup_spec=replace(build(cfg, "k8s", "k8s-setup", None),
+                                      nodes=cfg.scale.most_nodes("k8s", cfg.resources.nodes)),
                    node_faults=cfg.allow_destructive_faults and (any(f.kind == "lose_node" for f in cfg.faults) or (
                        cfg.serve.enabled and "node_loss" in cfg.serve.faults)),
                    allow_destructive_faults=cfg.allow_destructive_faults, serving_rbac=cfg.serve.enabled)

@@ -16,7 +16,7 @@ from ...config import Kubernetes
 from ...errors import BackendError
 from ...render import jobset as rj
 from ...spec import JobSpec
-from . import taints
+from . import quota_fit, taints
 from .api import CLUSTERQUEUES, JOBSETS, LOCALQUEUES, WORKLOADS, K8sClient, api_message, qty
 from .state import conds, fits_no_node, get, items, quota_of
 
@@ -193,6 +193,8 @@ def check(client: K8sClient, cfg: Kubernetes, *, image: str, local: bool, checkp
     seen["nodes"] = "visible" if nodes is not None else FORBIDDEN + " (capacity unchecked before submit)"
     if nodes is not None and spec is not None:
         check_nodes(nodes, pod_requests(spec, cfg), cfg.pod.node_selector, rj.tolerations(cfg))
+    # spec: the campaign's largest job; on the local cluster the harness sized the quota to it (setup_local)
+    fit = None if local else quota_fit.check(cq, spec, cfg.pod.extra_resources)
     info = {
         "scheduler": "kubernetes",
         "scheduler_version": getattr(ver, "git_version", None),
@@ -205,6 +207,7 @@ def check(client: K8sClient, cfg: Kubernetes, *, image: str, local: bool, checkp
         "node_monitor_grace_period": None,
         "local_queue": cfg.local_queue, "cluster_queue": cq_name,
         "cluster_queue_quota": quota_of(cq) if cq is not None else None,
+        **({"largest_job_quota_fit": fit} if fit else {}),
         "local_queue_flavors": [f.get("name") for f in items(lq, "status", "flavors")],
         "image": image, "image_pull_policy": cfg.image_pull_policy,
         "checkpoint": checkpoint,

@@ -51,7 +51,7 @@ from ..base import (
     no_journal,
     require_destructive_allowed,
 )
-from . import connect, gpus, guard, records
+from . import connect, gpus, guard, partition_fit, records
 from . import eventfiles as ef
 from .scheduler import CliScheduler, Scheduler, counting
 
@@ -85,9 +85,11 @@ class SlurmBackend(Backend):
 
     def __init__(self, cfg: Slurm, transport: Transport, docker: dict | None = None,
                  query_budget: int = 5, docker_runner=subprocess.run, clock=time.monotonic, sleep=time.sleep,
-                 scheduler: Scheduler | None = None, allow_destructive_faults: bool = False, gpus_per_node: int = 0):
+                 scheduler: Scheduler | None = None, allow_destructive_faults: bool = False, gpus_per_node: int = 0,
+                 most_nodes: int = 0):
         self.cfg = cfg
         self.gpus_per_node = gpus_per_node   # resources.gpus_per_node: preflight checks the nodes can hold it
+        self.most_nodes = most_nodes         # the campaign's largest job: preflight checks its partition has them
         self.allow_destructive_faults = allow_destructive_faults   # the config's opt-in, checked again at inject
         self.sched = scheduler or CliScheduler(transport)   # slurmctld/slurmdbd: the CLI, or slurmrestd
         # files: the run directory, event files, outputs (and srun for kill_rank); its commands are
@@ -160,11 +162,12 @@ class SlurmBackend(Backend):
                                    tip="set slurm.partition to one of them, or null for the default")
         nodes = self.sched.nodes()
         node_gpus = gpus.preflight_check(self.t, self.gpus_per_node, self.cfg.gpu_type, self.cfg.partition)
+        fit = partition_fit.check(self.t, self.most_nodes, self.cfg.partition)
         version = ".".join(map(str, sp.parse_version(ver))) or ver[:80]
         return {"scheduler": "slurm", "scheduler_version": version,
                 "slurm_settings": sp.timing_settings(conf), "transport": self.sched.describe(),
                 "nodes": nodes, "torchrun_max_restarts": 0, "slurm_recovery": recovery_settings(self.cfg, conf),
-                **({"node_gpus": node_gpus} if node_gpus else {})}
+                **({"node_gpus": node_gpus} if node_gpus else {}), **({"partition_nodes": fit} if fit else {})}
 
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
         job = rendered.payload

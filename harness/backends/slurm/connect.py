@@ -62,7 +62,8 @@ def build(cls, cfg: Config):
         except PocError as exc:   # no url, token or login node: rendering still works, preflight says why
             return cls(s, _Unconfigured(exc.message, exc.tip))
         return cls(s, files, docker=docker, scheduler=sched, allow_destructive_faults=cfg.allow_destructive_faults,
-                   gpus_per_node=cfg.resources.gpus_per_node)
+                   gpus_per_node=cfg.resources.gpus_per_node,
+                   most_nodes=cfg.scale.most_nodes("slurm", cfg.resources.nodes))
     if s.transport == "ssh" and not s.host:
         settings = docker_cluster_settings(s.connection_file)
         if settings is None:
@@ -93,4 +94,5 @@ def build(cls, cfg: Config):
     else:
         t = make_transport(s.transport)
     return cls(s, t, docker=docker, allow_destructive_faults=cfg.allow_destructive_faults,
-               gpus_per_node=cfg.resources.gpus_per_node)
+               gpus_per_node=cfg.resources.gpus_per_node,
+               most_nodes=cfg.scale.most_nodes("slurm", cfg.resources.nodes))
