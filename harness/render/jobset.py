@@ -223,6 +223,8 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         {"name": "POC_RUN_ID", "value": spec.run_id},
         {"name": "JOBSET_RESTART_ATTEMPT",
          "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{RESTART_ANNOTATION}']"}}},
+        # the node as Kubernetes names it (a pod's host name is its own): what a calibration refusal names
+        {"name": "POC_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
     ]
     if pod.host_network:
         env.append({"name": "POC_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})

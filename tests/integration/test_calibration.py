@@ -55,6 +55,11 @@ def test_every_node_is_recorded_and_checked_before_training(plat, tmp_path):
     cal = _calibration(run["events"])
     assert cal["ok"] and not cal["refused"]
     assert len(cal["nodes"]) == 2 and len({n["host"] for n in cal["nodes"]}) == 2
+    # each node as its scheduler names it: Slurm's NodeName; the Kubernetes node, not the pod's host name
+    if plat == "slurm":
+        assert {n["node"] for n in cal["nodes"]} <= {"c1", "c2", "c3"}, cal["nodes"]
+    else:
+        assert all(n["node"] and n["node"] != n["host"] for n in cal["nodes"]), cal["nodes"]
     for node in cal["nodes"]:
         facts = node["facts"]
         assert node["gflops"] > 0 and facts["torch"] and facts["limits"]["memlock"][0], node
@@ -88,7 +93,7 @@ def test_a_node_far_below_its_peers_is_refused_and_the_job_cancelled(tmp_path):
     assert proc.returncode == 1 and rec["status"] == "failed", proc.stderr[-3000:]
     msg = rec["error"]["message"]
     assert "calibration refused node c2" in msg and "of the nodes' median" in msg, msg
-    assert "--exclude=NODE" in (rec["error"].get("tip") or ""), rec["error"]
+    assert "--exclude=c2" in (rec["error"].get("tip") or ""), rec["error"]
     assert "the workload refused to run: calibration refused node c2" in proc.stderr
     cal = _calibration(run["events"])
     assert [r["host"] for r in cal["refused"]] == ["c2"], cal["refused"]

@@ -384,8 +384,24 @@ def parse_nccl_tests(text: str) -> dict:
     return {"rows": rows, "avg_busbw_gbps": avg, "version": version}
 
 
+CAP_IPC_LOCK = 14     # linux/capability.h
+
+
+def cap_ipc_lock() -> bool | None:
+    """Whether this process holds CAP_IPC_LOCK (/proc/self/status CapEff); None where it cannot be read."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_IPC_LOCK & 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def node_facts(torch, device) -> dict:
-    facts = {"limits": rlimits(), "torch": torch.__version__, "cuda": torch.version.cuda, "nccl": None}
+    facts = {"limits": rlimits(), "cap_ipc_lock": cap_ipc_lock(), "torch": torch.__version__,
+             "cuda": torch.version.cuda, "nccl": None}
     if device.type == "cuda":
         try:
             facts["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
@@ -419,7 +435,9 @@ def node_problems(facts: dict, gpus_per_node: int, simulated: bool, min_memlock_
             if ecc.isdigit() and int(ecc) > 0:
                 out.append(f"GPU {g['index']} has {ecc} uncorrected ECC errors")
     soft = ((facts.get("limits") or {}).get("memlock") or [None])[0]
-    if min_memlock_kib and soft != "unlimited" and isinstance(soft, int) and soft < min_memlock_kib * 1024:
+    # CAP_IPC_LOCK (a pod's securityContext capability) lets a process pin memory whatever its limit
+    if (min_memlock_kib and not facts.get("cap_ipc_lock") and soft != "unlimited" and isinstance(soft, int)
+            and soft < min_memlock_kib * 1024):
         out.append(f"memlock is {soft // 1024} KiB (ulimit -l), below the {min_memlock_kib} KiB asked for: "
                    "RDMA memory registration would fail or NCCL fall back to sockets")
     return out
@@ -476,8 +494,9 @@ def verdict(ranks: list[dict], min_ratio: float) -> tuple[list[dict], list[dict]
     Computed alike on every rank from the same all-gathered list, so all agree without a broadcast."""
     by_host: dict[str, dict] = {}
     for r in sorted(ranks, key=lambda r: r["rank"]):
-        node = by_host.setdefault(r["host"], {"host": r["host"], "ranks": [], "gflops": None, "facts": None,
-                                              "problems": [], "nccl_tests": None, "intra_node": None})
+        node = by_host.setdefault(r["host"], {"host": r["host"], "node": r.get("node") or r["host"], "ranks": [],
+                                              "gflops": None, "facts": None, "problems": [], "nccl_tests": None,
+                                              "intra_node": None})
         node["ranks"].append(r["rank"])
         g = r["compute"]["gflops"]
         node["gflops"] = g if node["gflops"] is None else min(node["gflops"], g)
@@ -499,7 +518,7 @@ def verdict(ranks: list[dict], min_ratio: float) -> tuple[list[dict], list[dict]
         if med_bw and bw is not None and len(busbws) > 1 and bw / med_bw < min_ratio:
             why.append(f"nccl-tests busbw {bw:.3g} GB/s is {bw / med_bw:.2f} of the nodes' median {med_bw:.3g}")
         if why:
-            refused.append({"host": n["host"], "why": why})
+            refused.append({"host": n["host"], "node": n["node"], "why": why})
     return nodes, refused
 
 
@@ -516,7 +535,12 @@ def calibrate(args, ev: Events, dist, torch, device, backend: str) -> bool:
     t0 = time.perf_counter()
     world, rank = dist.get_world_size(), dist.get_rank()
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    mine: dict = {"rank": rank, "host": ev.host, "local_rank": ev.local_rank,
+    # the objects go over a gloo group: ranks waiting for local rank 0's nccl-tests wait on the CPU, not
+    # in an NCCL kernel spinning on the GPUs nccl-tests is measuring
+    cpu = dist.new_group(backend="gloo")
+    # the node as its scheduler names it (what an exclusion takes), which need not be its host name
+    node = os.environ.get("SLURMD_NODENAME") or os.environ.get("POC_NODE_NAME") or ev.host
+    mine: dict = {"rank": rank, "host": ev.host, "node": node, "local_rank": ev.local_rank,
                   "compute": compute_rate(torch, device, args.calibrate_seconds)}
     if ev.local_rank == 0:
         mine["facts"] = node_facts(torch, device)
@@ -528,11 +552,11 @@ def calibrate(args, ev: Events, dist, torch, device, backend: str) -> bool:
             top = parsed["rows"][-1] if parsed["rows"] else None
             mine["nccl_tests"] = {"argv": res["argv"], "rc": res["rc"], "version": parsed.get("version"),
                                   "bytes": top["bytes"] if top else None,
-                                  "busbw_gbps": top["oop_busbw_gbps"] if top else None,
+                                  "busbw_gbps": top["ip_busbw_gbps"] if top else None,   # in place, as the workload
                                   "rows": parsed["rows"], "out_tail": res["out"][-3000:] if res["rc"] else ""}
     # the node's ranks as a group of their own: the workload's intra-node all-reduce beside nccl-tests'
     hosts = [None] * world
-    dist.all_gather_object(hosts, ev.host)
+    dist.all_gather_object(hosts, ev.host, group=cpu)
     groups = {}
     for h in sorted(set(hosts)):
         members = [r for r, x in enumerate(hosts) if x == h]
@@ -544,7 +568,7 @@ def calibrate(args, ev: Events, dist, torch, device, backend: str) -> bool:
             mine["intra_node"] = got
     job = timed_allreduce(dist, torch, device, args.calibrate_bytes, world)
     ranks = [None] * world
-    dist.all_gather_object(ranks, mine)
+    dist.all_gather_object(ranks, mine, group=cpu)
     nodes, refused = verdict(ranks, args.calibrate_min_ratio)
     took = time.perf_counter() - t0
     if rank == 0:
@@ -556,10 +580,12 @@ def calibrate(args, ev: Events, dist, torch, device, backend: str) -> bool:
         refused = [{"host": "(the job)", "why": [f"the {backend} all-reduce check gave a wrong sum"]}]
     if refused and rank == 0:
         first = refused[0]
-        msg = (f"calibration refused node {first['host']}: " + "; ".join(first["why"])
+        names = ",".join(r.get("node") or r["host"] for r in refused)
+        msg = (f"calibration refused node {first.get('node') or first['host']}: " + "; ".join(first["why"])
                + (f" (and {len(refused) - 1} more node(s))" if len(refused) > 1 else ""))
-        tip = ("exclude the node (slurm.extra_sbatch: ['--exclude=NODE'], or a Kubernetes node affinity) and tell "
-               "the site; calibration.min_peer_ratio and calibration.min_memlock_kib set the bar")
+        tip = (f"exclude it and tell the site: on Slurm slurm.extra_sbatch: ['--exclude={names}'], on Kubernetes "
+               f"kubernetes.pod.affinity with a nodeAffinity term 'kubernetes.io/hostname NotIn [{names}]'; "
+               "calibration.min_peer_ratio and calibration.min_memlock_kib set the bar")
         ev.emit("workload_error", error="calibration", message=msg, tip=tip, refused=refused)
         print(f"poc-workload: ERROR {msg}\npoc-workload: TIP {tip}", file=sys.stderr, flush=True)
     return not refused

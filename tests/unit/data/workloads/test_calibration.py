@@ -64,6 +64,8 @@ def facts(memlock=8 << 20, gpus=None, rc=0):
     ("memlock low", dict(f=facts(memlock=64 << 10), gpus=0, simulated=False, memlock=1 << 20),
      ["memlock is 64 KiB (ulimit -l), below the 1048576 KiB"]),
     ("memlock unlimited", dict(f=facts(memlock="unlimited"), gpus=0, simulated=False, memlock=1 << 20), []),
+    ("memlock low, IPC_LOCK held", dict(f={**facts(memlock=64 << 10), "cap_ipc_lock": True}, gpus=0, simulated=False,
+                                        memlock=1 << 20), []),
 ])
 def test_node_problems_name_what_a_site_engineer_fixes(case, kw, words):
     got = w.node_problems(kw["f"], kw["gpus"], kw["simulated"], kw["memlock"])
@@ -74,6 +76,13 @@ def test_node_problems_name_what_a_site_engineer_fixes(case, kw, words):
 
 def rank(r, host, gflops, **node):
     return {"rank": r, "host": host, "local_rank": 0 if node else 1, "compute": {"gflops": gflops}, **node}
+
+
+def test_a_refused_node_is_named_as_its_scheduler_names_it():
+    ranks = [rank(0, "a", 50.0, facts=facts(), problems=[]),
+             {**rank(1, "gpu-b-17.ib.site", 5.0, facts=facts(), problems=[]), "node": "gpu-b-17"}]
+    nodes, refused = w.verdict(ranks, 0.5)
+    assert [n["node"] for n in nodes] == ["a", "gpu-b-17"] and refused[0]["node"] == "gpu-b-17"
 
 
 def test_a_node_far_below_the_median_is_refused_with_its_figures():
@@ -92,7 +101,7 @@ def test_a_node_with_problems_is_refused_whatever_its_speed():
     ranks = [rank(0, "a", 50.0, facts=facts(), problems=[]), rank(1, "b", 50.0, facts=facts(),
                                                                     problems=["3 of 8 GPUs visible"])]
     _, refused = w.verdict(ranks, 0.5)
-    assert refused == [{"host": "b", "why": ["3 of 8 GPUs visible"]}]
+    assert refused == [{"host": "b", "node": "b", "why": ["3 of 8 GPUs visible"]}]
 
 
 def test_one_node_has_no_peers_to_fall_below():
