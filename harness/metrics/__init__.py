@@ -25,6 +25,10 @@ Definitions (all platforms):
   resume_s, lost_steps: see recovery.py. recovery_cost_usd: see cost.py.
 - goodput: useful training time / wall time held (ETTR), see goodput.py.
 - cost_run_usd, cost_per_step_usd, cost_per_step_steady_usd: billed until released, see cost.py.
+- checkpoint_save_s, checkpoint_load_s: the workload's own save and load timings, see checkpoint.py
+  (a restart's load lies inside recovery_checkpoint_load_s).
+- samples_per_s (the MLP), tokens_per_s and mfu (the transformer): from the median step time, see throughput.py.
+- straggler_ratio: the slowest rank's median step time / the ranks' median, see straggler.py.
 """
 from __future__ import annotations
 

@@ -6,10 +6,13 @@ import statistics
 from .. import events as ev
 from .bandwidth import allreduce
 from .calibration import calibration
+from .checkpoint import checkpoint
 from .common import _metric, normalise
 from .cost import cost, recovery_cost
 from .goodput import goodput
 from .recovery import recovery, step_times
+from .straggler import straggler
+from .throughput import throughput
 from .timing import first_log, handover, queue, startup
 
 
@@ -36,6 +39,9 @@ def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per
     med = statistics.median(st_samples) if st_samples else None
     m["step_time_s"] = _metric("step_time_s", med, {}, n=len(st_samples), samples=[round(x, 6) for x in st_samples],
                                grouped_by="attempt, rank (first step of each dropped)")
+    m.update(throughput(events, world, med))   # samples_per_s (MLP) or tokens_per_s and mfu (transformer)
+    m.update(straggler(events))
+    m.update(checkpoint(events))   # nothing for a run that saved and loaded none
     rec_inst: dict = {}
     for f in faults:  # one fault per run today; a second would overwrite the first's metrics
         rm, rec_inst = recovery(events, f, world, st)

@@ -12,7 +12,11 @@ _BY_BASE = {"queue_s": "queue", "queue_admission_s": "queue", "startup_s": "star
             "rendezvous_s": "startup", "first_step_s": "startup", "submit_to_first_step_s": "startup",
             "allreduce_busbw_gbps": "all-reduce and steps", "allreduce_avg_busbw_gbps": "all-reduce and steps",
             "sweep_s": "all-reduce and steps", "step_time_s": "all-reduce and steps", "handover_s": "contention",
-            "first_log_s": "user experience", "goodput": "cost"}
+            "first_log_s": "user experience", "goodput": "cost",
+            "samples_per_s": "all-reduce and steps", "tokens_per_s": "all-reduce and steps",
+            "mfu": "all-reduce and steps", "straggler_ratio": "all-reduce and steps",
+            # beside recovery: a restart's read is part of recovery_checkpoint_load_s
+            "checkpoint_save_s": "recovery", "checkpoint_load_s": "recovery"}
 
 
 def criterion_of(key: str) -> str:

@@ -23,6 +23,8 @@ from .verdicts import findings, method_note, tested_table
 
 # charts shown in their sections, not under "Charts"
 OWN_SECTION = {"recovery", "decision", "errors", "drills", "serve_cdf", "serve_timeline"}
+# the recovery section's table: recovery_s, its phases, and the checkpoint figures beside them
+RECOVERY_TABLE = {"recovery_s", *RECOVERY_PHASES, "checkpoint_save_s", "checkpoint_load_s"}
 COST_KEYS = {"cost_run_usd", "cost_per_step_usd", "cost_per_step_steady_usd", "recovery_cost_usd", "goodput"}
 HARNESS_ERRORS = "Harness errors — not counted against any platform"
 HARNESS_ERRORS_WHY = ("These runs stopped because the harness itself raised an unexpected error (a bug in the harness, "
@@ -61,10 +63,39 @@ DEFINITIONS = [
 ]
 
 
+# Figures defined only where the report shows them (campaigns stored before them have none, and their
+# committed reports regenerate as they were): the metric names each definition is about, and its text.
+SHOWN_DEFINITIONS = [
+    ({"checkpoint_save_s", "checkpoint_load_s"},
+     "`checkpoint_save_s`: the median over the run's checkpoints of the workload's save time (rank 0: torch.save "
+     "of the model and optimizer state to a temporary file and its rename into place; rotation not counted), "
+     "with n, the slowest, the file's size and file system, and GB/s = bytes ÷ save time (GB = 1e9 bytes, median "
+     "over the saves); saves fall between steps, outside every step time. `checkpoint_load_s:<fault>`: the "
+     "restart's checkpoint read (torch.load and load_state_dict of the model and optimizer), the slowest rank's, "
+     "with its size, file system and GB/s. It is part of `recovery_checkpoint_load_s` (rendezvous → every rank "
+     "loaded, which also builds the model and wraps it in DDP) and is not added to `recovery_s` again."),
+    ({"samples_per_s", "tokens_per_s", "mfu"},
+     "`samples_per_s` (the MLP workload): per-rank batch × ranks ÷ the median step time (`step_time_s`). "
+     "`tokens_per_s` (the transformer): per-rank batch × seq_len × ranks ÷ the median step time. `mfu` (the "
+     "transformer on GPUs, in bf16): `tokens_per_s` × model FLOPs per token ÷ (the GPU's dense bf16 tensor peak "
+     "× GPUs); FLOPs per token = 6 × parameters + 12 × layers × d_model × seq_len (PaLM, Chowdhery et al. 2022, "
+     "appendix B; the causal mask not discounted), the peak from NVIDIA's datasheets by the device's name. None "
+     "for a CPU run, a GPU not in the table, or a run not in bf16 (the run's record says which)."),
+    ({"straggler_ratio"},
+     "`straggler_ratio`: per rank the median step time of the first attempt (first step dropped); the slowest "
+     "rank's ÷ the median of the ranks' (1.0: no rank slower), naming the slowest rank and its host. Under "
+     "synchronous DDP every rank waits for the slowest in each step's all-reduce, inside its own step time, so "
+     "the ratio stays near 1.0 even where one rank computes slower: such a rank lengthens `step_time_s` on "
+     "every rank instead, and the calibration phase's per-node matmul rate is what names it."),
+]
+
+
 def definitions(ctx: ReportContext) -> list[str]:
     """DEFINITIONS, with the calibration figures' where the campaign calibrated: a campaign without the
-    phase shows none of them, so the committed reports regenerate as they were."""
-    return DEFINITIONS + (calmod.DEFINITIONS if calmod.applies(ctx.table) else [])
+    phase shows none of them, so the committed reports regenerate as they were; likewise SHOWN_DEFINITIONS."""
+    shown = {base_metric(s.metric) for s in ctx.summary}
+    return (DEFINITIONS + [text for names, text in SHOWN_DEFINITIONS if names & shown]
+            + (calmod.DEFINITIONS if calmod.applies(ctx.table) else []))
 
 
 def _label(p: str) -> str:
@@ -117,8 +148,7 @@ def _verdicts(ctx: ReportContext) -> list[Block]:
 
 
 def _recovery(ctx: ReportContext) -> list[Block]:
-    phases = sec.metric_table(ctx.summary,
-                              lambda k: base_metric(k) in RECOVERY_PHASES or base_metric(k) == "recovery_s")
+    phases = sec.metric_table(ctx.summary, lambda k: base_metric(k) in RECOVERY_TABLE)
     return [("table", phases), ("img", ("recovery", ctx.charts["recovery"]))]
 
 

@@ -17,18 +17,21 @@ PLATFORM_ORDER = ["local", "slurm", "k8s"]
 PLATFORM_LABEL = {"local": "local (baseline)", "slurm": "Slurm", "k8s": "Kubernetes"}
 # Metrics a fault changes are kept apart per fault kind: "recovery_s:kill_rank".
 BY_SCENARIO = {"recovery_s", "resume_s", "lost_steps", "cost_per_step_usd", "cost_run_usd", "goodput",
-               "recovery_cost_usd", *RECOVERY_PHASES}
+               "recovery_cost_usd", *RECOVERY_PHASES, "checkpoint_load_s"}
 # Metrics of the first attempt, comparable across clean and fault runs alike.
 ANY_SCENARIO = {"queue_s", "queue_admission_s", "first_log_s", "submit_to_first_step_s", "handover_s", "startup_s",
                 "launch_s", "rendezvous_s", "first_step_s",
                 "sweep_s", "allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "step_time_s",
-                "cost_per_step_steady_usd"}
+                "cost_per_step_steady_usd",
+                # from the median step time, like step_time_s; the first attempt's ranks; every save of the run
+                "samples_per_s", "tokens_per_s", "mfu", "straggler_ratio", "checkpoint_save_s"}
 # Waits a contention run's blocker lengthens: its own figure there.
 QUEUE = {"queue_s", "queue_admission_s", "first_log_s", "submit_to_first_step_s"}
 # Families later issues add (upgrades: 13, inference: 14), kept apart per scenario like recovery.
 PER_SCENARIO_PREFIXES = ("upgrade_", "serve_")
 HIGHER_IS_BETTER = {"allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "goodput", "upgrade_job_survived",
-                    "upgrade_records_intact", "serve_throughput_rps", "serve_availability"}
+                    "upgrade_records_intact", "serve_throughput_rps", "serve_availability", "samples_per_s",
+                    "tokens_per_s", "mfu"}
 # Below this many runs a side the report prints no interval and draws no verdict. A percentile
 # bootstrap of a median from 3 runs can only return those 3 values (its "95%" interval is the
 # range, and covers far less than 95%); the exact rank-sum test cannot reach p < 0.05 two-sided
