@@ -340,6 +340,13 @@ def cell(summaries: list[Summary], label) -> str:
         f"{label(s.platform)} {s.fault} {_at_defaults(s)}" for s in summaries)
 
 
+def restart_notes(summaries: list[Summary], label) -> list[str]:
+    """One line per platform (per distinct text its runs recorded): how a failed run restarts there."""
+    said = dict.fromkeys((s.platform, t) for p in ("slurm", "k8s") for s in summaries if s.platform == p
+                         for t in s.restart)
+    return [f"How a failed run restarts on {label(p)}, as its runs recorded it: {t}." for p, t in said]
+
+
 def section(summaries: list[Summary], label) -> list[tuple[str, list]]:
     """The report's section: each platform's recovery per fault at these runs' settings and at its defaults."""
     if not summaries:
@@ -358,7 +365,5 @@ def section(summaries: list[Summary], label) -> list[tuple[str, list]]:
              "polling window where the fault's place in it decides the stretch."]
     notes += [f"{label(p)} defaults: {DEFAULTS_SOURCE[p]}." for p in ("slurm", "k8s")
               if any(s.platform == p and s.terms for s in summaries)]
-    for p in ("slurm", "k8s"):
-        said = dict.fromkeys(t for s in summaries if s.platform == p for t in s.restart)
-        notes += [f"How a failed run restarts on {label(p)}, as its runs recorded it: {t}." for t in said]
+    notes += restart_notes(summaries, label)
     return [(TITLE, [("table", (header, rows))] + [("p", n) for n in notes])]

@@ -69,6 +69,7 @@ def recovery_settings(cfg: Slurm, conf: dict[str, str]) -> dict:
     --max_restarts=0); the batch script requeues its own job (scontrol requeue) after a failed srun while
     SLURM_RESTART_COUNT < slurm.max_restarts, and sbatch --requeue lets Slurm requeue it after a node
     failure; with the slurm.conf settings on requeueing as scontrol show config printed them."""
+    # slurm.extra_sbatch cannot undo the script's --requeue (its allow-list has no --no-requeue)
     return {"restart": "requeue", "max_restarts": cfg.max_restarts, "torchrun_max_restarts": 0,
             "by": "the batch script's scontrol requeue after a failed srun; sbatch --requeue for a node failure",
             **{k: conf.get(k) for k in REQUEUE_SETTINGS}}
