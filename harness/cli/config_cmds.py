@@ -78,7 +78,9 @@ def cmd_validate(args) -> int:
                 f"{' with ' + str(len(applied)) + ' override(s)' if applied else ''}: campaign {cfg.campaign}, "
                 f"platforms {', '.join(cfg.platforms)}, "
                 f"{cfg.resources.nodes} nodes x {cfg.resources.procs_per_node} ranks, {cfg.workload.steps} steps, "
-                f"{cfg.repetitions} clean run(s) + {len(cfg.faults)} fault(s) per platform")
+                f"{cfg.repetitions} clean run(s) + {len(cfg.faults)} fault(s) per platform"
+                + (f", {len(cfg.scale.nodes) * cfg.scale.repetitions} scale run(s) per scheduler "
+                   f"(nodes {', '.join(map(str, cfg.scale.nodes))})" if cfg.scale.nodes else ""))
     if fmt == "json":   # one line, as it always was: scripts read it with a line reader
         import json
         print(json.dumps({"ok": True, "config_hash": cfg.config_hash(), "overrides": applied,
