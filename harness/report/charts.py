@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib import cbook, mlab
 from matplotlib.ticker import FuncFormatter
 
+from .extras import is_scale
 from .records import PHASES, RECOVERY_PHASES
 from .stats import PLATFORM_LABEL, Groups, base_metric, platform_sort_key
 from .table import RunTable
@@ -38,6 +39,11 @@ def _save(fig, path: Path) -> Path:
 
 def _sorted_platforms(names) -> list[str]:
     return sorted(set(names), key=platform_sort_key)
+
+
+def config_job(table: RunTable) -> np.ndarray:
+    """Per run: a run of the config's own job; a scale-curve run is another size (its own section's chart)."""
+    return ~np.isin(table.scenario.codes, [c for c, s in enumerate(table.scenario.names) if is_scale(s)])
 
 
 def metrics_side_by_side(gs: Groups, out: Path) -> Path:
@@ -82,7 +88,7 @@ def metrics_side_by_side(gs: Groups, out: Path) -> Path:
 
 def representative(table: RunTable) -> list[int]:
     """Per (platform, scenario), the ok run with the median startup (a typical run, not the best)."""
-    rows = np.flatnonzero(table.ok & table.has_timeline)
+    rows = np.flatnonzero(table.ok & table.has_timeline & config_job(table))
     startup = np.nan_to_num(table.values["startup_s"][rows], nan=0.0)
     plat, scen = table.platform.codes[rows], table.scenario.codes[rows]
     out = []
@@ -135,7 +141,7 @@ def size_label(n: float) -> str:
 def busbw_curve(table: RunTable, out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     run = table.curve_bytes.row_of_each()
-    keep = table.ok[run]
+    keep = (table.ok & config_job(table))[run]
     plat = table.platform.codes[run[keep]]
     sizes, bws = table.curve_bytes.values[keep], table.curve_busbw.values[keep]
     any_data = False
@@ -196,7 +202,7 @@ def step_times(table: RunTable, out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     data, labels, colors = [], [], []
     run = table.samples.row_of_each()
-    ok_plat = np.where(table.ok, table.platform.codes, -1)[run]
+    ok_plat = np.where(table.ok & config_job(table), table.platform.codes, -1)[run]
     for name in _sorted_platforms(table.platform.names[c] for c in np.unique(ok_plat) if c >= 0):
         vals = table.samples.values[ok_plat == table.platform.names.index(name)]
         data.append(vals * 1000)

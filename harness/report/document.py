@@ -39,6 +39,7 @@ CHART_TITLES = {
     "drills": "Upgrade drills: components, probes and the running job's steps",
     "serve_cdf": "Serving latency CDF per platform",
     "serve_timeline": "Serving: requests and errors per second through each fault and the scale-out",
+    "scale_curve": "Scale curve",
 }
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
        "table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"

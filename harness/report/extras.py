@@ -23,6 +23,12 @@ def is_probe(scenario: str | None) -> bool:
     return bool(scenario) and (scenario == "mistake" or scenario.startswith("mistake:"))
 
 
+def is_scale(scenario: str | None) -> bool:
+    """A scale-curve run (scenario "scale:<nodes>", harness/scale_curve.py): the config's job at another
+    size, so its figures are the scale-curve section's, never pooled with the config's job's."""
+    return bool(scenario) and scenario.startswith("scale:")
+
+
 def _count(v: Any) -> float:
     """A count as the record holds it; anything else (a note, a null) reads as NaN, never as 0."""
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else math.nan

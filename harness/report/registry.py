@@ -13,6 +13,7 @@ from . import calibration as calmod
 from . import defaults as defaultsmod
 from . import drills as drillmod
 from . import headline as headmod
+from . import scale_curve as scalemod
 from . import sections as sec
 from . import serving as servemod
 from . import ux as uxmod
@@ -22,7 +23,7 @@ from .stats import PLATFORM_LABEL, base_metric
 from .verdicts import findings, method_note, tested_table
 
 # charts shown in their sections, not under "Charts"
-OWN_SECTION = {"recovery", "decision", "errors", "drills", "serve_cdf", "serve_timeline"}
+OWN_SECTION = {"recovery", "decision", "errors", "drills", "serve_cdf", "serve_timeline", scalemod.CHART}
 # the recovery section's table: recovery_s, its phases, and the checkpoint figures beside them
 RECOVERY_TABLE = {"recovery_s", *RECOVERY_PHASES, "checkpoint_save_s", "checkpoint_load_s"}
 COST_KEYS = {"cost_run_usd", "cost_per_step_usd", "cost_per_step_steady_usd", "recovery_cost_usd", "goodput"}
@@ -167,6 +168,10 @@ def _cost(ctx: ReportContext) -> list[Block]:
             + ([("table", rows)] if rows[1] else []))
 
 
+def _scale(ctx: ReportContext) -> list[Block]:
+    return scalemod.section(ctx.table, ctx.charts.get(scalemod.CHART))
+
+
 def _drills(ctx: ReportContext) -> list[Block]:
     return _only(drillmod.section(ctx.drills, ctx.summary, ctx.charts.get("drills")))
 
@@ -225,6 +230,8 @@ REGISTRY: tuple[Section, ...] = (
     Section("Recovery broken down", _recovery, lambda ctx: "recovery" in ctx.charts),
     Section(defaultsmod.TITLE, _at_defaults, lambda ctx: bool(ctx.at_defaults)),
     Section("Cost and goodput", _cost, lambda ctx: bool(sec.pricing_lines(ctx.table) or _cost_rows(ctx)[1])),
+    # only where the campaign ran the scale curve (config scale.nodes): its runs are in no other figure
+    Section(scalemod.TITLE, _scale, lambda ctx: scalemod.applies(ctx.table)),
     Section(drillmod.TITLE, _drills, lambda ctx: bool(ctx.drills)),
     Section(servemod.TITLE, _serving, lambda ctx: bool(ctx.serves)),
     Section("User experience", _ux, lambda ctx: bool(_ux(ctx))),

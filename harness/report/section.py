@@ -20,6 +20,7 @@ from . import charts_serve as chartserve
 from . import decision
 from . import defaults as defaultsmod
 from . import drills as drillmod
+from . import scale_curve as scalemod
 from . import serving as servemod
 from . import table as tablemod
 from . import ux as uxmod
@@ -78,6 +79,9 @@ def gather(results_dir: str, out: Path) -> ReportContext:
         charts["drills"] = drill_chart
     serve_runs = servemod.load(results_dir)
     charts.update(chartserve.all_charts(serve_runs, charts_dir))
+    scale_chart = scalemod.chart(table, charts_dir / f"{scalemod.CHART}.png")
+    if scale_chart is not None:
+        charts[scalemod.CHART] = scale_chart
     at_defaults = defaultsmod.summarize(defaultsmod.load(results_dir))
     rows = decision.rows(table, gs, summ, comps, drills=drill_runs, serves=serve_runs, at_defaults=at_defaults)
     charts["decision"] = chartdec.ratios(decision.ratio_points(rows), charts_dir / "decision.png")

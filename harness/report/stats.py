@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .extras import is_probe
+from .extras import is_probe, is_scale
 from .records import RECOVERY_PHASES, TABLE_METRICS, TABLE_UNITS
 from .table import RunTable
 
@@ -42,6 +42,8 @@ MIN_N = 5
 
 def metric_key(name: str, scenario: str) -> str | None:
     if is_probe(scenario):   # a user-mistake probe is no training run: its figures are the UX section's
+        return None
+    if is_scale(scenario):   # the config's job at another size: its figures are the scale-curve section's
         return None
     if name in QUEUE and scenario == "contention":   # a wait behind another job is its own figure
         return f"{name}:contention"
