@@ -1,15 +1,14 @@
-"""Straggler ratio: how much slower the slowest rank's steps were than the ranks' typical step.
+"""Straggler ratio: how much slower the slowest rank computes than the ranks' typical rank.
 
-Per rank, the median dur_s of its steps in the run's first attempt, its first step dropped (warm-up), as
-step_times does. straggler_ratio = the slowest rank's median / the median of the ranks' medians; 1.0
-means no rank was slower than the others. Detail: the slowest rank and its host, each rank's median.
-Absent for a run with no rank past its first step.
+Per rank, the median of its steps' forward pass (fwd_s) in the run's first attempt, its first step dropped
+(warm-up), as step_times does. straggler_ratio = the slowest rank's median / the median of the ranks'
+medians; 1.0 means no rank was slower than the others. Detail: the slowest rank and its host, each rank's
+median, and which time it used. Absent for a run with no rank past its first step.
 
-What it can see: under synchronous DDP every rank waits in each step's gradient all-reduce for the slowest
-rank, inside its own dur_s, so the ranks' step times agree (to a few ms: goodput.py) and the ratio stays
-near 1.0 even when one rank computes slower (1.000-1.008 in every committed smoke run, at 0.4 to 3 s a
-step). A slow rank shows as a longer step_time_s on every rank instead; the calibration phase's per-node
-matmul rate (metrics/calibration.py) is the figure that names a slow node before training.
+Why the forward pass: under synchronous DDP every rank waits in each step's gradient all-reduce for the
+slowest rank, inside its own dur_s, so the ranks' step times agree (1.000-1.008 in every committed smoke
+run, at 0.4 to 3 s a step) and hide the straggler; the forward pass runs before any collective. Runs
+recorded before the workload timed it fall back to dur_s, with a note that it cannot see a straggler.
 """
 from __future__ import annotations
 
@@ -31,12 +30,13 @@ def straggler(events: list[dict]) -> dict[str, dict]:
         if ev.attempt_of(e) == first:
             by[e["rank"]].append(e)
     used = [e for mine in by.values() for e in mine]
+    field = "fwd_s" if all(isinstance(e.get("fwd_s"), (int, float)) for e in used) else "dur_s"
     med: dict[int, float] = {}
     host: dict[int, str | None] = {}
     for rank in sorted(by):
         mine = sorted(by[rank], key=_t)
         if len(mine) > 1:
-            med[rank] = statistics.median(float(e["dur_s"]) for e in mine[1:])
+            med[rank] = statistics.median(float(e[field]) for e in mine[1:])
             host[rank] = mine[0].get("host")
     if not med:
         return {}
@@ -46,4 +46,7 @@ def straggler(events: list[dict]) -> dict[str, dict]:
         "straggler_ratio", med[slowest] / mid if mid > 0 else None,
         {"first_step": _t(min(used, key=_t)), "last_step": _t(max(used, key=_t))},
         attempt=list(first), slowest_rank=slowest, slowest_host=host[slowest], median_of_ranks_s=mid,
-        ranks=len(med), per_rank_s={str(r): v for r, v in med.items()})}
+        ranks=len(med), per_rank_s={str(r): v for r, v in med.items()}, time=field,
+        **({} if field == "fwd_s" else {"note": "step times (dur_s): every rank waits in the all-reduce for the "
+                                                 "slowest, so this cannot show a straggler; runs recorded since "
+                                                 "the workload times its forward pass use that"}))}

@@ -1163,12 +1163,17 @@ def run(args, ev: Events) -> int:
         gen.manual_seed(args.seed * 1_000_003 + step * 1009 + ev.rank)
         x, y = w["batch"](gen)
         opt.zero_grad(set_to_none=True)
+        before = mark(torch, device)
         with autocast(torch, device, precision):
             loss = w["loss"](ddp(x), y)
+        after = mark(torch, device)
         loss.backward()
         opt.step()
         sync(torch, device)
-        ev.emit("step", step=step, dur_s=time.perf_counter() - t0, loss=float(loss.item()))
+        # fwd_s: this rank's forward pass alone; dur_s includes the gradient all-reduce, in which every
+        # rank waits for the slowest, so only the forward shows which rank is slow
+        ev.emit("step", step=step, dur_s=time.perf_counter() - t0, fwd_s=spans([before, after])[0],
+                loss=float(loss.item()))
         if args.ckpt_dir and args.ckpt_every > 0 and step % args.ckpt_every == 0 and step < args.steps:
             if ev.rank == 0:
                 save_checkpoint(step, "interval")

@@ -76,3 +76,18 @@ def test_synchronous_ddp_keeps_the_ratio_near_one_even_on_a_loaded_machine(run_i
     m = straggler(events)["straggler_ratio"]
     assert statistics.median(metrics.step_times(events)) > 0.8
     assert 1.0 <= m["value"] < 1.01
+
+
+def test_the_forward_pass_shows_the_straggler_the_step_times_hide():
+    # every rank's step takes 2.0 s (they wait for each other in the all-reduce); rank 2's forward is slow
+    events = run({r: [9, 2.0, 2.0, 2.0] for r in range(4)})
+    for e in events:
+        e["fwd_s"] = 0.9 if e["rank"] == 2 else 0.3
+    m = straggler(events)["straggler_ratio"]
+    assert m["value"] == pytest.approx(3.0) and m["detail"]["slowest_rank"] == 2
+    assert m["detail"]["time"] == "fwd_s" and "note" not in m["detail"]
+    # without fwd_s on every step: the step times, said to be blind
+    del events[-1]["fwd_s"]
+    old = straggler(events)["straggler_ratio"]
+    assert old["value"] == pytest.approx(1.0) and old["detail"]["time"] == "dur_s"
+    assert "cannot show a straggler" in old["detail"]["note"]
