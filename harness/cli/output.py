@@ -1,7 +1,9 @@
-"""What the commands print: human lines on stderr (rich on a terminal), data on stdout as JSON, YAML or a table."""
+"""What the commands print: human lines on stderr (a status line on a terminal), data on stdout as JSON, YAML or a
+table."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -9,29 +11,51 @@ from collections.abc import Callable
 FORMATS = ("json", "yaml", "table")
 
 
-class Out:
-    """Where human output goes: rich when it is a terminal, plain lines otherwise, nothing with --quiet."""
+class StatusLine:
+    """One line rewritten in place on a terminal (carriage return, then erase to the end of the line),
+    cut to the terminal's width so it never wraps; other output clears it first and it is drawn again
+    after. The ANSI erase (CSI K) is what every terminal emulator in use understands."""
 
-    def __init__(self, quiet: bool, as_json: bool):
+    def __init__(self, stream):
+        self.stream, self.text = stream, ""
+
+    def show(self, text: str) -> None:
+        self.text = text
+        width = shutil.get_terminal_size((100, 20)).columns
+        self.stream.write("\r\x1b[K" + text[:max(10, width - 1)])
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.text:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+    def stop(self) -> None:
+        self.clear()
+        self.text = ""
+
+
+class Out:
+    """Where human output goes: a status line rewritten in place on a terminal, plain lines every few
+    seconds otherwise, nothing with --quiet."""
+
+    def __init__(self, quiet: bool, as_json: bool, stream=None):
         self.quiet = quiet
         self.as_json = as_json
-        self._status = None
+        self.stream = stream or sys.stderr
         self._last_plain = 0.0
         self.counter: RunCounter | None = None
-        if not quiet and not as_json and sys.stderr.isatty():
-            from rich.console import Console
-
-            self.console = Console(stderr=True)
-        else:
-            self.console = None
+        self.status = StatusLine(self.stream) if not quiet and not as_json and self.stream.isatty() else None
 
     def info(self, msg: str) -> None:
         if self.quiet:
             return
-        if self.console:
-            self.console.print(msg, highlight=False)
+        if self.status and self.status.text:
+            self.status.clear()
+            print(msg, file=self.stream, flush=True)
+            self.status.show(self.status.text)
         else:
-            print(msg, file=sys.stderr, flush=True)
+            print(msg, file=self.stream, flush=True)
 
     def progress(self, platform: str, run_id: str, phase: str, elapsed: float) -> None:
         if self.quiet:
@@ -40,20 +64,15 @@ class Out:
         line = f"[{platform}] {where}{run_id}: {phase} ({elapsed:5.1f}s)"
         if self.counter is not None and (eta := self.counter.eta(elapsed)) is not None:
             line += f"  ETA {_duration(eta)}"
-        if self.console:
-            if self._status is None:
-                self._status = self.console.status(line)
-                self._status.start()
-            else:
-                self._status.update(line)
+        if self.status:
+            self.status.show(line)
         elif time.time() - self._last_plain > 5:  # not a terminal: a line every few seconds is enough for logs
             self._last_plain = time.time()
-            print(line, file=sys.stderr, flush=True)
+            print(line, file=self.stream, flush=True)
 
     def stop(self) -> None:
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
+        if self.status:
+            self.status.stop()
 
 
 class RunCounter:

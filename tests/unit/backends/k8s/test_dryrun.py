@@ -11,6 +11,7 @@ import json
 import pytest
 from kubernetes import client
 from kubernetes.client import rest
+from support.k8s_rest import ByMethod, Headers
 from support.paths import FIXTURES
 
 from harness import config, spec
@@ -22,13 +23,13 @@ STRICT_ERROR = ('JobSet in version "v1alpha2" cannot be handled as a JobSet: str
                 'unknown field "spec.network.enableDnsHostnames"')
 
 
-class _Resp:
+class _Resp(Headers):
     def __init__(self, status: int, body: dict):
         self.status, self.reason = status, "x"
         self.data, self.headers = json.dumps(body).encode(), {"content-type": "application/json"}
 
 
-class Recorder:
+class Recorder(ByMethod):
     """Accepts every object, except a JobSet (jobset_status, message) or a Pod (pod_answer: a recorded
     Status) when given; keeps each request's method, URL and body."""
 

@@ -9,6 +9,7 @@ import json
 import pytest
 from kubernetes import client
 from kubernetes.client import rest
+from support.k8s_rest import ByMethod, Headers
 
 from harness import config, spec
 from harness.backends.k8s import preflight
@@ -70,14 +71,14 @@ ADMIN = {
 }
 
 
-class _Resp:
+class _Resp(Headers):
     def __init__(self, status: int, body):
         self.status, self.reason = status, {200: "OK", 403: "Forbidden", 404: "Not Found"}[status]
         self.data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.headers = {"content-type": "application/json"}
 
 
-class FakeRest:
+class FakeRest(ByMethod):
     """The API server at the HTTP level: path -> (status, body); anything else 404 page not found."""
 
     def __init__(self, routes: dict):
