@@ -43,7 +43,7 @@ END_SRC = "slurmctld End (sacct -D, whole s)"
 SUBMIT_SRC = "slurmctld Submit (sacct -D, whole s)"
 BRACKET_SRC = "harness clock around sbatch (before the call, after it returned)"
 CLOCK_RES = 1e-9                                 # date +%s.%N
-_KINDS = {"batch_start", "srun_exit", "requeue"}
+_KINDS = {"batch_start", "srun_start", "srun_exit", "requeue"}
 _LIVE = {JobState.PENDING, JobState.STARTING, JobState.RUNNING, JobState.RESTARTING, JobState.UNKNOWN}
 
 
@@ -212,8 +212,12 @@ def _attempt(i: int, row: sp.SlurmJob, lines: list[dict], last: bool, floor: flo
     released = None if ended is None else Stamp(
         ended.t, ended.lo, ended.hi, f"{ended.source}: slurmctld frees the nodes at End (epilog not measured)",
         ended.resolution_s)
-    return {"attempt": i, "allocated": _allocated(i, row, start_line, floor, checks), "detected": detected,
-            "ended": ended, "released": released, "nodes": expand_hostlist(row.nodes)}
+    out = {"attempt": i, "allocated": _allocated(i, row, start_line, floor, checks), "detected": detected,
+           "ended": ended, "released": released, "nodes": expand_hostlist(row.nodes)}
+    step = first("srun_start")
+    if step is not None:    # batch scripts from before it was written have none
+        out["step_requested"] = Stamp.exact(step["t"], f"batch script before srun (date +%s.%N on {step['host']})")
+    return out
 
 
 def _squeue_check(raw: dict, rows: list[sp.SlurmJob], checks: list) -> None:

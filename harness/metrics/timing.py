@@ -56,6 +56,11 @@ def startup(events: list[dict], st: dict, world: int) -> tuple[dict, dict]:
         "first_step_s": _span_metric("first_step_s", first_s, {"sweep_done": sweep_end, "first_step": step1}),
         "sweep_s": _span_metric("sweep_s", sweep_s, {"rendezvous": before_sweep, "sweep_done": swept}),
     }
+    atts0 = (st.get("attempts") or [{}])[0] if st.get("attempts") else {}
+    step_requested = atts0.get("step_requested") if isinstance(atts0, dict) else None
+    if step_requested is not None:   # Slurm: the batch script stamps the moment it starts srun
+        out["step_launch_s"] = _span_metric("step_launch_s", span(step_requested, launched),
+                                            {"step_requested": step_requested, "launched": launched})
     if calibrated is not None:   # a run with the calibration phase (config calibration.enabled)
         inst["calibrated"] = calibrated
         out["calibration_s"] = _span_metric("calibration_s", span(rdzv, calibrated),

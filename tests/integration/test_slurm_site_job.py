@@ -108,6 +108,8 @@ def test_usr1_checkpoints_and_a_resumed_run_ignores_the_stale_checkpoint(cluster
     assert all(not any(json.loads(a)) if a.startswith("[") else not json.loads(a) for a in attempts), \
         f"the job finished in its first attempt, with no requeue: {attempts}"
     assert max(e["step"] for e in steps) == WORKLOAD["steps"]
+    # the batch script stamped the step's request: srun -> every rank's first event is its own phase
+    assert 0 < rec["metrics"]["step_launch_s"]["value"] < rec["metrics"]["launch_s"]["value"]
     # the run's checkpoint directory went with the run, through its owner mark
     assert login(["test", "-e", ckpt]).returncode != 0
     assert login(["test", "-e", rdir]).returncode != 0

@@ -251,3 +251,21 @@ def test_a_real_clock_file_spliced_with_junk_never_raises(name, at, junk):
     t = r["alloc_evidence"]["text"]
     r["alloc_evidence"]["text"] = t[:at % (len(t) + 1)] + junk + t[at % (len(t) + 1):]
     well_formed(ev.stamps(r))
+
+
+def test_the_step_request_is_stamped_where_the_batch_script_wrote_it_and_launch_measures_from_it():
+    """srun_start: the batch script's instant before srun; the step's launch (a container runtime's image
+    import inside it) runs from there to every rank's first event. A clock file from before has none."""
+    from harness.metrics.timing import startup
+    r = raw("clean")
+    assert "step_requested" not in ev.stamps(r)["attempts"][0]           # recorded before it was written
+    b = next(ln for ln in ev.clock_lines(r["alloc_evidence"]["text"]) if ln["kind"] == "batch_start")
+    r["alloc_evidence"]["text"] += f"srun_start {b['t'] + 0.5:.9f} 0 {b['host']} {b['job']}\n"
+    st = ev.stamps(r)
+    step = st["attempts"][0]["step_requested"]
+    assert step.t == pytest.approx(b["t"] + 0.5) and step.width < 1e-5 and "before srun" in step.source
+    events = [{"kind": "process_start", "ts_ns": int((b["t"] + 2.0) * 1e9), "rank": k, "attempt": [0, 0, 0]}
+              for k in range(2)]
+    m, _ = startup(events, st, 2)
+    assert m["step_launch_s"]["value"] == pytest.approx(1.5, abs=1e-3)
+    assert "step_launch_s" not in startup(events, ev.stamps(raw("clean")), 2)[0]
