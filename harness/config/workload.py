@@ -35,7 +35,8 @@ class Workload(Model):
     # quota is not the benchmark's to fill
     checkpoint_keep: int = Field(2, ge=0)
     sweep: str = "1K:64M"
-    # nccl-tests all_reduce_perf's defaults: -n 20 timed iterations, -w 1 warm-up (src/common.cu)
+    # nccl-tests all_reduce_perf's defaults: -n 20 timed iterations, -w 1 warm-up per size (src/common.cu
+    # since v2.16.8, checked at v2.19.6; up to v2.16.7 it was -w 5, at the smallest and largest sizes only)
     sweep_iters: int = Field(20, ge=1)
     sweep_warmup: int = Field(1, ge=0)
     backend: Literal["auto", "nccl", "gloo"] = "auto"
