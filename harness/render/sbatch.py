@@ -163,16 +163,16 @@ def container_binds(cfg: Slurm) -> list[str]:
 # in sessions of their own; under cgroup or linuxproc they get Slurm's signal too, and a second USR1
 # before the step ends asks for the same one checkpoint. A constant script: the Python is "$0" and
 # torchrun's arguments "$@".
-SLURM_LAUNCH = ('if [ "${SLURM_NODEID:-0}" = 0 ]; then h=1; else h=0; fi\n'
-                'usr1_to_workers() { for s in /proc/[0-9]*/status; do while read -r k v; do\n'
-                '  if [ "$k" = PPid: ]; then [ "$v" = "$c" ] && p=${s#/proc/} && kill -USR1 "${p%/status}"; break; fi\n'
-                'done < "$s"; done 2>/dev/null; }\n'
-                'trap "" USR1\n'
-                '"$0" -m torch.distributed.run --rdzv_conf="is_host=$h" "$@" &\n'
-                'c=$!\n'
-                'trap usr1_to_workers USR1\n'
+# One line: sacct -P prints a step's SubmitLine as it was, so a newline in it would split the step's row.
+SLURM_LAUNCH = ('if [ "${SLURM_NODEID:-0}" = 0 ]; then h=1; else h=0; fi; '
+                'usr1_to_workers() { for s in /proc/[0-9]*/status; do while read -r k v; do '
+                'if [ "$k" = PPid: ]; then [ "$v" = "$c" ] && p=${s#/proc/} && kill -USR1 "${p%/status}"; break; fi; '
+                'done < "$s"; done 2>/dev/null; }; '
+                'trap "" USR1; '
+                '"$0" -m torch.distributed.run --rdzv_conf="is_host=$h" "$@" & c=$!; '
+                'trap usr1_to_workers USR1; '
                 # a trapped USR1 ends `wait` early; the last wait gives torchrun's own exit status
-                'while kill -0 "$c" 2>/dev/null; do wait "$c"; done\n'
+                'while kill -0 "$c" 2>/dev/null; do wait "$c"; done; '
                 'wait "$c"')
 
 

@@ -143,3 +143,10 @@ def test_a_checkpoint_directory_inside_the_workdir_is_mounted_once():
     job = _render({"container": "pyxis", "container_image": "/images/w.sqsh", "workdir": "/shared/poc",
                    "checkpoint_dir": "/shared/poc/ckpt"})
     assert "--container-mounts=/shared/poc:/shared/poc \\" in job.script
+
+
+def test_the_launch_script_is_one_line_so_sacct_keeps_the_steps_row_whole():
+    # sacct -P prints a step's SubmitLine as srun got it: a newline in it split the step's row in the
+    # audit's sacct reading (one job read as 8 attempts)
+    assert "\n" not in SLURM_LAUNCH
+    assert subprocess.run(["bash", "-n", "-c", SLURM_LAUNCH], check=False).returncode == 0
