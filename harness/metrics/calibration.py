@@ -172,7 +172,8 @@ def node_summary(n: dict, refused_hosts: set) -> dict:
     gpus = facts.get("gpus")
     nt = n.get("nccl_tests") if isinstance(n.get("nccl_tests"), dict) else None
     intra = n.get("intra_node") or {}
-    return {"host": n.get("host"), "ranks": n.get("ranks") or [], "gflops": n.get("gflops"),
+    return {"host": n.get("host"), "node": n.get("node") or n.get("host"), "ranks": n.get("ranks") or [],
+            "gflops": n.get("gflops"),
             "compute_ratio": n.get("compute_ratio"), "memlock_soft": _memlock_soft(facts),
             "torch": facts.get("torch"), "cuda": facts.get("cuda"), "nccl": facts.get("nccl"),
             "driver": facts.get("driver"),
@@ -186,7 +187,7 @@ def node_summary(n: dict, refused_hosts: set) -> dict:
 
 
 def _refused_list(cal: dict) -> list[dict]:
-    return [{"host": r.get("host"), "why": list(r.get("why") or [])}
+    return [{"host": r.get("host"), "node": r.get("node") or r.get("host"), "why": list(r.get("why") or [])}
             for r in cal.get("refused") or [] if isinstance(r, dict)]
 
 

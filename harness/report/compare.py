@@ -36,7 +36,8 @@ PAIRS = (("k8s", "slurm"), ("k8s", "local"), ("slurm", "local"))
 VERDICT_METRICS = {"queue_s", "startup_s", "submit_to_first_step_s", "allreduce_busbw_gbps",
                    "allreduce_avg_busbw_gbps", "recovery_s", "cost_per_step_usd", "handover_s", "first_log_s"}
 # Figures that depend on the transport the collective ran over.
-TRANSPORT_BOUND = {"allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "sweep_s", "step_time_s"}
+TRANSPORT_BOUND = {"allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "sweep_s", "step_time_s",
+                   "samples_per_s", "tokens_per_s", "mfu"}     # the last three: per step_time_s
 # Metrics whose per-run ± is the spread inside one run, not a clock's bound: no resolution rule.
 SPREAD_UNCERTAINTY = {"allreduce_busbw_gbps", "allreduce_avg_busbw_gbps"}
 # The families of the Holm adjustment: the question each pair answers.

@@ -576,19 +576,22 @@ def calibrate(args, ev: Events, dist, torch, device, backend: str) -> bool:
                 job_allreduce={**job, "backend": backend, "world_size": world}, min_ratio=args.calibrate_min_ratio,
                 min_memlock_kib=args.calibrate_min_memlock_kib, seconds=took)
     ev.emit("calibration_done", seconds=took)
-    if not job["correct"] and not refused:
-        refused = [{"host": "(the job)", "why": [f"the {backend} all-reduce check gave a wrong sum"]}]
     if refused and rank == 0:
         first = refused[0]
         names = ",".join(r.get("node") or r["host"] for r in refused)
         msg = (f"calibration refused node {first.get('node') or first['host']}: " + "; ".join(first["why"])
                + (f" (and {len(refused) - 1} more node(s))" if len(refused) > 1 else ""))
         tip = (f"exclude it and tell the site: on Slurm slurm.extra_sbatch: ['--exclude={names}'], on Kubernetes "
-               f"kubernetes.pod.affinity with a nodeAffinity term 'kubernetes.io/hostname NotIn [{names}]'; "
-               "calibration.min_peer_ratio and calibration.min_memlock_kib set the bar")
+               "kubernetes.pod.affinity with a nodeAffinity term matchFields metadata.name NotIn "
+               f"[{names}]; calibration.min_peer_ratio and calibration.min_memlock_kib set the bar")
+    elif not job["correct"] and rank == 0:    # no node to blame: the job's all-reduce itself is wrong
+        msg = f"calibration: the {backend} all-reduce over the whole job gave a wrong sum"
+        tip = ("no node fell below its peers: check the fabric settings (fabric.env, NCCL_*/GLOO_* in the run's "
+               "comm facts) and the image's torch/NCCL build; a wrong sum is a broken collective, not a slow node")
+    if (refused or not job["correct"]) and rank == 0:
         ev.emit("workload_error", error="calibration", message=msg, tip=tip, refused=refused)
         print(f"poc-workload: ERROR {msg}\npoc-workload: TIP {tip}", file=sys.stderr, flush=True)
-    return not refused
+    return not refused and job["correct"]
 
 
 

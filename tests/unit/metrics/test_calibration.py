@@ -166,7 +166,8 @@ def test_a_wrong_sum_gives_no_bandwidth_and_stops_the_run(tmp_path, monkeypatch)
     assert bw["value"] is None and not bw["detail"]["correct"] and "wrong sum" in bw["detail"]["note"]
     assert r["value"] == 0 and not r["detail"]["job_check_correct"] and "wrong sum" in r["detail"]["note"]
     (err,) = ev.of_kind(events, "workload_error")
-    assert err["refused"][0]["host"] == "(the job)"
+    # no node is blamed for a broken collective: no exclusion is suggested
+    assert err["refused"] == [] and "wrong sum" in err["message"] and "--exclude" not in err["tip"]
 
 
 def test_the_first_attempt_gives_the_figures_and_a_later_one_a_note(tmp_path, monkeypatch):
@@ -304,7 +305,7 @@ def test_a_gpu_node_with_ecc_errors_is_refused(tmp_path, monkeypatch):
     events = emit_gpu(tmp_path, monkeypatch, [gpu_node(0, "gpu-a", 700e3, all_reduce_perf(231.0, 230.0), 225.4), bad])
     r = calibration(events)["calibration_nodes_refused"]
     assert r["value"] == 1
-    assert r["detail"]["refused"] == [{"host": "gpu-b", "why": ["GPU 2 has 7 uncorrected ECC errors"]}]
+    assert r["detail"]["refused"] == [{"host": "gpu-b", "node": "gpu-b", "why": ["GPU 2 has 7 uncorrected ECC errors"]}]
 
 
 # ---------------------------------------------------------------- old events, recorded runs, derive
