@@ -117,11 +117,16 @@ def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> l
             contention=rec.get("contention"), job_ok=scen.job_ok(own), raw=own))
     except Exception as exc:  # noqa: BLE001 - whatever broke, it is this run's finding, and the others are still checked
         return [Finding(run_id, "-", "error", f"{type(exc).__name__}: {exc}", None, "error")]
-    found = compare_metrics(run_id, rec.get("metrics") or {}, metrics)
-    stored_stamps = (rec.get("scheduler") or {}).get("stamps")
+    stored, stored_stamps = rec.get("metrics") or {}, (rec.get("scheduler") or {}).get("stamps")
+    again, owed = evidence.to_json(st), set()
+    for key, name in LATER_STAMPS.items():
+        if key in (stored_stamps or {}):
+            owed.add(name)           # written after the change: its metric is owed too
+        elif predates(stored, name):
+            again.pop(key, None)     # kept before the change: neither the key nor the metric
+    found = compare_metrics(run_id, stored, metrics, frozenset(owed))
     if stored_stamps is not None:
-        found += [Finding(run_id, "stamps", p, a, b)
-                  for p, a, b in diff(stored_stamps, evidence.to_json(st), exact=True)]
+        found += [Finding(run_id, "stamps", p, a, b) for p, a, b in diff(stored_stamps, again, exact=True)]
     return found + check_audit(rec, run_dir)
 
 
@@ -183,8 +188,13 @@ LATER_GENERATIONS = (
     frozenset({"first_log_s"}),
     # metrics/checkpoint.py, throughput.py, straggler.py
     frozenset({"checkpoint_save_s", "checkpoint_load_s", "samples_per_s", "tokens_per_s", "mfu", "straggler_ratio"}),
+    # metrics/image.py, from the kubelet's events the Kubernetes stamps carry under "image_pull"
+    frozenset({"image_pull_s"}),
 )
 LATER_METRICS = frozenset().union(*LATER_GENERATIONS)
+# Keys of the scheduler stamps a later change added, with the metric made from them: a record kept before the
+# change has neither (no finding); a record whose stamps have the key was written after it, so the metric is owed.
+LATER_STAMPS = {"image_pull": "image_pull_s"}
 
 
 def predates(stored: dict, name: str) -> bool:
@@ -192,11 +202,12 @@ def predates(stored: dict, name: str) -> bool:
     return any(name in g and not (g & stored.keys()) for g in LATER_GENERATIONS)
 
 
-def compare_metrics(run_id: str, stored: dict, recomputed: dict) -> list[Finding]:
+def compare_metrics(run_id: str, stored: dict, recomputed: dict, owed: frozenset = frozenset()) -> list[Finding]:
+    """owed: later metrics the record must have whatever else it holds (see LATER_STAMPS)."""
     out = []
     for name in sorted(stored.keys() | recomputed.keys()):
         s, r = stored.get(name), recomputed.get(name)
-        if s is None and predates(stored, name):
+        if s is None and name not in owed and predates(stored, name):
             continue
         if s is None or r is None:
             out.append(Finding(run_id, name, "value", ABSENT if s is None else s.get("value"),

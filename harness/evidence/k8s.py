@@ -21,6 +21,9 @@ Where each edge comes from, the most precise record first (each Stamp names its 
 * released: every pod of the attempt stopped holding its node: all its containers finished (finishedAt,
   whole s), or, for a pod that never reported (its node was lost), its deletion: between the request
   and the harness seeing the pod watch's DELETED event.
+* image_pull (facts, not an instant): the first attempt's pods (name, uid, node, slot) and the kubelet's
+  Pulling and Pulled events about them, each at its whole second; harness/metrics/image.py reads the
+  messages (image_pull_s). Absent where no such pod has a Pulled event.
 Every time text with a fraction of a second is read at microseconds, without one as [T, T + 1).
 Never raises: odd input gives None stamps and a failed check.
 """
@@ -263,6 +266,30 @@ def attempt_ended(group: list[dict], events: list[dict], det: Stamp | None, nxt:
     return None
 
 
+def image_pull(groups: dict[int, list[dict]], events: list[dict]) -> dict | None:
+    """The first attempt's pods and the kubelet's Pulling/Pulled events about them (matched by the pod's
+    uid), message as the kubelet wrote it: {"pods": [{pod, uid, node, slot}], "events": [{reason, pod, uid,
+    container, node, message, at}]}. None where none of those pods has a Pulled event."""
+    if not groups:
+        return None
+    group = groups[min(groups)]
+    pods = [{"pod": _name(p), "uid": get(p, "metadata", "uid"), "node": get(p, "spec", "nodeName"),
+             "slot": _slot(p)} for p in group]
+    uids = {p["uid"] for p in pods if p["uid"]}
+    out = []
+    for e in events:
+        io = e.get("involvedObject") or e.get("regarding") or {}
+        if e.get("reason") not in ("Pulling", "Pulled") or io.get("kind", "Pod") != "Pod" or io.get("uid") not in uids:
+            continue
+        at = stamp_at(e.get("eventTime") or e.get("firstTimestamp"), f"kubelet {e.get('reason')} event")
+        out.append({"reason": e["reason"], "pod": io.get("name"), "uid": io.get("uid"),
+                    "container": io.get("fieldPath"), "message": str(e.get("message") or ""),
+                    "node": get(e, "source", "host") or e.get("reportingInstance"), "at": at})
+    if not any(e["reason"] == "Pulled" for e in out):
+        return None
+    return {"pods": pods, "events": out}
+
+
 def _by_attempt(pods: list[dict]) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {}
     for p in pods:
@@ -314,6 +341,9 @@ def _stamps(raw: dict, checks: list) -> dict:
     first = attempts[0] if attempts else {}
     out = {"submitted": sub, "admitted": adm, "allocated": first.get("allocated"), "ended": job_ended,
            "released": attempts[-1]["released"] if attempts else None, "attempts": attempts, "checks": checks}
+    pulls = image_pull(groups, events)
+    if pulls is not None:   # the kubelet's events: where the image came from, and how long it took
+        out["image_pull"] = pulls
     _cross_checks(out, jobset, groups, sched, checks)
     return out
 

@@ -16,6 +16,8 @@ Definitions (all platforms):
     launch_s: allocated -> every rank's process started;
     rendezvous_s: -> every rank past init_process_group (includes importing torch);
     first_step_s: end of sweep -> every rank's first step done (model, DDP, checkpoint load, one step).
+  image_pull_s (Kubernetes): the slowest first-attempt pod's wait for its image, from the kubelet's Pulled
+  events (0 where already present); inside launch_s, not added to it. See image.py.
 - allreduce_busbw_gbps: see bandwidth.py (nccl-tests: busbw = algbw * 2(n-1)/n, GB = 1e9 B).
 - first_log_s: submitted -> the first workload line the harness read (what a user reading the job's
   output would see first); its interval runs from when the line was written to when it was read.

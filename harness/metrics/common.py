@@ -9,6 +9,7 @@ UNITS = {
     "queue_s": "s", "queue_admission_s": "s", "startup_s": "s", "launch_s": "s", "rendezvous_s": "s",
     "first_step_s": "s", "sweep_s": "s", "calibration_s": "s", "step_launch_s": "s", "allreduce_busbw_gbps": "GB/s",
     "recovery_s": "s",
+    "image_pull_s": "s",   # inside launch_s (metrics/image.py)
     "lost_steps": "steps",
     "step_time_s": "s", "handover_s": "s", "cost_per_step_usd": "USD", "cost_per_step_steady_usd": "USD",
     # recovery broken down, goodput, cost to release and of recovery

@@ -10,6 +10,7 @@ from .checkpoint import checkpoint
 from .common import _metric, normalise
 from .cost import cost, recovery_cost
 from .goodput import goodput
+from .image import image_pull_metrics
 from .recovery import recovery, step_times
 from .straggler import straggler
 from .throughput import throughput
@@ -31,6 +32,7 @@ def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per
         m["handover_s"] = handover(st, contention)
     sm, inst = startup(events, st, world)
     m.update(sm)
+    m.update(image_pull_metrics(st))   # Kubernetes: the kubelet's Pulled events (inside launch_s)
     m["first_log_s"] = first_log(events, st)
     bw = allreduce(events, world)   # one metric record, or several by name (nccl-tests' average too)
     m.update({"allreduce_busbw_gbps": bw} if "value" in bw else bw)

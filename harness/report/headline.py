@@ -10,6 +10,7 @@ ORDER = ["queue", "startup", "all-reduce and steps", "recovery", "contention", "
          "upgrades", "inference", "other"]
 _BY_BASE = {"queue_s": "queue", "queue_admission_s": "queue", "startup_s": "startup", "launch_s": "startup",
             "rendezvous_s": "startup", "first_step_s": "startup", "submit_to_first_step_s": "startup",
+            "image_pull_s": "startup",   # Kubernetes, inside launch_s
             "allreduce_busbw_gbps": "all-reduce and steps", "allreduce_avg_busbw_gbps": "all-reduce and steps",
             "sweep_s": "all-reduce and steps", "step_time_s": "all-reduce and steps", "handover_s": "contention",
             "first_log_s": "user experience", "goodput": "cost",

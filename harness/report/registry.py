@@ -67,6 +67,19 @@ DEFINITIONS = [
 # Figures defined only where the report shows them (campaigns stored before them have none, and their
 # committed reports regenerate as they were): the metric names each definition is about, and its text.
 SHOWN_DEFINITIONS = [
+    ({"image_pull_s"},
+     "`image_pull_s` (Kubernetes): per pod of the first attempt, how long it waited for its image, as the kubelet "
+     "recorded it: 0 where its Pulled event says the image was already present on the node; else the kubelet's own "
+     "measured time from its Pulling event (`Successfully pulled image … in A (B including waiting)`: B, queueing "
+     "behind other pulls included, to the millisecond; older kubelets' single figure; the two events' whole "
+     "seconds where the message has none or the pull was tried more than once). The figure is the slowest pod's: "
+     "the job starts when the last pod has its image. Each run keeps every pod's node, image, source (already "
+     "present or pulled), bytes and message, and `pre_staged` (every pod had the image already). It is part of "
+     "`launch_s` (allocated → every rank's process started), not added to it. Slurm has no such figure: pyxis "
+     "imports the image inside `srun` before the task starts (its \"pyxis: importing docker image\" line has no "
+     "time), so the import lies inside `launch_s` there (and `step_launch_s` where the batch script stamped srun's "
+     "start); pre-stage it with a `.sqsh` path in `slurm.container_image` (`enroot import -o`), or give apptainer a "
+     "`.sif`, which it does not pull."),
     ({"checkpoint_save_s", "checkpoint_load_s"},
      "`checkpoint_save_s`: the median over the run's checkpoints of the workload's save time (rank 0: torch.save "
      "of the model and optimizer state to a temporary file and its rename into place; rotation not counted), "

@@ -20,7 +20,7 @@ BY_SCENARIO = {"recovery_s", "resume_s", "lost_steps", "cost_per_step_usd", "cos
                "recovery_cost_usd", *RECOVERY_PHASES, "checkpoint_load_s"}
 # Metrics of the first attempt, comparable across clean and fault runs alike.
 ANY_SCENARIO = {"queue_s", "queue_admission_s", "first_log_s", "submit_to_first_step_s", "handover_s", "startup_s",
-                "launch_s", "rendezvous_s", "first_step_s",
+                "launch_s", "image_pull_s", "rendezvous_s", "first_step_s",
                 "sweep_s", "allreduce_busbw_gbps", "allreduce_avg_busbw_gbps", "step_time_s",
                 "cost_per_step_steady_usd",
                 # from the median step time, like step_time_s; the first attempt's ranks; every save of the run
