@@ -96,11 +96,12 @@ SHOWN_DEFINITIONS = [
      "appendix B; the causal mask not discounted), the peak from NVIDIA's datasheets by the device's name. None "
      "for a CPU run, a GPU not in the table, or a run not in bf16 (the run's record says which)."),
     ({"straggler_ratio"},
-     "`straggler_ratio`: per rank the median step time of the first attempt (first step dropped); the slowest "
-     "rank's ÷ the median of the ranks' (1.0: no rank slower), naming the slowest rank and its host. Under "
-     "synchronous DDP every rank waits for the slowest in each step's all-reduce, inside its own step time, so "
-     "the ratio stays near 1.0 even where one rank computes slower: such a rank lengthens `step_time_s` on "
-     "every rank instead, and the calibration phase's per-node matmul rate is what names it."),
+     "`straggler_ratio`: per rank the median forward-pass time (`fwd_s`, CUDA events on GPUs) of the first "
+     "attempt's steps (first step dropped); the slowest rank's ÷ the median of the ranks' (1.0: no rank "
+     "slower), naming the slowest rank and its host. Not from step times: under synchronous DDP every rank "
+     "waits for the slowest in each step's all-reduce, so step times are near equal on every rank (runs "
+     "recorded before `fwd_s` fall back to them and say so). The calibration phase's per-node matmul rate "
+     "names a slow node before the run."),
 ]
 
 
