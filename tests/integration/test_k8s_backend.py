@@ -407,9 +407,12 @@ def test_requests_no_node_can_satisfy(cluster, tmp_path):
     # the nodes are readable (admin): preflight finds that no node has 64 CPUs, before anything is submitted
     cfg = cfg_of("k8s-too-big", resources={"cpus_per_node": 64})
     _failed_record(cfg, tmp_path, "preflight", "no node can hold one pod", "cpu 64", within_s=60)
-    # 2 CPUs fit a node, but 2 pods x 2 exceed the queue sized for the default job (an explicit
-    # kubeconfig changes nothing): Kueue refuses it, and the run ends at once
+    # 2 CPUs fit a node, but 2 pods x 2 exceed the queue sized for the default job. Through an explicit
+    # kubeconfig the queue is a user's, not one the harness sizes: preflight reads its nominal quota and
+    # refuses before submitting (Kueue's own refusal at run time, for a user who cannot read the
+    # ClusterQueue, is test_k8s_restricted.py's)
     cfg = cfg_of("k8s-too-big-q", resources={"cpus_per_node": 2},
                  kubernetes=explicit(cluster.kubeconfig))
     KubernetesBackend.from_config(cfg_of("k8s-setup")).setup_local()
-    _failed_record(cfg, tmp_path, "run", "Kueue", "maximum capacity", within_s=120)
+    _failed_record(cfg, tmp_path, "preflight", "does not fit ClusterQueue", "cpu: 4 asked for in all",
+                   "Kueue would never admit it", within_s=60)
