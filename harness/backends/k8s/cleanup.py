@@ -121,6 +121,11 @@ def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, camp
             waiting = [get(c, "state", "waiting", "reason") for c in get(p, "status", "containerStatuses",
                                                                            default=[]) or []]
             reason = next((w for w in waiting if w), "") or get(p, "status", "reason", default="")
+            unschedulable = _unschedulable(p)
+            if unschedulable:
+                reason = unschedulable
+                if _never_schedules(unschedulable):
+                    break
             sleep(1)
         took = round(clock() - start, 3)
         if phase == "Succeeded":
@@ -137,12 +142,34 @@ def run_cleanup_pod(client: K8sClient, k: Kubernetes, image: str, pvc: str, camp
         raise BackendError(f"cleanup pod {ns}/{name} ({mode} {target}) {phase.lower()} after {took:g} s"
                            + (f" ({reason})" if reason and phase != "Failed" else "")
                            + (f": {log.strip()}" if log.strip() else ""),
-                           tip=f"{target} may remain; remove it by hand, or set keep_run_files: always"
-                           if mode == "remove" else "nothing was submitted; the pod runs the run's image with the "
-                           "claim mounted, so the run's pods would likely fail the same way: fix that first")
+                           tip=_tip(mode, target, pvc, ns, reason))
     finally:
         client.call("DELETE pod (cleanup)", core.delete_namespaced_pod, name, ns, grace_period_seconds=0,
                     missing_ok=True)
+
+
+def _tip(mode: str, target: str, pvc: str, ns: str, reason: str) -> str:
+    if _never_schedules(reason):
+        return (f"create the PersistentVolumeClaim {pvc} in namespace {ns}, or set kubernetes.checkpoint_pvc to "
+                "a claim that exists there (kubectl get pvc -n " + ns + ")"
+                + ("" if mode == "remove" else "; nothing was submitted"))
+    if mode == "remove":
+        return f"{target} may remain; remove it by hand, or set keep_run_files: always"
+    return ("nothing was submitted; the pod runs the run's image with the claim mounted, so the run's pods "
+            "would likely fail the same way: fix that first")
+
+
+def _unschedulable(pod: dict) -> str:
+    """The scheduler's own words for why the pod is not placed (its PodScheduled condition), or ""."""
+    for c in get(pod, "status", "conditions", default=[]) or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+            return str(c.get("message") or "Unschedulable")
+    return ""
+
+
+def _never_schedules(message: str) -> bool:
+    # a claim that does not exist stays missing: waiting out the timeout would only hide the scheduler's words
+    return "persistentvolumeclaim" in message and "not found" in message
 
 
 def _wait_gone(client: K8sClient, ns: str, name: str, clock, sleep, wait_s: float) -> None:

@@ -202,6 +202,7 @@ class PodApi:
     def __init__(self, phases):
         self.phases, self.log, self.exists = list(phases), [], False
         self.exit_code = 1
+        self.conditions: list[dict] = []
 
     def create_namespaced_pod(self, ns, body, _request_timeout=None):
         self.log.append(("create", body["metadata"]["name"]))
@@ -215,7 +216,7 @@ class PodApi:
         if phase in ("Succeeded", "Failed"):
             code = 0 if phase == "Succeeded" else self.exit_code
             return {"status": {"phase": phase, "containerStatuses": [{"state": {"terminated": {"exitCode": code}}}]}}
-        return {"status": {"phase": phase}}
+        return {"status": {"phase": phase, "conditions": self.conditions}}
 
     def read_namespaced_pod_log(self, name, ns, _request_timeout=None):
         return "rm: cannot remove '/poc-run/camp/k8s-clean-01': Permission denied\n"
@@ -294,6 +295,31 @@ def test_cleanup_pod_that_fails_or_hangs_is_an_error_and_is_deleted(phases, matc
     with pytest.raises(BackendError, match=match):
         go()
     assert api.log[-1][0] == "delete" and not api.exists
+
+
+# the kube-scheduler's words for a claim that does not exist (tests/fixtures/k8s/mistakes)
+NO_CLAIM = '0/3 nodes are available: persistentvolumeclaim "ckpt" not found. not found'
+
+
+@pytest.mark.parametrize("mode", ["prepare", "remove"])
+def test_a_cleanup_pod_on_a_claim_that_does_not_exist_fails_at_once_in_the_schedulers_words(mode):
+    k = config.from_mapping({"platforms": ["k8s"], "kubernetes": {"image": "img:1"}}).kubernetes
+    api, clock = PodApi(["Pending"]), SimClock(0.0)
+    api.conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": NO_CLAIM}]
+    with pytest.raises(BackendError) as e:
+        kc.run_cleanup_pod(Client(api), k, "img:1", "ckpt", "camp", "k8s-clean-01", timeout_s=180,
+                           clock=clock, sleep=clock.sleep, mode=mode)
+    assert NO_CLAIM in str(e.value) and "pending after 0 s" in str(e.value)
+    assert "kubernetes.checkpoint_pvc" in e.value.tip
+    assert api.log[-1][0] == "delete" and not api.exists
+
+
+def test_a_cleanup_pod_unschedulable_for_now_waits_and_names_why_at_the_timeout():
+    api, go = _pod_run(["Pending"])
+    api.conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                       "message": "0/3 nodes are available: 3 Insufficient cpu."}]
+    with pytest.raises(BackendError, match=r"pending after 30 s \(0/3 nodes are available: 3 Insufficient cpu"):
+        go()
 
 
 # ---------------------------------------------------------------- the pipeline
