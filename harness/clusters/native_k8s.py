@@ -101,7 +101,7 @@ __all__ = [
 
 # Components `up` restarts in place when they died (or were killed by a fault injection) while
 # the rest of the cluster runs; anything else dead (etcd, apiserver, a containerd) means a new cluster.
-RESTARTABLE = ("kube-controller-manager", "kube-scheduler", "coredns", "jobset", "kueue", "kube-proxy")
+RESTARTABLE = ("kube-controller-manager", "kube-scheduler", "coredns", "jobset", "kueue", "kube-proxy", "kwok")
 
 
 def _start(L: Layout, state: dict, cmd: commands.Command) -> int:

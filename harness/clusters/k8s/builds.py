@@ -33,6 +33,9 @@ ETCD_VERSION = "v3.6.4"
 JOBSET_VERSION = "v0.10.1"
 KUEUE_VERSION = "v0.14.5"
 COREDNS_VERSION = "v1.12.1"
+# Emulated nodes for scale replays. v0.8.0 needs Go 1.26 (fetched by GOTOOLCHAIN=auto) and its own
+# k8s.io/* v0.36 (a separate binary, so it does not have to match the cluster's v0.34 modules).
+KWOK_VERSION = "v0.8.0"
 # The upgrade drill's next releases: one minor of each. Kubernetes 1.35 (staging v0.35.4);
 # Kueue v0.15.2 (v0.15.3 is not served by the module proxy); JobSet v0.11.1 (k8s.io/* v0.35). All three
 # need Go 1.25, which the machine's Go covers.
@@ -75,6 +78,8 @@ COREDNS = Build("coredns", COREDNS_VERSION, ("coredns",))
 # a cache that already holds the other Kubernetes binaries builds only this one.
 KUBE_PROXY = Build("kube-proxy", KUBERNETES_VERSION, ("kube-proxy",))
 ALL = (ETCD, KUBERNETES, JOBSET, KUEUE, COREDNS, KUBE_PROXY)
+# Not in ALL: only a cluster with emulated nodes needs it, so a plain `cluster up` never waits for it.
+KWOK = Build("kwok", KWOK_VERSION, ("kwok",))
 UPGRADES = (Build("kubernetes", KUBERNETES_UPGRADE_VERSION, KUBE_COMMANDS),
             Build("jobset", JOBSET_UPGRADE_VERSION, ("jobset-manager",)),
             Build("kueue", KUEUE_UPGRADE_VERSION, ("kueue-manager",)))
@@ -196,6 +201,10 @@ def build_coredns(log, build: Build = COREDNS) -> float:
                   log=log)
 
 
+def build_kwok(log, build: Build = KWOK) -> float:
+    return _build(build, {"sigs.k8s.io/kwok/cmd/kwok": "kwok"}, [("sigs.k8s.io/kwok", build.version)], log=log)
+
+
 BUILDERS = {
     "etcd": build_etcd,
     "kubernetes": build_kubernetes,
@@ -203,6 +212,7 @@ BUILDERS = {
     "kueue": build_kueue,
     "coredns": build_coredns,
     "kube-proxy": build_kubernetes,     # the same wrapper recipe, only cmd/kube-proxy
+    "kwok": build_kwok,
 }
 
 

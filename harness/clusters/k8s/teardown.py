@@ -23,7 +23,7 @@ CNI_CACHE = Path("/var/lib/cni")
 KUBELET_FIXED_DIR = Path("/var/lib/kubelet")
 
 # Controllers first (they would react to what follows), then the kubelets.
-STOP_FIRST = ("kueue", "jobset", "coredns", "kube-proxy", "kube-scheduler", "kube-controller-manager")
+STOP_FIRST = ("kwok", "kueue", "jobset", "coredns", "kube-proxy", "kube-scheduler", "kube-controller-manager")
 
 
 def down_layout(L: Layout) -> dict:
