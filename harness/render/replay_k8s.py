@@ -1,0 +1,147 @@
+"""A trace's jobs and tenants -> the Kubernetes objects a scale replay creates (pure).
+
+Each trace job is one JobSet: a gang of ``nodes`` pods (one Job, parallelism = completions = nodes),
+each asking for the job's GPUs on one node, kept on distinct nodes by a required pod anti-affinity on
+the host name, as ``sbatch -N nodes --gpus-per-node G`` places one task per node. A pod "runs" for
+the job's ``runtime_s`` (KWOK's pod-complete delay annotation); ``limit_s`` is the Job's
+activeDeadlineSeconds, which the Job controller enforces as Slurm enforces a time limit.
+
+Each tenant is a LocalQueue in the replay's namespace, feeding its own ClusterQueue; the ClusterQueues
+share one cohort, so a tenant with idle quota lends it and one with a backlog borrows it. How much
+each tenant owns is the quota mapping (``TenantQuota``): the same numbers become Slurm fair-share
+shares on the other side, and that mapping is what the multi-tenancy comparison compares.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from ..scale.trace import Trace, TraceJob
+from .jobset import GPU_RESOURCE as GPU
+from .jobset import JOBSET_API, JOBSET_NAME_LABEL, KUEUE_API, QUEUE_LABEL
+
+# labels that carry the trace's own words onto the objects, so the raw records name the trace job
+TRACE_JOB_LABEL = "poc.scale/job"
+TENANT_LABEL = "poc.scale/tenant"
+QOS_LABEL = "poc.scale/qos"
+REPLAY_LABEL = "poc.scale/replay"
+# KWOK's pod-complete stage reads this (a Go duration): harness/clusters/k8s/kwok.py plays it
+DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
+# requests that count against no quota but keep pods honest: the replay measures GPU scheduling
+POD_CPU, POD_MEMORY = "1", "1Gi"
+_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class TenantQuota:
+    """A tenant's guaranteed GPUs (Kueue nominalQuota; on Slurm its fair-share weight) and how many more
+    it may borrow from the cohort (None: as many as lie idle)."""
+
+    tenant: str
+    gpus: int
+    borrow_gpus: int | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the replay's objects go and which nodes they may use."""
+
+    namespace: str
+    replay: str                       # this replay's name: a label on everything it creates
+    node_labels: dict[str, str]       # the emulated nodes' labels (the ResourceFlavor's nodeLabels)
+    tolerations: tuple[dict, ...]     # what the emulated nodes' taint needs
+    cohort: str = "poc-replay"
+
+
+def equal_quotas(trace: Trace, total_gpus: int) -> list[TenantQuota]:
+    """Every tenant of the trace owns the same share of the cluster's GPUs (the remainder to the first
+    ones, in name order), and may borrow the rest: the default mapping, written down rather than implied."""
+    tenants = sorted({j.tenant for j in trace.jobs})
+    if not tenants:
+        return []
+    base, extra = divmod(total_gpus, len(tenants))
+    return [TenantQuota(t, base + (1 if i < extra else 0)) for i, t in enumerate(tenants)]
+
+
+def k8s_name(text: str, limit: int = 63) -> str:
+    """A DNS-1123 label from a trace's free text: lower case, other characters as '-', at most `limit`."""
+    s = _NAME.sub("-", text.lower()).strip("-")[:limit].strip("-")
+    return s or "x"
+
+
+def queue_name(tenant: str) -> str:
+    return k8s_name(f"t-{tenant}")
+
+
+def cluster_queue_name(target: Target, tenant: str) -> str:
+    return k8s_name(f"{target.replay}-{tenant}")
+
+
+def jobset_name(job: TraceJob) -> str:
+    """``r-<id>``; an id that is not a short DNS label already gets a digest of itself, so two ids that
+    clean up alike ("J_1", "j-1") stay two JobSets. At most 40 characters: the pods' host names are
+    <jobset>-w-0-<index>-<hash> and must stay within 63."""
+    plain = k8s_name(job.id, 38)
+    if plain == job.id:
+        return f"r-{plain}"
+    return f"r-{plain[:29].strip('-')}-{hashlib.sha256(job.id.encode()).hexdigest()[:8]}"
+
+
+def queue_objects(target: Target, quotas: list[TenantQuota]) -> list[dict]:
+    """Namespace, ResourceFlavor, then a ClusterQueue and a LocalQueue per tenant, in apply order."""
+    label = {REPLAY_LABEL: target.replay}
+    flavor = k8s_name(f"{target.replay}-nodes")
+    objs: list[dict] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": target.namespace, "labels": label}},
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor, "labels": label},
+         "spec": {"nodeLabels": dict(target.node_labels), "tolerations": [dict(t) for t in target.tolerations]}},
+    ]
+    for q in quotas:
+        gpu = {"name": GPU, "nominalQuota": str(q.gpus)}
+        if q.borrow_gpus is not None:
+            gpu["borrowingLimit"] = str(q.borrow_gpus)
+        # cpu and memory are covered (a pod asks for them) with quotas no replay reaches: GPUs are the measure
+        resources = [{"name": "cpu", "nominalQuota": "100000"}, {"name": "memory", "nominalQuota": "1000Ti"}, gpu]
+        cq = cluster_queue_name(target, q.tenant)
+        objs.append({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cq, "labels": label},
+                     "spec": {"cohort": target.cohort,
+                              "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": target.namespace}},
+                              # a big job waits at the head of its queue rather than being passed by small ones,
+                              # as Slurm's priority order does until backfill finds a hole
+                              "queueingStrategy": "BestEffortFIFO",
+                              "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU],
+                                                  "flavors": [{"name": flavor, "resources": resources}]}]}})
+        objs.append({"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                     "metadata": {"name": queue_name(q.tenant), "namespace": target.namespace, "labels": label},
+                     "spec": {"clusterQueue": cq}})
+    return objs
+
+
+def jobset(job: TraceJob, target: Target) -> dict:
+    """The trace job as a JobSet in its tenant's LocalQueue (created suspended by Kueue until admitted)."""
+    name = jobset_name(job)
+    labels = {REPLAY_LABEL: target.replay, TRACE_JOB_LABEL: k8s_name(job.id), TENANT_LABEL: k8s_name(job.tenant),
+              QOS_LABEL: k8s_name(job.qos)}
+    requests = {"cpu": POD_CPU, "memory": POD_MEMORY}
+    if job.gpus_per_node:
+        requests[GPU] = str(job.gpus_per_node)
+    pod = {
+        "metadata": {"labels": dict(labels), "annotations": {DELAY_ANNOTATION: f"{job.runtime_s}s"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}},
+                 "topologyKey": "kubernetes.io/hostname"}]}},
+            # the image is never pulled: the emulated nodes only play the pod's lifecycle
+            "containers": [{"name": "job", "image": "emulated.invalid/replay:1",
+                            "resources": {"requests": requests, "limits": {k: v for k, v in requests.items()
+                                                                           if k == GPU}}}],
+        },
+    }
+    spec = {"parallelism": job.nodes, "completions": job.nodes, "backoffLimit": 0,
+            "activeDeadlineSeconds": job.limit_s, "template": pod}
+    return {"apiVersion": JOBSET_API, "kind": "JobSet",
+            "metadata": {"name": name, "namespace": target.namespace,
+                         "labels": {**labels, QUEUE_LABEL: queue_name(job.tenant)}},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": spec}}]}}

@@ -1,0 +1,110 @@
+"""What happened to each job of a replay, and the queue figures drawn from it (pure).
+
+Both schedulers' records reduce to the same ``JobOutcome``: when the scheduler recorded the job's
+submission, when its whole gang held its nodes, and when it ended, in the scheduler's own clock and
+resolution (whole seconds on both: Kubernetes condition and creation timestamps, Slurm's accounting).
+The figures are computed only from those, so a replay's raw records re-derive them exactly.
+
+Percentiles are nearest-rank (the smallest value with at least p of the jobs at or below it): with a
+few dozen jobs in a class an interpolated p99 would name a wait that no job had.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from .trace import SIZE_CLASSES, size_class
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """One trace job as the scheduler recorded it; ``start``/``end`` None when it never got there."""
+
+    id: str
+    tenant: str
+    nodes: int
+    gpus_per_node: int
+    submit: float               # epoch seconds, the scheduler's record of the submission
+    start: float | None         # the whole gang placed (allocated)
+    end: float | None
+    state: str                  # "completed", "failed", "running", "pending"
+
+    @property
+    def queue_s(self) -> float | None:
+        return None if self.start is None else self.start - self.submit
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def nearest_rank(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
+
+
+def queue_by_size(outcomes: list[JobOutcome]) -> dict[str, dict]:
+    """Per size class (trace.SIZE_CLASSES, in order): jobs, how many started, queue-time percentiles (s)
+    and the longest wait; a class with no job is left out."""
+    out: dict[str, dict] = {}
+    for name, _, _ in (*SIZE_CLASSES, ("all", 0, 0)):
+        mine = [o for o in outcomes if name == "all" or size_class(o.nodes) == name]
+        if not mine:
+            continue
+        waits = [o.queue_s for o in mine if o.queue_s is not None]
+        row = {"jobs": len(mine), "started": len(waits)}
+        row |= {f"p{p}_s": nearest_rank(waits, p) for p in PERCENTILES}
+        row["max_s"] = max(waits) if waits else None
+        out[name] = row
+    return out
+
+
+def makespan_s(outcomes: list[JobOutcome]) -> float | None:
+    """From the first submission to the last end; None while a job has not ended."""
+    if not outcomes or any(o.end is None for o in outcomes):
+        return None
+    return max(o.end for o in outcomes if o.end is not None) - min(o.submit for o in outcomes)
+
+
+def gpu_utilisation(outcomes: list[JobOutcome], total_gpus: int, t0: float, t1: float) -> float | None:
+    """Allocated GPU-seconds over [t0, t1] divided by what the cluster had: the share of GPUs held by jobs."""
+    if total_gpus <= 0 or t1 <= t0:
+        return None
+    held = 0.0
+    for o in outcomes:
+        if o.start is None:
+            continue
+        a, b = max(o.start, t0), min(o.end if o.end is not None else t1, t1)
+        if b > a:
+            held += o.gpus * (b - a)
+    return held / (total_gpus * (t1 - t0))
+
+
+def utilisation_series(outcomes: list[JobOutcome], total_gpus: int, t0: float, t1: float,
+                       step_s: float) -> list[tuple[float, float]]:
+    """(seconds from t0, share of GPUs allocated) at every step: the utilisation-over-time curve."""
+    points = []
+    t = t0
+    while t <= t1:
+        held = sum(o.gpus for o in outcomes if o.start is not None and o.start <= t
+                   and (o.end is None or o.end > t))
+        points.append((round(t - t0, 3), held / total_gpus if total_gpus else 0.0))
+        t += step_s
+    return points
+
+
+def tenant_shares(outcomes: list[JobOutcome]) -> dict[str, float]:
+    """Each tenant's share of all allocated GPU-seconds (ended jobs), to set beside its quota's share."""
+    used: dict[str, float] = {}
+    for o in outcomes:
+        if o.start is not None and o.end is not None:
+            used[o.tenant] = used.get(o.tenant, 0.0) + o.gpus * (o.end - o.start)
+    total = sum(used.values())
+    return {t: (v / total if total else 0.0) for t, v in sorted(used.items())}

@@ -1,0 +1,91 @@
+"""A trace replayed on the native cluster's real control plane over emulated nodes (KWOK): each job a
+gang JobSet in its tenant's LocalQueue, Kueue admitting within the cohort's GPUs, kube-scheduler
+placing each gang on distinct nodes, KWOK ending each pod after its job's run time; the outcomes come
+from the API server's own records, and everything the replay created is gone afterwards.
+
+The trace is made so that queueing is certain: a whole-cluster job borrows the second tenant's idle
+quota, so the jobs behind it wait for its end (no preemption is configured, as on most Kueue sites
+and without Slurm's preemption on the other side). Needs root (the native cluster); under a minute.
+"""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import pytest
+from _kwok import kwok_nodes
+
+pytestmark = [pytest.mark.integration, pytest.mark.k8s]
+
+if os.geteuid() != 0:  # pragma: no cover - depends on the machine
+    pytest.skip("the native cluster needs root", allow_module_level=True)
+
+from harness.backends.k8s.api import CLUSTERQUEUES, RESOURCEFLAVORS, K8sClient  # noqa: E402
+from harness.clusters.k8s import kwok  # noqa: E402
+from harness.render import replay_k8s as rr  # noqa: E402
+from harness.replay import k8s_records  # noqa: E402
+from harness.replay.k8s import K8sReplay  # noqa: E402
+from harness.scale import outcome  # noqa: E402
+from harness.scale.trace import NodeShape, Trace, TraceJob  # noqa: E402
+
+NODES, GPUS = 16, 8
+
+
+def job(id, submit, tenant, nodes, runtime, gpus=GPUS):
+    return TraceJob(id=id, submit_s=submit, tenant=tenant, nodes=nodes, gpus_per_node=gpus,
+                    limit_s=runtime * 3, runtime_s=runtime)
+
+
+TRACE = Trace(name="replay-it", source="made for this test", shape=NodeShape(nodes=NODES, gpus_per_node=GPUS),
+              duration_s=4, jobs=(job("whole", 0, "a", 16, 12), job("b-four", 2, "b", 4, 4),
+                                  job("a-one", 3, "a", 1, 3, gpus=4), job("b-two", 4, "b", 2, 3)))
+
+
+def test_a_trace_replays_with_gangs_on_distinct_nodes_and_queues_behind_the_whole_cluster_job(tmp_path):
+    with kwok_nodes(NODES, GPUS) as (L, _core):
+        name = f"it-{uuid.uuid4().hex[:6]}"
+        target = rr.Target(namespace=f"poc-replay-{name}", replay=name,
+                           node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
+        client = K8sClient(str(L.admin_kubeconfig))
+        rep = K8sReplay(client, target)
+        try:
+            result = rep.run(TRACE, rr.equal_quotas(TRACE, NODES * GPUS), timeout_s=90)
+        finally:
+            gone = rep.delete()
+            left = [o["metadata"]["name"] for res in (CLUSTERQUEUES, RESOURCEFLAVORS) for o in client.to_dict(
+                client.custom().list_cluster_custom_object(*res, label_selector=f"{rr.REPLAY_LABEL}={name}"))["items"]]
+            client.close()
+    (tmp_path / "records.json").write_text(json.dumps(result, indent=1))
+    print(f"\nreplay: {len(TRACE.jobs)} jobs, harness CPU {result['harness_cpu_s']} s, {result['looks']} looks, "
+          f"calls {result['calls']}")
+    assert gone and not left, f"left behind: namespace gone={gone}, cluster objects {left}"
+    assert result["ended"] and not [s for s in result["submitted"] if s["error"]], result["submitted"]
+    # the submissions kept to the trace's offsets (a second's slack: pacing sleeps up to 1 s)
+    for s in result["submitted"]:
+        assert s["due_s"] <= s["sent_at"] <= s["due_s"] + 1.5, s
+
+    raw = result["raw"]
+    got = {o.id: o for o in k8s_records.outcomes(TRACE, raw["jobsets"], raw["pods"])}
+    for o in got.values():
+        print(f"  {o.id}: {o.nodes} nodes, queued {o.queue_s} s, ran {o.end - o.start} s, {o.state}")
+    assert set(got) == {j.id for j in TRACE.jobs} and all(o.state == "completed" for o in got.values())
+    whole = got["whole"]
+    assert whole.queue_s <= 3
+    for later in ("b-four", "a-one", "b-two"):    # nothing fits beside the whole-cluster job
+        assert got[later].start >= whole.end, (later, got[later], whole)
+        assert got[later].queue_s >= 12 - 4 - 1
+    # each job ran its run time, to the records' whole seconds (and KWOK's 1 s steps)
+    for j in TRACE.jobs:
+        assert j.runtime_s - 1 <= got[j.id].end - got[j.id].start <= j.runtime_s + 3, got[j.id]
+    # each gang on distinct emulated nodes
+    nodes_of: dict[str, list[str]] = {}
+    for p in raw["pods"]:
+        nodes_of.setdefault(p["metadata"]["labels"][rr.JOBSET_NAME_LABEL], []).append(p["spec"]["nodeName"])
+    for j in TRACE.jobs:
+        placed = nodes_of[rr.jobset_name(j)]
+        assert len(placed) == len(set(placed)) == j.nodes and all(n.startswith(kwok.NODE_PREFIX) for n in placed)
+    admitted = k8s_records.admitted_times(raw["workloads"])
+    assert set(admitted) == {rr.jobset_name(j) for j in TRACE.jobs}
+    q = outcome.queue_by_size(list(got.values()))
+    assert q["all"]["jobs"] == q["all"]["started"] == 4

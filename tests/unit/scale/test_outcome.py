@@ -1,0 +1,55 @@
+"""Queue figures from job outcomes: nearest-rank percentiles per size class, makespan, GPU utilisation,
+tenant shares."""
+from __future__ import annotations
+
+import pytest
+
+from harness.scale.outcome import (
+    JobOutcome,
+    gpu_utilisation,
+    makespan_s,
+    nearest_rank,
+    queue_by_size,
+    tenant_shares,
+    utilisation_series,
+)
+
+
+def o(id, nodes, submit, start, end, tenant="a", gpus=8, state="completed"):
+    return JobOutcome(id, tenant, nodes, gpus, submit, start, end, state)
+
+
+def test_nearest_rank_names_a_wait_some_job_had():
+    waits = [1.0, 2.0, 3.0, 4.0, 100.0]
+    assert nearest_rank(waits, 50) == 3.0
+    assert nearest_rank(waits, 90) == 100.0      # ceil(4.5) = 5th
+    assert nearest_rank(waits, 99) == 100.0
+    assert nearest_rank([7.0], 50) == 7.0 and nearest_rank([], 50) is None
+
+
+def test_queue_by_size_splits_by_node_count_and_counts_jobs_that_never_started():
+    out = [o("a", 1, 0, 2, 10), o("b", 1, 0, 4, 10), o("c", 4, 0, 10, 20), o("d", 16, 0, None, None, state="pending")]
+    q = queue_by_size(out)
+    assert list(q) == ["1", "2-8", "9-64", "all"]
+    assert q["1"] == {"jobs": 2, "started": 2, "p50_s": 2, "p90_s": 4, "p99_s": 4, "max_s": 4}
+    assert q["9-64"] == {"jobs": 1, "started": 0, "p50_s": None, "p90_s": None, "p99_s": None, "max_s": None}
+    assert q["all"]["jobs"] == 4 and q["all"]["started"] == 3 and q["all"]["max_s"] == 10
+
+
+def test_makespan_waits_for_every_job_to_end():
+    assert makespan_s([o("a", 1, 5, 6, 30), o("b", 2, 10, 30, 50)]) == 45
+    assert makespan_s([o("a", 1, 5, 6, 30), o("b", 2, 10, 30, None, state="running")]) is None
+
+
+def test_utilisation_counts_gpu_seconds_held_inside_the_window():
+    # 2 nodes × 8 GPUs held 10..20 on a 32-GPU cluster, window 0..40: 160 of 1280 GPU-seconds
+    out = [o("a", 2, 0, 10, 20), o("b", 1, 0, 30, 50)]
+    assert gpu_utilisation(out, 32, 0, 40) == pytest.approx((16 * 10 + 8 * 10) / (32 * 40))
+    series = utilisation_series(out, 32, 0, 40, 10)
+    assert series == [(0, 0.0), (10, 0.5), (20, 0.0), (30, 0.25), (40, 0.25)]
+    assert gpu_utilisation(out, 0, 0, 40) is None
+
+
+def test_tenant_shares_are_of_allocated_gpu_seconds():
+    out = [o("a", 1, 0, 0, 30, tenant="x"), o("b", 1, 0, 0, 10, tenant="y"), o("c", 4, 0, None, None, tenant="z")]
+    assert tenant_shares(out) == {"x": 0.75, "y": 0.25}
