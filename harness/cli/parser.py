@@ -14,6 +14,7 @@ from .config_cmds import cmd_config_schema, cmd_config_show, cmd_render, cmd_val
 from .output import FORMATS
 from .results_cmds import cmd_rederive, cmd_report
 from .run import cmd_run, cmd_smoke
+from .scale_cmds import add_parsers as add_scale_parsers
 
 PLATFORM_METAVAR = "{local,slurm,k8s}"
 
@@ -187,12 +188,27 @@ def build_parser() -> argparse.ArgumentParser:
     sc.set_defaults(func=cmd_config_schema)
 
     _cluster_parsers(sub, common)
+    add_scale_parsers(sub, _sub, common, out, results)
 
     co = _sub(sub, "completion", "print a shell completion script for poc's commands and options",
               "poc completion bash > ~/.local/share/bash-completion/completions/poc", description=INSTALL)
     co.add_argument("shell", choices=SHELLS, metavar="SHELL", help="one of " + ", ".join(SHELLS))
     co.set_defaults(func=functools.partial(cmd_completion, build_parser=build_parser))
     return p
+
+
+def _emulated_args(a, action: str) -> None:
+    """KWOK's fake GPU nodes on the native Kubernetes cluster: sized by `up`, removed alone by `down`."""
+    if action == "up":
+        a.add_argument("--emulated", type=int, default=None, metavar="N",
+                       help="also add N emulated GPU nodes (KWOK; native provider) to the Kubernetes cluster")
+        a.add_argument("--gpus-per-node", type=int, default=8, metavar="G", help="GPUs per emulated node (default 8)")
+        a.add_argument("--rack-size", type=int, default=8, metavar="R", help="emulated nodes per rack (default 8)")
+        a.add_argument("--racks-per-block", type=int, default=4, metavar="B",
+                       help="racks per topology block (default 4)")
+    elif action == "down":
+        a.add_argument("--emulated", action="store_true",
+                       help="remove only the emulated nodes and their KWOK controller; the cluster stays up")
 
 
 def _cluster_parsers(sub, common) -> None:
@@ -213,6 +229,7 @@ def _cluster_parsers(sub, common) -> None:
                        help="Kubernetes provider (auto: for up, kind when its node image can be had, else native)")
         a.add_argument("--nodes", type=int, default=3, help="Kubernetes nodes (two for the job, one spare)")
         a.add_argument("--release", default=None, help=release_help)
+        _emulated_args(a, action)
         a.set_defaults(func=cmd_cluster)
     im = _sub(clsub, "images", "build the project's container images that are missing", "poc cluster images worker",
               common)

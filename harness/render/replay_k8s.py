@@ -3,8 +3,8 @@
 Each trace job is one JobSet: a gang of ``nodes`` pods (one Job, parallelism = completions = nodes),
 each asking for the job's GPUs on one node, kept on distinct nodes by a required pod anti-affinity on
 the host name, as ``sbatch -N nodes --gpus-per-node G`` places one task per node. A pod "runs" for
-the job's ``runtime_s`` (KWOK's pod-complete delay annotation); ``limit_s`` is the Job's
-activeDeadlineSeconds, which the Job controller enforces as Slurm enforces a time limit.
+the job's ``runtime_s`` (KWOK's pod-complete delay annotation); ``limit_s`` (plus ``limit_grace_s``)
+is the Job's activeDeadlineSeconds, which the Job controller enforces as Slurm enforces a time limit.
 
 Each tenant is a LocalQueue in the replay's namespace, feeding its own ClusterQueue; the ClusterQueues
 share one cohort, so a tenant with idle quota lends it and one with a backlog borrows it. How much
@@ -52,6 +52,10 @@ class Target:
     node_labels: dict[str, str]       # the emulated nodes' labels (the ResourceFlavor's nodeLabels)
     tolerations: tuple[dict, ...]     # what the emulated nodes' taint needs
     cohort: str = "poc-replay"
+    # added to each job's limit: its pods start a second or two after its Job does, so a job whose run
+    # time equals its limit (as a timed-out job's does in sacct's history) would be killed before it
+    # ends; Slurm too kills only after KillWait, 30 s by default
+    limit_grace_s: int = 30
 
 
 def equal_quotas(trace: Trace, total_gpus: int) -> list[TenantQuota]:
@@ -140,7 +144,7 @@ def jobset(job: TraceJob, target: Target) -> dict:
         },
     }
     spec = {"parallelism": job.nodes, "completions": job.nodes, "backoffLimit": 0,
-            "activeDeadlineSeconds": job.limit_s, "template": pod}
+            "activeDeadlineSeconds": job.limit_s + target.limit_grace_s, "template": pod}
     return {"apiVersion": JOBSET_API, "kind": "JobSet",
             "metadata": {"name": name, "namespace": target.namespace,
                          "labels": {**labels, QUEUE_LABEL: queue_name(job.tenant)}},

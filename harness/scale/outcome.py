@@ -108,3 +108,18 @@ def tenant_shares(outcomes: list[JobOutcome]) -> dict[str, float]:
             used[o.tenant] = used.get(o.tenant, 0.0) + o.gpus * (o.end - o.start)
     total = sum(used.values())
     return {t: (v / total if total else 0.0) for t, v in sorted(used.items())}
+
+
+def figures(outcomes: list[JobOutcome], total_gpus: int) -> dict:
+    """Every replay figure from the outcomes alone (so stored raw records re-derive them): queue times
+    per size class, makespan, GPU utilisation from the first submission to the last end, tenant shares,
+    and how many jobs ended in each state."""
+    ends = [o.end for o in outcomes if o.end is not None]
+    t0 = min((o.submit for o in outcomes), default=0.0)
+    t1 = max(ends, default=t0)
+    states: dict[str, int] = {}
+    for o in outcomes:
+        states[o.state] = states.get(o.state, 0) + 1
+    return {"jobs": len(outcomes), "states": dict(sorted(states.items())), "queue_s": queue_by_size(outcomes),
+            "makespan_s": makespan_s(outcomes), "gpu_utilisation": gpu_utilisation(outcomes, total_gpus, t0, t1),
+            "tenant_gpu_share": tenant_shares(outcomes)}

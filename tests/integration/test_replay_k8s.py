@@ -27,6 +27,7 @@ from harness.render import replay_k8s as rr  # noqa: E402
 from harness.replay import k8s_records  # noqa: E402
 from harness.replay.k8s import K8sReplay  # noqa: E402
 from harness.scale import outcome  # noqa: E402
+from harness.scale import trace as tr  # noqa: E402
 from harness.scale.trace import NodeShape, Trace, TraceJob  # noqa: E402
 
 NODES, GPUS = 16, 8
@@ -42,20 +43,26 @@ TRACE = Trace(name="replay-it", source="made for this test", shape=NodeShape(nod
                                   job("a-one", 3, "a", 1, 3, gpus=4), job("b-two", 4, "b", 2, 3)))
 
 
-def test_a_trace_replays_with_gangs_on_distinct_nodes_and_queues_behind_the_whole_cluster_job(tmp_path):
+@pytest.fixture(scope="module")
+def emulated():
     with kwok_nodes(NODES, GPUS) as (L, _core):
-        name = f"it-{uuid.uuid4().hex[:6]}"
-        target = rr.Target(namespace=f"poc-replay-{name}", replay=name,
-                           node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
-        client = K8sClient(str(L.admin_kubeconfig))
-        rep = K8sReplay(client, target)
-        try:
-            result = rep.run(TRACE, rr.equal_quotas(TRACE, NODES * GPUS), timeout_s=90)
-        finally:
-            gone = rep.delete()
-            left = [o["metadata"]["name"] for res in (CLUSTERQUEUES, RESOURCEFLAVORS) for o in client.to_dict(
-                client.custom().list_cluster_custom_object(*res, label_selector=f"{rr.REPLAY_LABEL}={name}"))["items"]]
-            client.close()
+        yield L
+
+
+def test_a_trace_replays_with_gangs_on_distinct_nodes_and_queues_behind_the_whole_cluster_job(tmp_path, emulated):
+    L = emulated
+    name = f"it-{uuid.uuid4().hex[:6]}"
+    target = rr.Target(namespace=f"poc-replay-{name}", replay=name,
+                       node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
+    client = K8sClient(str(L.admin_kubeconfig))
+    rep = K8sReplay(client, target)
+    try:
+        result = rep.run(TRACE, rr.equal_quotas(TRACE, NODES * GPUS), timeout_s=90)
+    finally:
+        gone = rep.delete()
+        left = [o["metadata"]["name"] for res in (CLUSTERQUEUES, RESOURCEFLAVORS) for o in client.to_dict(
+            client.custom().list_cluster_custom_object(*res, label_selector=f"{rr.REPLAY_LABEL}={name}"))["items"]]
+        client.close()
     (tmp_path / "records.json").write_text(json.dumps(result, indent=1))
     print(f"\nreplay: {len(TRACE.jobs)} jobs, harness CPU {result['harness_cpu_s']} s, {result['looks']} looks, "
           f"calls {result['calls']}")
@@ -89,3 +96,24 @@ def test_a_trace_replays_with_gangs_on_distinct_nodes_and_queues_behind_the_whol
     assert set(admitted) == {rr.jobset_name(j) for j in TRACE.jobs}
     q = outcome.queue_by_size(list(got.values()))
     assert q["all"]["jobs"] == q["all"]["started"] == 4
+
+
+def test_poc_scale_replay_stores_records_that_rederive(tmp_path, capsys, emulated):
+    """The command a user runs: a synthetic trace (seed 4: 11 jobs in 2 h, the longest 2.8 h) compressed
+    600x, replayed, stored, re-derived."""
+    from harness.cli import main
+    trace = tmp_path / "t.jsonl"
+    assert main(["scale", "synth", "--nodes", str(NODES), "--hours", "2", "--load", "0.5", "--seed", "4",
+                 "--out", str(trace), "-q"], env={}) == 0
+    results = tmp_path / "results"
+    capsys.readouterr()
+    rc = main(["scale", "replay", str(trace), "--compress", "600", "--results", str(results), "--name", "r1",
+               "-o", "json"], env={})
+    out = capsys.readouterr().out
+    print(out)
+    assert rc == 0, out
+    figs = json.loads(out)["k8s"]
+    jobs = len(tr.load(trace).jobs)
+    assert figs["jobs"] == jobs and figs["states"] == {"completed": jobs} and figs["queue_s"]["all"]["started"] == jobs
+    assert 0 < figs["gpu_utilisation"] <= 1
+    assert main(["scale", "rederive", str(results / "r1")], env={}) == 0

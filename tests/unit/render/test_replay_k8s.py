@@ -21,7 +21,7 @@ def test_a_trace_job_is_a_gang_on_distinct_nodes_running_its_runtime_limited_by_
     assert js["metadata"]["labels"][rr.QUEUE_LABEL] == "t-team-a"
     spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]
     assert (spec["parallelism"], spec["completions"], spec["backoffLimit"]) == (4, 4, 0)
-    assert spec["activeDeadlineSeconds"] == 600
+    assert spec["activeDeadlineSeconds"] == 600 + 30       # the limit and the grace Slurm's KillWait gives
     pod = spec["template"]
     assert pod["metadata"]["annotations"] == {rr.DELAY_ANNOTATION: "90s"}
     assert pod["metadata"]["labels"][rr.TRACE_JOB_LABEL] == "j-7-big"

@@ -1,0 +1,146 @@
+"""`poc scale ...`: job traces (make one, import a site's sacct history, summarise one) and replays of a
+trace on the local cluster's emulated nodes, with the queue figures they give."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..errors import ConfigError
+from .output import Out, emit
+
+
+def cmd_scale(args) -> int:
+    return {"synth": _synth, "import": _import, "show": _show, "replay": _replay,
+            "rederive": _rederive}[args.scale_command](args)
+
+
+def _trace_out(args, trace) -> int:
+    from ..scale import trace as tr
+    tr.save(trace, Path(args.out))
+    s = tr.summary(trace)
+    emit(args, {"trace": str(args.out), "name": trace.name, "jobs": s.jobs, "sizes": s.sizes, "gpu_load": s.gpu_load},
+         lambda: f"wrote {args.out} ({trace.name})\n" + "".join(f"  {ln}\n" for ln in s.lines()))
+    return 0
+
+
+def _synth(args) -> int:
+    from ..scale import synthetic
+    params = synthetic.SyntheticParams(nodes=args.nodes, gpus_per_node=args.gpus_per_node, hours=args.hours,
+                                       target_load=args.load)
+    return _trace_out(args, synthetic.generate(params, args.seed))
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}", tip="give the file sacct wrote") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not text", tip="give sacct's --json or -P output") from None
+
+
+def _import(args) -> int:
+    from ..scale import sacct
+    from ..scale.trace import NodeShape
+    text = _read(args.history)
+    shape = NodeShape(nodes=args.nodes, gpus_per_node=args.gpus_per_node) if args.nodes else None
+    name = Path(args.history).stem
+    if text.lstrip().startswith("{"):
+        trace = sacct.parse_json(text, name=name, shape=shape, tenant=args.tenant)
+    else:
+        trace = sacct.parse_pipe(text, name=name, shape=shape, tenant=args.tenant, tz=args.tz)
+    return _trace_out(args, trace)
+
+
+def _show(args) -> int:
+    from ..scale import trace as tr
+    trace = tr.load(Path(args.trace))
+    s = tr.summary(trace)
+    emit(args, {"name": trace.name, "source": trace.source, "shape": trace.shape and trace.shape.model_dump(),
+                "compression": trace.compression, "jobs": s.jobs, "duration_s": s.duration_s, "sizes": s.sizes,
+                "gpu_load": s.gpu_load, "notes": list(trace.notes)},
+         lambda: f"{trace.name}: {trace.source}\n" + "".join(f"  {ln}\n" for ln in s.lines())
+         + "".join(f"  note: {n}\n" for n in trace.notes))
+    return 0
+
+
+def figure_lines(platform: str, figs: dict) -> list[str]:
+    """A replay's figures as the lines a person reads (whole seconds: the records' resolution)."""
+    out = [f"{platform}: {figs['jobs']} jobs ({', '.join(f'{k} {v}' for k, v in figs['states'].items())}), "
+           f"makespan {figs['makespan_s']} s, GPU utilisation "
+           + ("n/a" if figs["gpu_utilisation"] is None else f"{figs['gpu_utilisation']:.1%}")]
+    for cls, row in figs["queue_s"].items():
+        out.append(f"  queue {cls:>5} nodes: {row['jobs']:5d} jobs, {row['started']:5d} started, "
+                   f"p50 {row['p50_s']} s, p90 {row['p90_s']} s, p99 {row['p99_s']} s, max {row['max_s']} s")
+    out.append("  GPU-seconds by tenant: " + ", ".join(f"{t} {v:.1%}" for t, v in figs["tenant_gpu_share"].items()))
+    return out
+
+
+def _replay(args) -> int:
+    from ..replay import local
+    from ..replay import store as rs
+    from ..scale import trace as tr
+    out = Out(args.quiet, args.output in ("json", "yaml"))
+    trace = tr.load(Path(args.trace))
+    if args.compress != 1:
+        trace = tr.compress(trace, args.compress)
+    name = args.name or f"replay-{trace.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    where = Path(args.results) / name
+    if where.exists():
+        raise ConfigError(f"{where} exists", tip="choose another --name, or remove it")
+    result, total_gpus = local.replay_k8s(trace, name, timeout_s=args.timeout, say=out.info)
+    figs = rs.save(where, trace, "k8s", result, total_gpus)
+    emit(args, {"results": str(where), "k8s": figs},
+         lambda: "\n".join([f"stored {where}", *figure_lines("k8s", figs),
+                            f"  harness CPU {result['harness_cpu_s']} s for {figs['jobs']} jobs; "
+                            f"{result['looks']} looks; times are whole seconds (the API server's)"]))
+    return 0 if result["ended"] else 1
+
+
+def _rederive(args) -> int:
+    from ..replay import store as rs
+    bad = rs.rederive(Path(args.replay_dir))
+    emit(args, {"mismatches": bad},
+         lambda: "\n".join(bad) if bad else f"{args.replay_dir}: every figure re-derives from the raw records")
+    return 1 if bad else 0
+
+
+def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
+    """`poc scale` and its commands, on the main parser (sub_parser: parser.py's _sub)."""
+    sc = sub_parser(sub, "scale", "job traces and their replays on emulated nodes (queues at a cluster's size)",
+                    "poc scale synth --nodes 64 --hours 24 --out trace.jsonl")
+    ss = sc.add_subparsers(dest="scale_command", required=True, metavar="SUBCOMMAND")
+    sy = sub_parser(ss, "synth", "write a seeded synthetic trace (docs/scale-traces.md says its shapes)",
+                    "poc scale synth --nodes 256 --hours 24 --load 0.7 --seed 1 --out t.jsonl", (out_parent,))
+    sy.add_argument("--nodes", type=int, default=64, help="the cluster's nodes (default 64)")
+    sy.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    sy.add_argument("--hours", type=float, default=24.0, help="the arrival window (default 24)")
+    sy.add_argument("--load", type=float, default=0.7, help="offered GPU load over the window (default 0.7)")
+    sy.add_argument("--seed", type=int, default=0)
+    sy.add_argument("--out", required=True, metavar="PATH", help="the trace file to write (JSON Lines)")
+    im = sub_parser(ss, "import", "a Slurm site's own history (sacct --json or -P) as a trace",
+                    "sacct -a -X --json -S 2026-01-01 -E 2026-02-01 > h.json && poc scale import h.json --out t.jsonl",
+                    (out_parent,))
+    im.add_argument("history", help="sacct's output: --json, or -P with its header (docs/scale-traces.md)")
+    im.add_argument("--out", required=True, metavar="PATH", help="the trace file to write (JSON Lines)")
+    im.add_argument("--tenant", choices=["account", "user"], default="account", help="who a job's tenant is")
+    im.add_argument("--tz", help="the zone of -P's local times (not needed with SLURM_TIME_FORMAT=%%s or --json)")
+    im.add_argument("--nodes", type=int, help="check the jobs against a cluster of this many nodes")
+    im.add_argument("--gpus-per-node", type=int, default=8, help="with --nodes: GPUs per node (default 8)")
+    sh = sub_parser(ss, "show", "a trace's summary: sizes, offered load, tenants, what was changed on import",
+                    "poc scale show t.jsonl -o json", (out_parent,))
+    sh.add_argument("trace")
+    rp = sub_parser(ss, "replay", "replay a trace on the local Kubernetes cluster's emulated nodes and store the "
+                    "records and figures", "poc scale replay t.jsonl --compress 60 --results out",
+                    (out_parent, results_parent))
+    rp.add_argument("trace")
+    rp.add_argument("--compress", type=float, default=1.0, metavar="X", help="replay X times faster (default 1)")
+    rp.add_argument("--name", help="the replay's directory under --results (default: replay-<trace>-<UTC time>)")
+    rp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                    help="stop watching after this long (default: the last submit plus the longest limit, "
+                         "plus two minutes)")
+    rv = sub_parser(ss, "rederive", "draw a replay's figures again from its raw records; list what differs",
+                    "poc scale rederive out/replay-t-20261206T120000Z", (out_parent,))
+    rv.add_argument("replay_dir")
+    for p in (sy, im, sh, rp, rv):
+        p.set_defaults(func=cmd_scale)

@@ -1,0 +1,66 @@
+"""A replay on this machine's clusters: the native Kubernetes cluster's emulated nodes (KWOK), as
+`poc cluster up --k8s --provider native --emulated N` leaves them. Checks that the trace fits the nodes
+before anything is created, and deletes everything the replay made afterwards, interrupted or not."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from ..backends.k8s.api import K8sClient, qty
+from ..clusters import native_k8s as nk
+from ..clusters.k8s import kwok
+from ..errors import ConfigError
+from ..render import replay_k8s as rr
+from ..scale.trace import Trace
+from .k8s import K8sReplay
+
+
+def emulated_gpus(core) -> tuple[int, int]:
+    """(Ready emulated nodes, GPUs per node, the fewest any has)."""
+    nodes = [n for n in core.list_node(label_selector=kwok.SELECTOR).items
+             if any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))]
+    gpus = [int(qty((n.status.allocatable or {}).get(kwok.GPU_RESOURCE, 0))) for n in nodes]
+    return len(nodes), min(gpus, default=0)
+
+
+def check_fits(trace: Trace, nodes: int, gpus: int) -> None:
+    want_nodes = max([j.nodes for j in trace.jobs] + [trace.shape.nodes if trace.shape else 0])
+    want_gpus = max([j.gpus_per_node for j in trace.jobs] + [trace.shape.gpus_per_node if trace.shape else 0])
+    if nodes < want_nodes or gpus < want_gpus:
+        raise ConfigError(f"the trace is for {want_nodes} nodes × {want_gpus} GPUs and the cluster has {nodes} "
+                          f"emulated nodes × {gpus} GPUs",
+                          tip=f"poc cluster up --k8s --provider native --emulated {want_nodes} "
+                              f"--gpus-per-node {want_gpus}")
+
+
+def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
+               say: Callable[[str], None] = print) -> tuple[dict, int]:
+    """Replay `trace` on the local emulated nodes: (the replay's result, the cluster's GPUs)."""
+    if not trace.jobs:
+        raise ConfigError("the trace has no jobs", tip="poc scale show TRACE says what it holds")
+    if not nk.is_up():
+        raise ConfigError("the native Kubernetes cluster is not up",
+                          tip="poc cluster up --k8s --provider native --emulated N")
+    info = nk.info()
+    core = kwok.core_api(info.kubeconfig)
+    nodes, gpus = emulated_gpus(core)
+    check_fits(trace, nodes, gpus)
+    label = f"{name[:40].strip('-')}-{uuid.uuid4().hex[:6]}"
+    target = rr.Target(namespace=rr.k8s_name(f"poc-replay-{label}"), replay=rr.k8s_name(label),
+                       node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
+    client = K8sClient(str(info.kubeconfig), timeout_s=60)
+    rep = K8sReplay(client, target)
+    if timeout_s is None:
+        timeout_s = max(j.submit_s + j.limit_s for j in trace.jobs) + 120
+    say(f"[k8s] replaying {len(trace.jobs)} jobs on {nodes} emulated nodes × {gpus} GPUs "
+        f"(namespace {target.namespace}; watching at most {timeout_s:g} s)")
+    try:
+        result = rep.run(trace, rr.equal_quotas(trace, nodes * gpus), timeout_s=timeout_s)
+    finally:
+        gone = rep.delete(wait_s=600)
+        client.close()
+    result["settings"] = {"nodes": nodes, "gpus_per_node": gpus, "namespace": target.namespace,
+                          "quotas": "equal_quotas: each tenant an equal share of the GPUs, borrowing the rest",
+                          "limit_grace_s": target.limit_grace_s, "poll_s": rep.poll_s, "workers": rep.workers,
+                          "cleaned_up": gone}
+    return result, nodes * gpus

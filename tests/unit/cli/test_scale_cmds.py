@@ -1,0 +1,73 @@
+"""`poc scale`: traces made, imported and shown; a stored replay re-derived; bad input is ERROR + TIP."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.replay import local
+from harness.replay import store as rs
+from harness.scale import trace as tr
+
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+
+
+def test_synth_writes_the_seeded_trace_and_show_summarises_it(tmp_path, capsys):
+    out = tmp_path / "t.jsonl"
+    assert main(["scale", "synth", "--nodes", "16", "--hours", "2", "--seed", "3", "--out", str(out)], env={}) == 0
+    t = tr.load(out)
+    assert t.name == "synthetic-16n-2h-seed3" and t.shape.nodes == 16 and t.jobs
+    again = tmp_path / "again.jsonl"
+    main(["scale", "synth", "--nodes", "16", "--hours", "2", "--seed", "3", "--out", str(again), "-q"], env={})
+    assert again.read_bytes() == out.read_bytes()
+    capsys.readouterr()
+    assert main(["scale", "show", str(out), "-o", "json"], env={}) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["jobs"] == len(t.jobs) and shown["shape"] == {"nodes": 16, "gpus_per_node": 8}
+
+
+@pytest.mark.parametrize("name", ["sacct.json", "sacct-P-epoch.txt", "sacct-P.txt"])
+def test_import_reads_either_sacct_form(tmp_path, name, capsys):
+    src = FIXTURES / "scale" / "sacct" / name
+    out = tmp_path / "t.jsonl"
+    argv = ["scale", "import", str(src), "--out", str(out)] + (["--tz", "UTC"] if name == "sacct-P.txt" else [])
+    assert main(argv, env={}) == 0, capsys.readouterr().err
+    assert tr.load(out).jobs
+
+
+def test_a_stored_replay_rederives_and_a_changed_figure_is_named(tmp_path, capsys):
+    rec = json.loads((FIXTURES / "replay" / "k8s_records.json").read_text())
+    trace = tr.loads(rec["trace"])
+    where = tmp_path / "replay-x"
+    rs.save(where, trace, "k8s", {"raw": rec["raw"], "ended": True}, total_gpus=128)
+    assert main(["scale", "rederive", str(where)], env={}) == 0
+    body = json.loads((where / "k8s.json").read_text())
+    body["figures"]["makespan_s"] = 1.0
+    (where / "k8s.json").write_text(json.dumps(body))
+    capsys.readouterr()
+    assert main(["scale", "rederive", str(where)], env={}) == 1
+    assert "k8s: makespan_s stored 1.0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["scale", "show", "/nonexistent/t.jsonl"], "cannot read"),
+    (["scale", "import", "/nonexistent/h.json", "--out", "x.jsonl"], "cannot read"),
+    (["scale", "rederive", "/nonexistent"], "not a replay's results directory"),
+    (["scale", "synth", "--nodes", "0", "--out", "x.jsonl"], "nodes must be at least 1"),
+])
+def test_bad_input_is_an_error_with_a_tip(argv, words, capsys):
+    assert main(argv, env={}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR ") and words in err and "\nTIP " in err and "Traceback" not in err
+
+
+def test_a_trace_bigger_than_the_emulated_nodes_is_refused_with_the_command_that_fits():
+    rec = json.loads((FIXTURES / "replay" / "k8s_records.json").read_text())
+    trace = tr.loads(rec["trace"])
+    local.check_fits(trace, 16, 8)
+    with pytest.raises(ConfigError) as e:
+        local.check_fits(trace, 8, 8)
+    assert "16 nodes × 8 GPUs" in e.value.message and "--emulated 16 --gpus-per-node 8" in e.value.tip
