@@ -2,6 +2,7 @@
 found; this prints it, as text or in the format -o asks for."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 
@@ -25,6 +26,9 @@ def run_action(args, say) -> dict:
         return {"images": build_images(args.what, args.release, say)}
     if not args.slurm and not args.k8s:
         raise ConfigError("say which cluster: --slurm, --k8s or both", tip="e.g. poc cluster up --slurm --k8s")
+    emulated = getattr(args, "emulated", None)
+    if emulated is not None and emulated is not False:   # `up --emulated 0` is asked for, and refused
+        return _emulated(args, say)
     chosen = {}
     if args.slurm:
         chosen["slurm"] = get("slurm", release=args.release, say=say)
@@ -32,6 +36,49 @@ def run_action(args, say) -> dict:
         chosen["k8s"] = get("k8s", provider=k8s_provider(args.provider, args.cluster_command), nodes=args.nodes,
                             say=say)
     return {name: getattr(cluster, args.cluster_command)() for name, cluster in chosen.items()}
+
+
+def _emulated(args, say, runner=None, ensure_image=None) -> dict:
+    """`up --emulated N` or `down --emulated`, for each cluster asked for.
+
+    --k8s: N KWOK nodes added to the native Kubernetes cluster (brought up first), and `down` removes
+    only those. --slurm: a cluster of its own, slurmctld and N slurmd in one container
+    (clusters/slurm/emulated.py); the Slurm-in-Docker cluster is neither started nor stopped.
+    Every shape is checked before anything starts. runner and ensure_image replace Docker in tests."""
+    from ..clusters import images, k8s_provider
+    from ..clusters.k8s import kwok
+    from ..clusters.k8s.layout import Layout, state_root
+    from ..clusters.slurm import emulated
+
+    if args.k8s and k8s_provider(args.provider, args.cluster_command) != "native":
+        raise ConfigError("emulated nodes are for the native Kubernetes cluster",
+                          tip=f"poc cluster {args.cluster_command} --k8s --provider native --emulated"
+                              + (f" {args.emulated}" if args.cluster_command == "up" else ""))
+    runner = runner or images.run
+    results: dict = {}
+    if args.cluster_command == "down":
+        if args.slurm:
+            results["slurm-emulated"] = emulated.down(runner)
+        if args.k8s:
+            results["k8s-emulated"] = kwok.down(Layout(state_root()))
+        return results
+    shape = kwok.Shape(nodes=args.emulated, gpus=args.gpus_per_node, rack_size=args.rack_size,
+                       racks_per_block=args.racks_per_block).check() if args.k8s else None
+    slurm_shape = emulated.EmulatedShape(nodes=args.emulated, gpus_per_node=args.gpus_per_node,
+                                         rack_size=args.rack_size,
+                                         racks_per_block=args.racks_per_block) if args.slurm else None
+    if slurm_shape is not None:
+        release = args.release or images.DEFAULT_RELEASE
+        image = (ensure_image or images.ensure_slurm_emulated_image)(release, say)
+        cluster = emulated.EmulatedSlurm(slurm_shape, emulated.default_conf_dir(), image, runner=runner)
+        say(f"[slurm] starting {slurm_shape.nodes} emulated nodes × {slurm_shape.gpus_per_node} GPUs "
+            f"(one slurmd each, in container {emulated.CONTAINER})")
+        results["slurm-emulated"] = cluster.summary(cluster.up())
+    if shape is not None:
+        results |= run_action(argparse.Namespace(**{**vars(args), "emulated": None, "slurm": False}), say)
+        say(f"[k8s] adding {shape.nodes} emulated nodes × {shape.gpus} GPUs (KWOK {kwok.builds.KWOK_VERSION})")
+        results["k8s-emulated"] = kwok.up(Layout(state_root()), shape)
+    return results
 
 
 def plain(obj):

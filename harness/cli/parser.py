@@ -198,17 +198,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _emulated_args(a, action: str) -> None:
-    """KWOK's fake GPU nodes on the native Kubernetes cluster: sized by `up`, removed alone by `down`."""
+    """Emulated GPU nodes for scale replays: KWOK nodes on the native Kubernetes cluster (--k8s), an emulated
+    Slurm cluster in one container (--slurm); sized by `up`, removed alone by `down`."""
     if action == "up":
         a.add_argument("--emulated", type=int, default=None, metavar="N",
-                       help="also add N emulated GPU nodes (KWOK; native provider) to the Kubernetes cluster")
+                       help="N emulated GPU nodes: KWOK nodes added to the native Kubernetes cluster (--k8s) "
+                            "and/or an emulated Slurm cluster of its own, slurmctld and N slurmd in one "
+                            "container (--slurm)")
         a.add_argument("--gpus-per-node", type=int, default=8, metavar="G", help="GPUs per emulated node (default 8)")
         a.add_argument("--rack-size", type=int, default=8, metavar="R", help="emulated nodes per rack (default 8)")
         a.add_argument("--racks-per-block", type=int, default=4, metavar="B",
                        help="racks per topology block (default 4)")
     elif action == "down":
         a.add_argument("--emulated", action="store_true",
-                       help="remove only the emulated nodes and their KWOK controller; the cluster stays up")
+                       help="remove only the emulated nodes (KWOK's, and the emulated Slurm container); "
+                            "the clusters stay up")
 
 
 def _cluster_parsers(sub, common) -> None:

@@ -126,9 +126,16 @@ def mariadb_ref(release: str = DEFAULT_RELEASE) -> str:
     return f"{PREFIX}/mariadb:{release}-{context_hash(IMAGES_DIR / 'mariadb', _check_release(release))}"
 
 
+def slurm_emulated_ref(release: str = DEFAULT_RELEASE) -> str:
+    """The emulated-nodes Slurm image (a multiple-slurmd build); separate from the cluster's Slurm image."""
+    return (f"{PREFIX}/slurm-emulated:{release}-"
+            f"{context_hash(IMAGES_DIR / 'slurm-emulated', _check_release(release))}")
+
+
 def image_ref(kind: str, release: str = DEFAULT_RELEASE) -> str:
-    """Ref of one of the project's images: kind in base, worker, slurm, mariadb."""
-    table = {"base": base_ref, "worker": worker_ref, "slurm": slurm_ref, "mariadb": mariadb_ref}
+    """Ref of one of the project's images: kind in base, worker, slurm, mariadb, slurm-emulated."""
+    table = {"base": base_ref, "worker": worker_ref, "slurm": slurm_ref, "mariadb": mariadb_ref,
+             "slurm-emulated": slurm_emulated_ref}
     if kind not in table:
         raise ClusterError(f"unknown image kind {kind!r}", f"use one of: {', '.join(table)}")
     return table[kind](release)
@@ -263,6 +270,13 @@ def ensure_slurm_image(release: str = DEFAULT_RELEASE, say: Say | None = None) -
     return _ensure_built(slurm_ref(release), IMAGES_DIR / "slurm", {"WORKER": worker}, say)
 
 
+def ensure_slurm_emulated_image(release: str = DEFAULT_RELEASE, say: Say | None = None) -> str:
+    """Build (when missing) and return the emulated-nodes Slurm image: Slurm compiled from source with
+    --enable-multiple-slurmd (minutes on 2 cores the first time; skipped when the tag exists)."""
+    base = ensure_base(release, say)
+    return _ensure_built(slurm_emulated_ref(release), IMAGES_DIR / "slurm-emulated", {"BASE": base}, say)
+
+
 def ensure_mariadb_image(release: str = DEFAULT_RELEASE, say: Say | None = None) -> str:
     """Build (when missing) and return the MariaDB image ref used by slurmdbd."""
     base = ensure_base(release, say)
@@ -286,12 +300,12 @@ def save_image(ref: str, dest: Path) -> Path:
 
 
 def prune_stale_images() -> list[str]:
-    """Remove this project's worker/slurm/mariadb tags whose hash no longer matches the build inputs
+    """Remove this project's worker/slurm/mariadb/slurm-emulated tags whose hash no longer matches the build inputs
     (left by edits to harness/data/images/). Current refs of every supported release and base images stay."""
-    current = {image_ref(k, r) for k in ("worker", "slurm", "mariadb") for r in SUPPORTED_RELEASES}
+    kinds = ("worker", "slurm", "mariadb", "slurm-emulated")
+    current = {image_ref(k, r) for k in kinds for r in SUPPORTED_RELEASES}
     res = run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"])
-    stale = [ref for ref in res.stdout.split()
-             if ref.split(":")[0] in {f"{PREFIX}/worker", f"{PREFIX}/slurm", f"{PREFIX}/mariadb"}
+    stale = [ref for ref in res.stdout.split() if ref.split(":")[0] in {f"{PREFIX}/{k}" for k in kinds}
              and ref not in current]
     removed = []
     for ref in stale:
