@@ -1,5 +1,5 @@
 """`poc scale ...`: job traces (make one, import a site's sacct history, summarise one) and replays of a
-trace on the local cluster's emulated nodes, with the queue figures they give."""
+trace on the local clusters' emulated nodes, with the queue figures they give."""
 from __future__ import annotations
 
 import time
@@ -81,6 +81,7 @@ def _replay(args) -> int:
     from ..replay import store as rs
     from ..scale import trace as tr
     out = Out(args.quiet, args.output in ("json", "yaml"))
+    platforms = _replay_platforms(args.platform)
     trace = tr.load(Path(args.trace))
     if args.compress != 1:
         trace = tr.compress(trace, args.compress)
@@ -88,13 +89,26 @@ def _replay(args) -> int:
     where = Path(args.results) / name
     if where.exists():
         raise ConfigError(f"{where} exists", tip="choose another --name, or remove it")
-    result, total_gpus = local.replay_k8s(trace, name, timeout_s=args.timeout, say=out.info)
-    figs = rs.save(where, trace, "k8s", result, total_gpus)
-    emit(args, {"results": str(where), "k8s": figs},
-         lambda: "\n".join([f"stored {where}", *figure_lines("k8s", figs),
-                            f"  harness CPU {result['harness_cpu_s']} s for {figs['jobs']} jobs; "
-                            f"{result['looks']} looks; times are whole seconds (the API server's)"]))
-    return 0 if result["ended"] else 1
+    run = {"k8s": local.replay_k8s, "slurm": local.replay_slurm}
+    figs, lines, ended = {}, [], True
+    for p in platforms:         # one after the other: side by side they would share this machine's CPUs
+        result, total_gpus = run[p](trace, name, timeout_s=args.timeout, say=out.info)
+        figs[p] = rs.save(where, trace, p, result, total_gpus)
+        ended = ended and result["ended"]
+        lines += [*figure_lines(p, figs[p]), f"  harness CPU {result['harness_cpu_s']} s for {figs[p]['jobs']} jobs; "
+                  f"{result['looks']} looks; times are whole seconds"]
+    emit(args, {"results": str(where), **figs}, lambda: "\n".join([f"stored {where}", *lines]))
+    return 0 if ended else 1
+
+
+def _replay_platforms(asked: list[str] | None) -> list[str]:
+    """k8s and slurm unless --platform narrows it, in that order, each once."""
+    norm = {"k8s": "k8s", "kubernetes": "k8s", "kube": "k8s", "slurm": "slurm"}
+    bad = [p for p in asked or [] if p not in norm]
+    if bad:
+        raise ConfigError(f"--platform {bad[0]}: a replay runs on k8s or slurm", tip="--platform k8s --platform slurm")
+    chosen = {norm[p] for p in asked} if asked else {"k8s", "slurm"}
+    return [p for p in ("k8s", "slurm") if p in chosen]
 
 
 def _rederive(args) -> int:
@@ -130,10 +144,12 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
     sh = sub_parser(ss, "show", "a trace's summary: sizes, offered load, tenants, what was changed on import",
                     "poc scale show t.jsonl -o json", (out_parent,))
     sh.add_argument("trace")
-    rp = sub_parser(ss, "replay", "replay a trace on the local Kubernetes cluster's emulated nodes and store the "
-                    "records and figures", "poc scale replay t.jsonl --compress 60 --results out",
+    rp = sub_parser(ss, "replay", "replay a trace on the local clusters' emulated nodes (Kubernetes, then Slurm) "
+                    "and store the records and figures", "poc scale replay t.jsonl --compress 60 --results out",
                     (out_parent, results_parent))
     rp.add_argument("trace")
+    rp.add_argument("--platform", "-p", action="append", metavar="{k8s,slurm}",
+                    help="replay on this one only (repeatable; default: both)")
     rp.add_argument("--compress", type=float, default=1.0, metavar="X", help="replay X times faster (default 1)")
     rp.add_argument("--name", help="the replay's directory under --results (default: replay-<trace>-<UTC time>)")
     rp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",

@@ -1,18 +1,23 @@
-"""A replay on this machine's clusters: the native Kubernetes cluster's emulated nodes (KWOK), as
-`poc cluster up --k8s --provider native --emulated N` leaves them. Checks that the trace fits the nodes
-before anything is created, and deletes everything the replay made afterwards, interrupted or not."""
+"""A replay on this machine's clusters: the native Kubernetes cluster's emulated nodes (KWOK) and the
+emulated Slurm cluster, as `poc cluster up --k8s --slurm --provider native --emulated N` leaves them.
+Checks that the trace fits the nodes before anything is submitted, and leaves nothing of the replay
+behind, interrupted or not."""
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
 
 from ..backends.k8s.api import K8sClient, qty
+from ..clusters import images
 from ..clusters import native_k8s as nk
 from ..clusters.k8s import kwok
+from ..clusters.slurm import emulated
 from ..errors import ConfigError
 from ..render import replay_k8s as rr
+from ..render import replay_slurm as rsl
 from ..scale.trace import Trace
 from .k8s import K8sReplay
+from .slurm import SlurmReplay
 
 
 def emulated_gpus(core) -> tuple[int, int]:
@@ -23,13 +28,13 @@ def emulated_gpus(core) -> tuple[int, int]:
     return len(nodes), min(gpus, default=0)
 
 
-def check_fits(trace: Trace, nodes: int, gpus: int) -> None:
+def check_fits(trace: Trace, nodes: int, gpus: int, flag: str = "--k8s --provider native") -> None:
     want_nodes = max([j.nodes for j in trace.jobs] + [trace.shape.nodes if trace.shape else 0])
     want_gpus = max([j.gpus_per_node for j in trace.jobs] + [trace.shape.gpus_per_node if trace.shape else 0])
     if nodes < want_nodes or gpus < want_gpus:
         raise ConfigError(f"the trace is for {want_nodes} nodes × {want_gpus} GPUs and the cluster has {nodes} "
                           f"emulated nodes × {gpus} GPUs",
-                          tip=f"poc cluster up --k8s --provider native --emulated {want_nodes} "
+                          tip=f"poc cluster up {flag} --emulated {want_nodes} "
                               f"--gpus-per-node {want_gpus}")
 
 
@@ -51,7 +56,7 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
     client = K8sClient(str(info.kubeconfig), timeout_s=60)
     rep = K8sReplay(client, target)
     if timeout_s is None:
-        timeout_s = max(j.submit_s + j.limit_s for j in trace.jobs) + 120
+        timeout_s = default_timeout(trace)
     say(f"[k8s] replaying {len(trace.jobs)} jobs on {nodes} emulated nodes × {gpus} GPUs "
         f"(namespace {target.namespace}; watching at most {timeout_s:g} s)")
     try:
@@ -63,4 +68,50 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
                           "quotas": "equal_quotas: each tenant an equal share of the GPUs, borrowing the rest",
                           "limit_grace_s": target.limit_grace_s, "poll_s": rep.poll_s, "workers": rep.workers,
                           "cleaned_up": gone}
+    return result, nodes * gpus
+
+
+def default_timeout(trace: Trace) -> float:
+    return max(j.submit_s + j.limit_s for j in trace.jobs) + 120
+
+
+def slurm_shell(argv, *, input: bytes | None = None, timeout: float = 300):
+    """One argv in the emulated Slurm container, stdin passed through; never raises on an exit code."""
+    return images.run(["docker", "exec", "-i", emulated.CONTAINER, *argv], input=input, timeout=timeout,
+                      check=False, what=f"docker exec {emulated.CONTAINER}")
+
+
+def emulated_slurm_nodes(shell=slurm_shell) -> tuple[int, int]:
+    """(the emulated Slurm cluster's nodes, GPUs per node, the fewest any has); (0, 0) when it is not up."""
+    res = shell(["sinfo", "-h", "-N", "-o", "%N %G"], timeout=60)
+    if res.returncode != 0:
+        return 0, 0
+    gpus = {}
+    for line in res.stdout.splitlines():
+        name, _, gres = line.partition(" ")
+        count = next((int(g.split(":")[-1].split("(")[0]) for g in gres.split(",") if g.startswith("gpu:")), 0)
+        gpus[name] = count
+    return len(gpus), min(gpus.values(), default=0)
+
+
+def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
+                 say: Callable[[str], None] = print, shell=slurm_shell) -> tuple[dict, int]:
+    """Replay `trace` on the emulated Slurm cluster: (the replay's result, the cluster's GPUs)."""
+    if not trace.jobs:
+        raise ConfigError("the trace has no jobs", tip="poc scale show TRACE says what it holds")
+    nodes, gpus = emulated_slurm_nodes(shell)
+    if nodes == 0:
+        raise ConfigError(f"the emulated Slurm cluster ({emulated.CONTAINER}) is not up",
+                          tip="poc cluster up --slurm --emulated N")
+    check_fits(trace, nodes, gpus, flag="--slurm")
+    target = rsl.SlurmTarget(replay=rsl.slurm_name(f"{name[:40]}-{uuid.uuid4().hex[:6]}"))
+    rep = SlurmReplay(shell, target)
+    timeout_s = timeout_s if timeout_s is not None else default_timeout(trace)
+    say(f"[slurm] replaying {len(trace.jobs)} jobs on {nodes} emulated nodes × {gpus} GPUs "
+        f"(job name {target.replay}; watching at most {timeout_s:g} s)")
+    result = rep.run(trace, timeout_s)
+    result["settings"] = {"nodes": nodes, "gpus_per_node": gpus, "job_name": target.replay,
+                          "tenants": "each tenant an account; no slurmdbd, so no fair share or limits per account",
+                          "limit_grace_s": target.limit_grace_s, "time_resolution": "whole minutes (--time)",
+                          "poll_s": rep.poll_s}
     return result, nodes * gpus

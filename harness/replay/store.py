@@ -4,6 +4,7 @@ again from the raw records and names every one that differs.
 
     <results>/<replay name>/trace.jsonl     the trace as replayed (compressed: its notes say by how much)
     <results>/<replay name>/k8s.json        {"figures", "raw", "submitted", "settings", ...}
+    <results>/<replay name>/slurm.json      the same for Slurm
 """
 from __future__ import annotations
 
@@ -14,22 +15,32 @@ from ..errors import ConfigError
 from ..fsutil import atomic_write
 from ..scale import outcome
 from ..scale import trace as tr
-from . import k8s_records
+from . import k8s_records, slurm_records
 
-PLATFORMS = ("k8s",)
+PLATFORMS = ("k8s", "slurm")
 
 
-def outcomes_of(platform: str, trace: tr.Trace, raw: dict) -> list[outcome.JobOutcome]:
+def outcomes_of(platform: str, trace: tr.Trace, result: dict) -> list[outcome.JobOutcome]:
+    raw = result["raw"]
     if platform == "k8s":
         return k8s_records.outcomes(trace, raw["jobsets"], raw["pods"])
+    if platform == "slurm":
+        return slurm_records.outcomes(trace, result["submitted"], raw)
     raise ConfigError(f"no replay records for platform {platform!r}", tip=f"one of {', '.join(PLATFORMS)}")
+
+
+def figures(platform: str, trace: tr.Trace, result: dict, total_gpus: int) -> dict:
+    """The figures, and how many of the trace's jobs the scheduler's records do not show (never
+    accepted, or no record): a replay that lost jobs says so beside its percentiles."""
+    outs = outcomes_of(platform, trace, result)
+    return {**outcome.figures(outs, total_gpus), "jobs_without_record": len(trace.jobs) - len(outs)}
 
 
 def save(where: Path, trace: tr.Trace, platform: str, result: dict, total_gpus: int) -> dict:
     """Write the trace and the platform's result with its figures; the figures."""
     where.mkdir(parents=True, exist_ok=True)
     tr.save(trace, where / "trace.jsonl")
-    figs = outcome.figures(outcomes_of(platform, trace, result["raw"]), total_gpus)
+    figs = figures(platform, trace, result, total_gpus)
     body = {**result, "total_gpus": total_gpus, "figures": figs}
     atomic_write(where / f"{platform}.json", json.dumps(body, indent=1, sort_keys=True, default=str))
     return figs
@@ -55,7 +66,7 @@ def rederive(where: Path) -> list[str]:
     trace, stored = load(where)
     bad = []
     for p, body in stored.items():
-        again = json.loads(json.dumps(outcome.figures(outcomes_of(p, trace, body["raw"]), body["total_gpus"])))
+        again = json.loads(json.dumps(figures(p, trace, body, body["total_gpus"])))
         for key in sorted(set(again) | set(body.get("figures", {}))):
             if again.get(key) != body.get("figures", {}).get(key):
                 bad.append(f"{p}: {key} stored {body.get('figures', {}).get(key)!r}, raw gives {again.get(key)!r}")

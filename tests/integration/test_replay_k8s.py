@@ -3,9 +3,9 @@ gang JobSet in its tenant's LocalQueue, Kueue admitting within the cohort's GPUs
 placing each gang on distinct nodes, KWOK ending each pod after its job's run time; the outcomes come
 from the API server's own records, and everything the replay created is gone afterwards.
 
-The trace is made so that queueing is certain: a whole-cluster job borrows the second tenant's idle
-quota, so the jobs behind it wait for its end (no preemption is configured, as on most Kueue sites
-and without Slurm's preemption on the other side). Needs root (the native cluster); under a minute.
+The trace (tests/integration/_replay.py) makes queueing certain: a whole-cluster job borrows the
+second tenant's idle quota, so the jobs behind it wait for its end (no preemption is configured).
+Needs root (the native cluster); about a minute.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 from _kwok import kwok_nodes
+from _replay import GPUS, NODES, TRACE, check_queued_behind_the_whole_cluster_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.k8s]
 
@@ -28,19 +29,6 @@ from harness.replay import k8s_records  # noqa: E402
 from harness.replay.k8s import K8sReplay  # noqa: E402
 from harness.scale import outcome  # noqa: E402
 from harness.scale import trace as tr  # noqa: E402
-from harness.scale.trace import NodeShape, Trace, TraceJob  # noqa: E402
-
-NODES, GPUS = 16, 8
-
-
-def job(id, submit, tenant, nodes, runtime, gpus=GPUS):
-    return TraceJob(id=id, submit_s=submit, tenant=tenant, nodes=nodes, gpus_per_node=gpus,
-                    limit_s=runtime * 3, runtime_s=runtime)
-
-
-TRACE = Trace(name="replay-it", source="made for this test", shape=NodeShape(nodes=NODES, gpus_per_node=GPUS),
-              duration_s=4, jobs=(job("whole", 0, "a", 16, 12), job("b-four", 2, "b", 4, 4),
-                                  job("a-one", 3, "a", 1, 3, gpus=4), job("b-two", 4, "b", 2, 3)))
 
 
 @pytest.fixture(scope="module")
@@ -76,15 +64,7 @@ def test_a_trace_replays_with_gangs_on_distinct_nodes_and_queues_behind_the_whol
     got = {o.id: o for o in k8s_records.outcomes(TRACE, raw["jobsets"], raw["pods"])}
     for o in got.values():
         print(f"  {o.id}: {o.nodes} nodes, queued {o.queue_s} s, ran {o.end - o.start} s, {o.state}")
-    assert set(got) == {j.id for j in TRACE.jobs} and all(o.state == "completed" for o in got.values())
-    whole = got["whole"]
-    assert whole.queue_s <= 3
-    for later in ("b-four", "a-one", "b-two"):    # nothing fits beside the whole-cluster job
-        assert got[later].start >= whole.end, (later, got[later], whole)
-        assert got[later].queue_s >= 12 - 4 - 1
-    # each job ran its run time, to the records' whole seconds (and KWOK's 1 s steps)
-    for j in TRACE.jobs:
-        assert j.runtime_s - 1 <= got[j.id].end - got[j.id].start <= j.runtime_s + 3, got[j.id]
+    check_queued_behind_the_whole_cluster_job(got)
     # each gang on distinct emulated nodes
     nodes_of: dict[str, list[str]] = {}
     for p in raw["pods"]:
@@ -107,8 +87,8 @@ def test_poc_scale_replay_stores_records_that_rederive(tmp_path, capsys, emulate
                  "--out", str(trace), "-q"], env={}) == 0
     results = tmp_path / "results"
     capsys.readouterr()
-    rc = main(["scale", "replay", str(trace), "--compress", "600", "--results", str(results), "--name", "r1",
-               "-o", "json"], env={})
+    rc = main(["scale", "replay", str(trace), "--platform", "k8s", "--compress", "600", "--results", str(results),
+               "--name", "r1", "-o", "json"], env={})
     out = capsys.readouterr().out
     print(out)
     assert rc == 0, out

@@ -1,0 +1,70 @@
+"""A Slurm replay's raw records -> one JobOutcome per trace job (pure).
+
+The records are slurmctld's job completion log (``jobcomp/filetxt``), one line per finished job:
+``SubmitTime``, ``StartTime`` (the whole allocation granted: the gang placed) and ``EndTime``, whole
+seconds in the cluster's local time with no zone, so the replay keeps the cluster clock's UTC offset
+beside them. The harness's submission log maps each job id sbatch returned to its trace job.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+from ..scale.outcome import JobOutcome
+from ..scale.trace import Trace
+
+JOBCOMP_LOG = "/var/log/slurm/jobcomp.log"
+RESOLUTION_S = 1.0
+# Slurm's job states -> the outcome's: a job that ran out of its limit held its nodes to the end, as a
+# completed one did
+STATES = {"COMPLETED": "completed", "TIMEOUT": "timeout", "FAILED": "failed", "CANCELLED": "cancelled",
+          "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "preempted", "BOOT_FAIL": "failed",
+          "DEADLINE": "failed"}
+
+
+def fields(line: str) -> dict[str, str]:
+    """``Key=value Key=value …`` -> dict; values hold no spaces (job names are the replay's, made safe)."""
+    out = {}
+    for part in line.split():
+        key, eq, value = part.partition("=")
+        if eq:
+            out[key] = value
+    return out
+
+
+def job_id(line: str) -> str | None:
+    return fields(line).get("JobId")
+
+
+def parse_time(text: str | None, utc_offset: str) -> float | None:
+    """``2026-12-06T19:14:11`` in the cluster's zone (``+0000``) -> epoch seconds; None for Unknown/None."""
+    if not text or text in ("Unknown", "None"):
+        return None
+    try:
+        t = dt.datetime.strptime(text + utc_offset, "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return None
+    return t.timestamp()
+
+
+def outcomes(trace: Trace, submitted: list[dict], raw: dict) -> list[JobOutcome]:
+    """One outcome per trace job that sbatch accepted and that has a completion record, in trace order
+    (a replay cancels what is left before it reads the records, so every accepted job should have one).
+    A job cancelled before it started has no start: slurmctld writes its cancel time there."""
+    by_id = {job_id(ln): fields(ln) for ln in raw.get("jobcomp", [])}
+    slurm_id = {s["job"]: s["job_id"] for s in submitted if s.get("job_id")}
+    zone = raw.get("utc_offset") or "+0000"
+    out = []
+    for job in trace.jobs:
+        jid = slurm_id.get(job.id)
+        if jid is None:
+            continue
+        rec = by_id.get(jid)
+        if rec is None:
+            continue
+        state = STATES.get(rec.get("JobState", ""), rec.get("JobState", "").lower() or "unknown")
+        held = rec.get("NodeList", "") not in ("", "(null)", "None")
+        start = parse_time(rec.get("StartTime"), zone) if held else None
+        out.append(JobOutcome(job.id, job.tenant, job.nodes, job.gpus_per_node,
+                              parse_time(rec.get("SubmitTime"), zone), start,
+                              parse_time(rec.get("EndTime"), zone) if start is not None else None, state))
+    return out
