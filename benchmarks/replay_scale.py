@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Scale replays on both schedulers: a synthetic trace (harness/scale/synthetic.py) at N emulated
+nodes, compressed to arrive within --window seconds, replayed on the native cluster's KWOK nodes
+(Kueue + JobSet) and on the emulated Slurm cluster (harness/replay/), one after the other; prints per
+size the queue figures per size class, makespan, GPU utilisation and tenant shares side by side, and
+what it cost: the harness's CPU per 1,000 jobs, each Kubernetes control-plane process's CPU and the
+Slurm container's, over each replay (from /proc and the container's cgroup), so where this machine
+rather than a scheduler is the limit shows beside the figures.
+
+Needs root and the native cluster up (`poc cluster up --k8s --provider native`); brings the emulated
+nodes up at each size and removes them (and the emulated Slurm cluster) afterwards. Prints numbers;
+asserts nothing.
+
+    .venv/bin/python benchmarks/replay_scale.py --nodes 64 256 1000 --window 120
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from harness.cli.scale_cmds import figure_lines
+from harness.clusters import images
+from harness.clusters import native_k8s as nk
+from harness.clusters.k8s import kwok
+from harness.clusters.k8s.layout import Layout, load_state
+from harness.clusters.slurm import emulated
+from harness.replay import local
+from harness.replay import store as rs
+from harness.scale import synthetic
+from harness.scale.trace import compress, summary
+
+WATCHED = ("kube-apiserver", "kube-scheduler", "kueue", "jobset", "kube-controller-manager", "kwok", "etcd")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def k8s_cpu(L: Layout) -> dict[str, float]:
+    """utime + stime (s) of each watched control-plane process, from /proc/<pid>/stat."""
+    out = {}
+    for name, entry in load_state(L).get("components", {}).items():
+        if name in WATCHED:
+            try:
+                with open(f"/proc/{entry['pid']}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / TICK
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def slurm_cpu() -> float | None:
+    """CPU seconds the emulated Slurm container has used (its cgroup's cpuacct.usage, or cpu.stat on v2)."""
+    pid = images.run(["docker", "inspect", "-f", "{{.State.Pid}}", emulated.CONTAINER], check=False).stdout.strip()
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, ctrl, path = line.split(":", 2)
+        if "cpuacct" in ctrl.split(","):
+            for root in ("/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuacct"):
+                f = Path(root + path) / "cpuacct.usage"
+                if f.is_file():
+                    return int(f.read_text()) / 1e9
+        if ctrl == "":
+            f = Path("/sys/fs/cgroup" + path) / "cpu.stat"
+            if f.is_file():
+                usage = dict(ln.split() for ln in f.read_text().splitlines())
+                return int(usage["usage_usec"]) / 1e6
+    return None
+
+
+def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: float, seed: int,
+        platforms: list[str], out: Path) -> None:
+    # limits up to 4 h (not 48 h) and a 20-minute median run: at 60x a replay's tail stays within minutes
+    params = synthetic.SyntheticParams(nodes=nodes, gpus_per_node=gpus, hours=hours, target_load=load,
+                                       runtime_median_s=1200, limit_menu_s=(900, 1800, 3600, 7200, 14400))
+    trace = compress(synthetic.generate(params, seed), hours * 3600 / window_s)
+    s = summary(trace)
+    print(f"\n== {nodes} nodes × {gpus} GPUs: {s.jobs} jobs ({', '.join(f'{k}: {v}' for k, v in s.sizes.items())}), "
+          f"{hours:g} h compressed {trace.compression:g}x into {trace.duration_s} s, offered GPU load "
+          f"{s.gpu_load:.2f}", flush=True)
+    where = out / f"{nodes}n"
+    for p in platforms:
+        t_up = time.monotonic()
+        if p == "k8s":
+            kwok.up(L, kwok.Shape(nodes=nodes, gpus=gpus))
+        else:
+            emulated.down()
+            emulated.EmulatedSlurm(emulated.EmulatedShape(nodes=nodes, gpus_per_node=gpus),
+                                   emulated.default_conf_dir(), images.ensure_slurm_emulated_image()).up()
+        up_s = time.monotonic() - t_up
+        cpu0, slurm0, wall0 = k8s_cpu(L), slurm_cpu(), time.monotonic()
+        result, total = (local.replay_k8s if p == "k8s" else local.replay_slurm)(
+            trace, f"bench-{nodes}n", say=lambda m: print("  " + m, flush=True))
+        wall = time.monotonic() - wall0
+        cpu1, slurm1 = k8s_cpu(L), slurm_cpu()
+        figs = rs.save(where, trace, p, result, total)
+        late = sorted(x["sent_at"] - x["due_s"] for x in result["submitted"])
+        print("\n".join(figure_lines(p, figs)))
+        print(f"  nodes up in {up_s:.1f} s; replay wall {wall:.1f} s; submission lag median "
+              f"{late[len(late) // 2]:.3f} s, max {late[-1]:.3f} s; harness CPU {result['harness_cpu_s']:.2f} s = "
+              f"{1000 * result['harness_cpu_s'] / max(1, figs['jobs']):.1f} s per 1,000 jobs; {result['looks']} looks")
+        if p == "k8s":
+            print("  control plane CPU (cores): " + ", ".join(
+                f"{k} {(cpu1[k] - cpu0.get(k, 0)) / wall:.2f}" for k in sorted(cpu1)))
+        elif slurm0 is not None and slurm1 is not None:
+            print(f"  Slurm container CPU (cores): {(slurm1 - slurm0) / wall:.2f}")
+        if p == "slurm":
+            emulated.down()
+    print(f"  stored {where}; figures re-derive: {rs.rederive(where) == []}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--window", type=float, default=120, help="seconds the compressed arrival window lasts")
+    ap.add_argument("--hours", type=float, default=2, help="hours of synthetic trace (compressed to --window)")
+    ap.add_argument("--load", type=float, default=0.9, help="offered GPU load over the window")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--platform", action="append", choices=["k8s", "slurm"])
+    ap.add_argument("--out", type=Path, default=Path("/tmp/replay-scale"), help="where the replays are stored")
+    a = ap.parse_args()
+    if not nk.is_up():
+        raise SystemExit("ERROR the native Kubernetes cluster is not up\nTIP poc cluster up --k8s --provider native")
+    L = Layout(nk.info().state_dir)
+    out = a.out / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    try:
+        for n in a.nodes:
+            one(L, n, a.gpus_per_node, a.window, a.hours, a.load, a.seed, a.platform or ["k8s", "slurm"], out)
+    finally:
+        print(f"\nremoved: {json.dumps({'k8s': kwok.down(L), 'slurm': emulated.down()})}")
+
+
+if __name__ == "__main__":
+    main()

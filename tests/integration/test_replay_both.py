@@ -1,0 +1,59 @@
+"""`poc scale replay` on both schedulers, as a user runs it: one synthetic trace, replayed on the native
+cluster's KWOK nodes and on the emulated Slurm cluster, both at 16 nodes × 8 GPUs; each platform's
+records stored beside the trace and re-derived; the same jobs on both. About a minute and a half.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from _kwok import kwok_nodes
+from _replay import GPUS, NODES
+
+pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.k8s]
+
+if os.geteuid() != 0:  # pragma: no cover - depends on the machine
+    pytest.skip("the native cluster needs root", allow_module_level=True)
+
+from harness.cli import main  # noqa: E402
+from harness.clusters import images  # noqa: E402
+from harness.clusters.slurm.emulated import EmulatedShape, EmulatedSlurm  # noqa: E402
+from harness.scale import trace as tr  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory):
+    slurm = EmulatedSlurm(EmulatedShape(nodes=NODES, gpus_per_node=GPUS), tmp_path_factory.mktemp("etc"),
+                          images.ensure_slurm_emulated_image())
+    with kwok_nodes(NODES, GPUS):
+        try:
+            slurm.up(idle_timeout=120)
+            yield
+        finally:
+            slurm.down()
+
+
+def test_one_trace_replays_on_both_and_each_platforms_figures_rederive(clusters, tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    # seed 4: 11 jobs in 2 h, the longest 2.8 h; 600x makes it a 12 s window
+    assert main(["scale", "synth", "--nodes", str(NODES), "--hours", "2", "--load", "0.5", "--seed", "4",
+                 "--out", str(trace), "-q"], env={}) == 0
+    jobs = len(tr.load(trace).jobs)
+    capsys.readouterr()
+    rc = main(["scale", "replay", str(trace), "--compress", "600", "--results", str(tmp_path / "out"),
+               "--name", "both", "-o", "json"], env={})
+    out = capsys.readouterr().out
+    print(out)
+    assert rc == 0, out
+    figs = json.loads(out)
+    for platform in ("k8s", "slurm"):
+        f = figs[platform]
+        assert f["jobs"] == jobs and f["states"] == {"completed": jobs} and f["jobs_without_record"] == 0, f
+        assert f["queue_s"]["all"]["started"] == jobs and 0 < f["gpu_utilisation"] <= 1
+        assert (tmp_path / "out" / "both" / f"{platform}.json").is_file()
+    # the same work on both: each tenant's share of the GPU-seconds within the records' 1 s per job
+    k8s, slurm = figs["k8s"]["tenant_gpu_share"], figs["slurm"]["tenant_gpu_share"]
+    assert set(k8s) == set(slurm)
+    assert all(abs(k8s[t] - slurm[t]) < 0.1 for t in k8s), (k8s, slurm)
+    assert main(["scale", "rederive", str(tmp_path / "out" / "both")], env={}) == 0
