@@ -10,8 +10,8 @@ from .output import Out, emit
 
 
 def cmd_scale(args) -> int:
-    return {"synth": _synth, "import": _import, "show": _show, "replay": _replay,
-            "rederive": _rederive}[args.scale_command](args)
+    return {"synth": _synth, "import": _import, "show": _show, "replay": _replay, "rederive": _rederive,
+            "report": _report}[args.scale_command](args)
 
 
 def _trace_out(args, trace) -> int:
@@ -119,6 +119,13 @@ def _rederive(args) -> int:
     return 1 if bad else 0
 
 
+def _report(args) -> int:
+    from ..report import replay
+    path = replay.write(Path(args.replay_dir), Path(args.out) if args.out else None)
+    emit(args, {"report": str(path)}, lambda: f"wrote {path}")
+    return 0
+
+
 def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
     """`poc scale` and its commands, on the main parser (sub_parser: parser.py's _sub)."""
     sc = sub_parser(sub, "scale", "job traces and their replays on emulated nodes (queues at a cluster's size)",
@@ -158,5 +165,9 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
     rv = sub_parser(ss, "rederive", "draw a replay's figures again from its raw records; list what differs",
                     "poc scale rederive out/replay-t-20261206T120000Z", (out_parent,))
     rv.add_argument("replay_dir")
-    for p in (sy, im, sh, rp, rv):
+    rr = sub_parser(ss, "report", "a replay's report: the platforms side by side, queue-time CDFs, GPUs over time, "
+                    "tenant shares", "poc scale report out/replay-t-20261206T120000Z", (out_parent,))
+    rr.add_argument("replay_dir")
+    rr.add_argument("--out", help="output directory (default: REPLAY_DIR/report)")
+    for p in (sy, im, sh, rp, rv, rr):
         p.set_defaults(func=cmd_scale)

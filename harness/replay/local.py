@@ -67,6 +67,7 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
     result["settings"] = {"nodes": nodes, "gpus_per_node": gpus, "namespace": target.namespace,
                           "quotas": "equal_quotas: each tenant an equal share of the GPUs, borrowing the rest",
                           "limit_grace_s": target.limit_grace_s, "poll_s": rep.poll_s, "workers": rep.workers,
+                          "pods": "KWOK: Running at once, Succeeded about 1 s after the annotated run time",
                           "cleaned_up": gone}
     return result, nodes * gpus
 
@@ -110,7 +111,10 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
     say(f"[slurm] replaying {len(trace.jobs)} jobs on {nodes} emulated nodes × {gpus} GPUs "
         f"(job name {target.replay}; watching at most {timeout_s:g} s)")
     result = rep.run(trace, timeout_s)
-    result["settings"] = {"nodes": nodes, "gpus_per_node": gpus, "job_name": target.replay,
+    conf = shell(["scontrol", "show", "config"], timeout=60).stdout
+    sched = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in conf.splitlines())
+             if k.strip() in ("SchedulerType", "SchedulerParameters", "SelectType", "PriorityType")}
+    result["settings"] = {"nodes": nodes, "gpus_per_node": gpus, "job_name": target.replay, **sched,
                           "tenants": "each tenant an account; no slurmdbd, so no fair share or limits per account",
                           "limit_grace_s": target.limit_grace_s, "time_resolution": "whole minutes (--time)",
                           "poll_s": rep.poll_s}

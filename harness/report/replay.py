@@ -1,0 +1,158 @@
+"""A scale replay's report: the same trace on each scheduler, side by side, from its stored records.
+
+report.md with three charts: queue-time CDFs per job-size class, allocated GPUs over time, and each
+tenant's share of the GPU-seconds. Every figure is drawn from the raw records again (harness/replay/
+store.py), carries the records' resolution (whole seconds) and sits beside the settings that shape it.
+The verdict is as strong as the replays behind it: one replay per platform shows what happened once;
+it does not separate the scheduler from the run-to-run spread, so it draws no "faster" conclusion.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from ..replay import store as rs
+from ..scale import outcome
+from ..scale.trace import SIZE_CLASSES, size_class, summary
+from .charts import COLORS
+from .stats import PLATFORM_LABEL
+
+UTIL_POINTS = 400        # samples on the utilisation curve, whatever the replay's length
+
+
+def _label(p: str) -> str:
+    return PLATFORM_LABEL.get(p, p)
+
+
+def queue_cdf_chart(outs: dict[str, list[outcome.JobOutcome]], path: Path) -> Path:
+    classes = [c for c, _, _ in SIZE_CLASSES if any(size_class(o.nodes) == c for v in outs.values() for o in v)]
+    fig, axes = plt.subplots(1, max(1, len(classes)), figsize=(4 * max(1, len(classes)), 3.2), squeeze=False)
+    for ax, cls in zip(axes[0], classes, strict=False):
+        for p, v in outs.items():
+            waits = sorted(o.queue_s for o in v if size_class(o.nodes) == cls and o.queue_s is not None)
+            if waits:   # from (0, 0): a class of one job is still a visible step
+                ax.step([0.0, *waits], [0.0, *((i + 1) / len(waits) for i in range(len(waits)))], where="post",
+                        color=COLORS.get(p), label=f"{_label(p)} ({len(waits)} job{'s' if len(waits) > 1 else ''})")
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_title(f"{cls} node{'s' if cls != '1' else ''}")
+        ax.set_xlabel("queue time (s, whole seconds)")
+        ax.set_ylabel("share of jobs")
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def utilisation_chart(outs: dict[str, list[outcome.JobOutcome]], gpus: dict[str, int], path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    for p, v in outs.items():
+        if not v:
+            continue
+        t0 = min(o.submit for o in v)
+        t1 = max((o.end for o in v if o.end is not None), default=t0)
+        step = max(1.0, (t1 - t0) / UTIL_POINTS)
+        pts = outcome.utilisation_series(v, gpus[p], t0, t1, step)
+        ax.step([t for t, _ in pts], [u for _, u in pts], where="post", color=COLORS.get(p), label=_label(p))
+    ax.set_xlabel("seconds from the first submission")
+    ax.set_ylabel("GPUs allocated (share)")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def tenants_chart(figs: dict[str, dict], path: Path) -> Path:
+    tenants = sorted({t for f in figs.values() for t in f["tenant_gpu_share"]})
+    fig, ax = plt.subplots(figsize=(max(4, 1.5 * len(tenants) + 2), 3.2))
+    width = 0.8 / max(1, len(figs))
+    for i, (p, f) in enumerate(figs.items()):
+        ax.bar([k + i * width for k in range(len(tenants))], [f["tenant_gpu_share"].get(t, 0) for t in tenants],
+               width, color=COLORS.get(p), label=_label(p))
+    ax.set_xticks([k + width * (len(figs) - 1) / 2 for k in range(len(tenants))], tenants)
+    ax.set_ylabel("share of GPU-seconds")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def paired_lines(outs: dict[str, list[outcome.JobOutcome]]) -> list[str]:
+    """The same jobs on both: how many waited longer on each, and the median difference (descriptive)."""
+    if set(outs) != {"k8s", "slurm"}:
+        return []
+    k = {o.id: o.queue_s for o in outs["k8s"] if o.queue_s is not None}
+    s = {o.id: o.queue_s for o in outs["slurm"] if o.queue_s is not None}
+    both = sorted(set(k) & set(s))
+    if not both:
+        return []
+    diffs = sorted(k[j] - s[j] for j in both)
+    longer_k, longer_s = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    return [f"Of the {len(both)} jobs that started on both, {longer_k} waited longer on Kubernetes, {longer_s} "
+            f"longer on Slurm and {len(both) - longer_k - longer_s} the same to the second; the median "
+            f"difference (Kubernetes − Slurm) is {outcome.nearest_rank(diffs, 50):+g} s."]
+
+
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def write(where: Path, out: Path | None = None) -> Path:
+    """report.md and its charts for the replay stored under `where` (into `out`, default where/report)."""
+    trace, stored = rs.load(where)
+    out = out or where / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    outs = {p: rs.outcomes_of(p, trace, body) for p, body in stored.items()}
+    figs = {p: rs.figures(p, trace, body, body["total_gpus"]) for p, body in stored.items()}
+    gpus = {p: body["total_gpus"] for p, body in stored.items()}
+    queue_cdf_chart(outs, out / "queue_cdf.png")
+    utilisation_chart(outs, gpus, out / "utilisation.png")
+    tenants_chart(figs, out / "tenants.png")
+    s = summary(trace)
+    plats = list(stored)
+    lines = [f"# Scale replay: {trace.name}", "",
+             f"The trace: {trace.source}. {s.jobs} jobs; sizes " + ", ".join(f"{k}: {v}" for k, v in s.sizes.items())
+             + f"; offered GPU load {_cell(round(s.gpu_load, 3) if s.gpu_load is not None else None)}; "
+             f"replayed {trace.compression:g}× faster than its source ({'; '.join(trace.notes) or 'no notes'}).", "",
+             "## Verdict", "",
+             "One replay per platform: what happened once. It does not separate the scheduler from the spread "
+             "between replays, so no platform is called faster here; replay again (another seed, or the same "
+             "trace) to see what varies.", "", *paired_lines(outs), "",
+             "## Figures (whole seconds: the records' resolution)", "",
+             "| | " + " | ".join(_label(p) for p in plats) + " |", "|---|" + "---|" * len(plats)]
+    rows = [("jobs", lambda f: f["jobs"]), ("states", lambda f: ", ".join(f"{k} {v}" for k, v in f["states"].items())),
+            ("jobs without a record", lambda f: f["jobs_without_record"]),
+            ("makespan (s)", lambda f: f["makespan_s"]),
+            ("GPU utilisation, first submit to last end", lambda f: None if f["gpu_utilisation"] is None
+             else f"{f['gpu_utilisation']:.1%}")]
+    for cls in [*[c for c, _, _ in SIZE_CLASSES], "all"]:
+        for q in ("p50_s", "p90_s", "p99_s", "max_s"):
+            nodes = "node" if cls == "1" else "nodes"
+            rows.append((f"queue {cls} {nodes}, {q[:-2]} (s)", lambda f, c=cls, q=q: f["queue_s"].get(c, {}).get(q)))
+    for name, get in rows:
+        vals = [get(figs[p]) for p in plats]
+        if name.startswith("queue") and all(v is None for v in vals):
+            continue
+        lines.append(f"| {name} | " + " | ".join(_cell(v) for v in vals) + " |")
+    lines += ["", "![queue-time CDFs per size class](queue_cdf.png)", "",
+              "![GPUs allocated over time](utilisation.png)", "", "![tenants' GPU-second shares](tenants.png)", "",
+              "## Settings that shape these figures", ""]
+    for p, body in stored.items():
+        settings = body.get("settings", {})
+        cost = [f"harness CPU {body['harness_cpu_s']} s"] if "harness_cpu_s" in body else []
+        cost += [f"{body['looks']} looks at the queue"] if "looks" in body else []
+        lines.append(f"- {_label(p)}: " + "; ".join([*(f"{k} {v}" for k, v in settings.items()), *cost]))
+    lines += ["", f"Re-derive every figure from the raw records: `poc scale rederive {where}`.", ""]
+    (out / "report.md").write_text("\n".join(lines))
+    return out / "report.md"
