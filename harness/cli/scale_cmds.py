@@ -73,6 +73,13 @@ def figure_lines(platform: str, figs: dict) -> list[str]:
         out.append(f"  queue {cls:>5} nodes: {row['jobs']:5d} jobs, {row['started']:5d} started, "
                    f"p50 {row['p50_s']} s, p90 {row['p90_s']} s, p99 {row['p99_s']} s, max {row['max_s']} s")
     out.append("  GPU-seconds by tenant: " + ", ".join(f"{t} {v:.1%}" for t, v in figs["tenant_gpu_share"].items()))
+    rate, big = figs.get("placement_rate"), figs.get("largest_jobs")
+    if rate:
+        out.append(f"  busiest {rate['window_s']:g} s: {rate['jobs_per_s']:g} jobs and {rate['nodes_per_s']:g} nodes "
+                   "placed per second")
+    if big:
+        out.append(f"  largest jobs ({big['nodes']} nodes, {big['jobs']}): queue p50 {big['p50_s']} s, "
+                   f"max {big['max_s']} s")
     return out
 
 

@@ -135,7 +135,13 @@ def write(where: Path, out: Path | None = None) -> Path:
             ("jobs without a record", lambda f: f["jobs_without_record"]),
             ("makespan (s)", lambda f: f["makespan_s"]),
             ("GPU utilisation, first submit to last end", lambda f: None if f["gpu_utilisation"] is None
-             else f"{f['gpu_utilisation']:.1%}")]
+             else f"{f['gpu_utilisation']:.1%}"),
+            ("busiest 10 s: jobs placed per s", lambda f: f.get("placement_rate", {}).get("jobs_per_s")),
+            ("busiest 10 s: nodes placed per s", lambda f: f.get("placement_rate", {}).get("nodes_per_s")),
+            ("largest jobs (nodes × jobs): queue p50 / max (s)", lambda f: None if not f.get("largest_jobs") else
+             "{nodes} × {jobs}: {p50} / {mx}".format(nodes=f["largest_jobs"]["nodes"], jobs=f["largest_jobs"]["jobs"],
+                                                     p50=_cell(f["largest_jobs"]["p50_s"]),
+                                                     mx=_cell(f["largest_jobs"]["max_s"])))]
     for cls in [*[c for c, _, _ in SIZE_CLASSES], "all"]:
         for q in ("p50_s", "p90_s", "p99_s", "max_s"):
             nodes = "node" if cls == "1" else "nodes"

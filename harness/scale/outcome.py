@@ -110,6 +110,34 @@ def tenant_shares(outcomes: list[JobOutcome]) -> dict[str, float]:
     return {t: (v / total if total else 0.0) for t, v in sorted(used.items())}
 
 
+def placement_rate(outcomes: list[JobOutcome], window_s: float = 10.0) -> dict:
+    """The scheduler's throughput: the most jobs, and nodes (a pod or a task each), placed within any
+    `window_s` seconds, per second. Under a burst of arrivals this is the rate it keeps up; with few
+    jobs waiting it only shows how fast work arrived. Starts are whole seconds, hence a 10 s window."""
+    starts = sorted((o.start, o.nodes) for o in outcomes if o.start is not None)
+    best_jobs = best_nodes = 0
+    j = 0
+    nodes_in = 0
+    for i, (t, n) in enumerate(starts):
+        nodes_in += n
+        while starts[j][0] <= t - window_s:
+            nodes_in -= starts[j][1]
+            j += 1
+        best_jobs = max(best_jobs, i - j + 1)
+        best_nodes = max(best_nodes, nodes_in)
+    return {"window_s": window_s, "jobs_per_s": best_jobs / window_s, "nodes_per_s": best_nodes / window_s}
+
+
+def largest_jobs(outcomes: list[JobOutcome]) -> dict | None:
+    """The gang admission of the biggest jobs: how long the jobs of the largest size waited."""
+    if not outcomes:
+        return None
+    n = max(o.nodes for o in outcomes)
+    waits = [o.queue_s for o in outcomes if o.nodes == n and o.queue_s is not None]
+    return {"nodes": n, "jobs": sum(o.nodes == n for o in outcomes), "started": len(waits),
+            "p50_s": nearest_rank(waits, 50), "max_s": max(waits) if waits else None}
+
+
 def figures(outcomes: list[JobOutcome], total_gpus: int) -> dict:
     """Every replay figure from the outcomes alone (so stored raw records re-derive them): queue times
     per size class, makespan, GPU utilisation from the first submission to the last end, tenant shares,
@@ -122,4 +150,5 @@ def figures(outcomes: list[JobOutcome], total_gpus: int) -> dict:
         states[o.state] = states.get(o.state, 0) + 1
     return {"jobs": len(outcomes), "states": dict(sorted(states.items())), "queue_s": queue_by_size(outcomes),
             "makespan_s": makespan_s(outcomes), "gpu_utilisation": gpu_utilisation(outcomes, total_gpus, t0, t1),
-            "tenant_gpu_share": tenant_shares(outcomes)}
+            "tenant_gpu_share": tenant_shares(outcomes), "placement_rate": placement_rate(outcomes),
+            "largest_jobs": largest_jobs(outcomes)}

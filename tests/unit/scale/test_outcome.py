@@ -7,8 +7,10 @@ import pytest
 from harness.scale.outcome import (
     JobOutcome,
     gpu_utilisation,
+    largest_jobs,
     makespan_s,
     nearest_rank,
+    placement_rate,
     queue_by_size,
     tenant_shares,
     utilisation_series,
@@ -53,3 +55,19 @@ def test_utilisation_counts_gpu_seconds_held_inside_the_window():
 def test_tenant_shares_are_of_allocated_gpu_seconds():
     out = [o("a", 1, 0, 0, 30, tenant="x"), o("b", 1, 0, 0, 10, tenant="y"), o("c", 4, 0, None, None, tenant="z")]
     assert tenant_shares(out) == {"x": 0.75, "y": 0.25}
+
+
+def test_placement_rate_is_the_busiest_window_of_starts():
+    # 5 jobs start within 10 s (t = 0..9), holding 1+2+1+4+1 nodes; a sixth 30 s later
+    starts = [(0, 1), (2, 2), (5, 1), (9, 4), (9, 1), (40, 8)]
+    out = [o(f"j{i}", n, 0, t, t + 5) for i, (t, n) in enumerate(starts)]
+    rate = placement_rate(out, window_s=10)
+    assert rate == {"window_s": 10, "jobs_per_s": 0.5, "nodes_per_s": 0.9}
+    assert placement_rate([o("p", 1, 0, None, None, state="pending")])["jobs_per_s"] == 0
+
+
+def test_largest_jobs_are_the_gangs_of_the_biggest_size():
+    out = [o("a", 16, 0, 30, 40), o("b", 16, 0, 10, 20), o("c", 16, 0, None, None, state="pending"),
+           o("d", 1, 0, 0, 1)]
+    assert largest_jobs(out) == {"nodes": 16, "jobs": 3, "started": 2, "p50_s": 10, "max_s": 30}
+    assert largest_jobs([]) is None
