@@ -39,7 +39,7 @@ def test_the_report_sets_the_platforms_side_by_side_and_calls_no_winner_from_one
     assert "| jobs without a record | 0 | 0 |" in text
     assert "queue >64" not in text                  # no job of that size: no row
     assert "| largest jobs (nodes × jobs): queue p50 / max (s) | 16 × 1: 2 / 2 | 16 × 1: 2 / 2 |" in text
-    assert "| busiest 10 s: nodes placed per s | 1.6 | 1.6 |" in text       # 4 + 2 + 1 + ... within 10 s
+    assert "| busiest 10 s: nodes placed per s | 1.6 | 1.6 |" in text       # the whole-cluster job's 16 nodes
     assert ("Of the 4 jobs that started on both, 3 waited longer on Kubernetes, 0 longer on Slurm and 1 the same "
             "to the second; the median difference (Kubernetes − Slurm) is +1 s.") in text
     assert "no platform is called faster" in text and "faster than" not in text.split("## Verdict")[1].split("##")[0]
