@@ -77,6 +77,10 @@ def figure_lines(platform: str, figs: dict) -> list[str]:
     if rate:
         out.append(f"  busiest {rate['window_s']:g} s: {rate['jobs_per_s']:g} jobs and {rate['nodes_per_s']:g} nodes "
                    "placed per second")
+    where = figs.get("placement")
+    if where:
+        out.append(f"  placement: {where['in_fewest_blocks']} of {where['multi_node_jobs']} multi-node jobs in the "
+                   f"fewest blocks they fit ({where['extra_blocks']} blocks more in all)")
     if big:
         out.append(f"  largest jobs ({big['nodes']} nodes, {big['jobs']}): queue p50 {big['p50_s']} s, "
                    f"max {big['max_s']} s")

@@ -26,6 +26,8 @@ TRACE_JOB_LABEL = "poc.scale/job"
 TENANT_LABEL = "poc.scale/tenant"
 QOS_LABEL = "poc.scale/qos"
 REPLAY_LABEL = "poc.scale/replay"
+# where an emulated node sits (harness/clusters/k8s/kwok.py labels them): what placement is judged by
+BLOCK_LABEL, RACK_LABEL = "poc.scale/block", "poc.scale/rack"
 # KWOK's pod-complete stage reads this (a Go duration): harness/clusters/k8s/kwok.py plays it
 DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 # requests that count against no quota but keep pods honest: the replay measures GPU scheduling

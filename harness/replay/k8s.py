@@ -123,15 +123,19 @@ class K8sReplay:
 
     # ---------------------------------------------------------------- records
     def records(self) -> dict:
-        """The raw records, trimmed to what the figures need: JobSets, pods, Workloads."""
+        """The raw records, trimmed to what the figures need: JobSets, pods, Workloads, and where each of
+        the nodes sits (block and rack)."""
         co, core = self.client.custom(), self.client.core()
         ns, sel = self.target.namespace, f"{rr.REPLAY_LABEL}={self.target.replay}"
         pods = self._list("LIST pods", core.list_namespaced_pod, ns, label_selector=sel)
         workloads = self._list("LIST workloads", co.list_namespaced_custom_object, WORKLOADS.group,
                                WORKLOADS.version, ns, WORKLOADS.plural)
+        nodes = self._list("LIST nodes", core.list_node,
+                           label_selector=",".join(f"{k}={v}" for k, v in self.target.node_labels.items()))
         return {"jobsets": [k8s_records.trim(o) for o in self.jobsets()],
                 "pods": [k8s_records.trim(o) for o in pods],
-                "workloads": [k8s_records.trim(o) for o in workloads]}
+                "workloads": [k8s_records.trim(o) for o in workloads],
+                "nodes": [k8s_records.node_place(o) for o in nodes]}
 
     def run(self, trace: Trace, quotas: list[rr.TenantQuota], timeout_s: float) -> dict:
         """Queues, submission, watch, records: what a replay on this cluster produced."""

@@ -36,6 +36,16 @@ def trim(obj: dict) -> dict:
     return out
 
 
+def node_place(node: dict) -> dict:
+    """A node's name and place: {"name", "block", "rack"} from its topology labels (None where unlabelled)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return {"name": node["metadata"]["name"], "block": labels.get(rr.BLOCK_LABEL), "rack": labels.get(rr.RACK_LABEL)}
+
+
+def block_of(raw: dict) -> dict[str, str]:
+    return {n["name"]: n["block"] for n in raw.get("nodes") or [] if n.get("block")}
+
+
 def _label(obj: dict, key: str) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(key)
 
@@ -45,11 +55,13 @@ def outcomes(trace: Trace, jobsets: list[dict], pods: list[dict]) -> list[JobOut
     scheduled, once all `nodes` of them are; a JobSet whose gang never fully held nodes has none."""
     by_name = {js["metadata"]["name"]: js for js in jobsets}
     placed: dict[str, list[float]] = {}
+    where: dict[str, list[str]] = {}
     for p in pods:
         owner = _label(p, rr.JOBSET_NAME_LABEL)
         t = condition_time(p, "PodScheduled")
         if owner and t is not None:
             placed.setdefault(owner, []).append(t)
+            where.setdefault(owner, []).append((p.get("spec") or {}).get("nodeName", ""))
     out = []
     for job in trace.jobs:
         js = by_name.get(rr.jobset_name(job))
@@ -62,7 +74,8 @@ def outcomes(trace: Trace, jobsets: list[dict], pods: list[dict]) -> list[JobOut
         end = done if done is not None else failed
         state = ("completed" if done is not None else "failed" if failed is not None
                  else "running" if start is not None else "pending")
-        out.append(JobOutcome(job.id, job.tenant, job.nodes, job.gpus_per_node, submit, start, end, state))
+        out.append(JobOutcome(job.id, job.tenant, job.nodes, job.gpus_per_node, submit, start, end, state,
+                              tuple(sorted(where.get(js["metadata"]["name"], []))) if start is not None else ()))
     return out
 
 

@@ -68,6 +68,7 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
                           "quotas": "equal_quotas: each tenant an equal share of the GPUs, borrowing the rest",
                           "limit_grace_s": target.limit_grace_s, "poll_s": rep.poll_s, "workers": rep.workers,
                           "pods": "KWOK: Running at once, Succeeded about 1 s after the annotated run time",
+                          "topology": "no topology-aware scheduling configured (Kueue TAS off): blocks are labels only",
                           "cleaned_up": gone}
     return result, nodes * gpus
 

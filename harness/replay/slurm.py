@@ -99,12 +99,14 @@ class SlurmReplay:
             self.sleep(self.poll_s)
 
     def records(self) -> dict:
-        """The completion records of the replay's job ids, and the cluster clock's UTC offset (the
-        records' times carry no zone)."""
+        """The completion records of the replay's job ids, the cluster clock's UTC offset (the records'
+        times carry no zone) and the switch tree (which block each node is in)."""
         ids = {s.job_id for s in self.submitted if s.job_id}
         log = self._run("read jobcomp", ["cat", slurm_records.JOBCOMP_LOG], timeout=120).stdout
         zone = self._run("date", ["date", "+%z"]).stdout.strip()
-        return {"jobcomp": [ln for ln in log.splitlines() if slurm_records.job_id(ln) in ids], "utc_offset": zone}
+        topology = self._run("scontrol show topology", ["scontrol", "show", "topology"]).stdout.splitlines()
+        return {"jobcomp": [ln for ln in log.splitlines() if slurm_records.job_id(ln) in ids], "utc_offset": zone,
+                "topology": [ln.strip() for ln in topology if ln.strip()]}
 
     def cancel(self) -> list[str]:
         """scancel the replay's jobs still queued; their ids."""

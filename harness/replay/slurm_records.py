@@ -31,6 +31,48 @@ def fields(line: str) -> dict[str, str]:
     return out
 
 
+def _split_top(text: str) -> list[str]:
+    """Split at the commas outside brackets: "e1,e[2-3,5]" -> ["e1", "e[2-3,5]"]."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [p for p in [*parts, cur] if p]
+
+
+def hostnames(hostlist: str) -> list[str]:
+    """Slurm's compact host list (``e[0001-0003,0007]``, ``e0001,e0002``) -> names, zero padding kept;
+    Slurm prints one bracket group per name, which is all this reads."""
+    out = []
+    for part in _split_top(hostlist.strip()):
+        head, br, rest = part.partition("[")
+        if not br:
+            out.append(part)
+            continue
+        ranges, _, tail = rest.partition("]")
+        for r in ranges.split(","):
+            lo, dash, hi = r.partition("-")
+            for i in range(int(lo), int(hi if dash else lo) + 1):
+                out.append(f"{head}{i:0{len(lo)}d}{tail}")
+    return out
+
+
+def block_of(raw: dict) -> dict[str, str]:
+    """node -> block from ``scontrol show topology`` (kept raw): a block is a switch one level above the
+    leaves (Level=1), as harness/clusters/slurm/emulated.py builds racks under blocks."""
+    out = {}
+    for line in raw.get("topology") or []:
+        f = fields(line)
+        if f.get("Level") == "1" and f.get("Nodes"):
+            for n in hostnames(f["Nodes"]):
+                out[n] = f["SwitchName"]
+    return out
+
+
 def job_id(line: str) -> str | None:
     return fields(line).get("JobId")
 
@@ -66,5 +108,6 @@ def outcomes(trace: Trace, submitted: list[dict], raw: dict) -> list[JobOutcome]
         start = parse_time(rec.get("StartTime"), zone) if held else None
         out.append(JobOutcome(job.id, job.tenant, job.nodes, job.gpus_per_node,
                               parse_time(rec.get("SubmitTime"), zone), start,
-                              parse_time(rec.get("EndTime"), zone) if start is not None else None, state))
+                              parse_time(rec.get("EndTime"), zone) if start is not None else None, state,
+                              tuple(sorted(hostnames(rec["NodeList"]))) if held else ()))
     return out

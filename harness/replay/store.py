@@ -33,7 +33,8 @@ def figures(platform: str, trace: tr.Trace, result: dict, total_gpus: int) -> di
     """The figures, and how many of the trace's jobs the scheduler's records do not show (never
     accepted, or no record): a replay that lost jobs says so beside its percentiles."""
     outs = outcomes_of(platform, trace, result)
-    return {**outcome.figures(outs, total_gpus), "jobs_without_record": len(trace.jobs) - len(outs)}
+    blocks = (k8s_records if platform == "k8s" else slurm_records).block_of(result["raw"])
+    return {**outcome.figures(outs, total_gpus, blocks), "jobs_without_record": len(trace.jobs) - len(outs)}
 
 
 def save(where: Path, trace: tr.Trace, platform: str, result: dict, total_gpus: int) -> dict:

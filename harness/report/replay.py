@@ -138,6 +138,10 @@ def write(where: Path, out: Path | None = None) -> Path:
              else f"{f['gpu_utilisation']:.1%}"),
             ("busiest 10 s: jobs placed per s", lambda f: f.get("placement_rate", {}).get("jobs_per_s")),
             ("busiest 10 s: nodes placed per s", lambda f: f.get("placement_rate", {}).get("nodes_per_s")),
+            ("multi-node jobs in the fewest blocks they fit", lambda f: None if not f.get("placement") else
+             "{a} of {n} ({x} blocks more than needed; {b} nodes a block)".format(
+                 a=f["placement"]["in_fewest_blocks"], n=f["placement"]["multi_node_jobs"],
+                 x=f["placement"]["extra_blocks"], b=f["placement"]["block_nodes"])),
             ("largest jobs (nodes × jobs): queue p50 / max (s)", lambda f: None if not f.get("largest_jobs") else
              "{nodes} × {jobs}: {p50} / {mx}".format(nodes=f["largest_jobs"]["nodes"], jobs=f["largest_jobs"]["jobs"],
                                                      p50=_cell(f["largest_jobs"]["p50_s"]),

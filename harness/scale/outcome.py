@@ -30,6 +30,7 @@ class JobOutcome:
     start: float | None         # the whole gang placed (allocated)
     end: float | None
     state: str                  # "completed", "failed", "running", "pending"
+    placed_on: tuple[str, ...] = ()   # the nodes it held, by the scheduler's names
 
     @property
     def queue_s(self) -> float | None:
@@ -138,7 +139,25 @@ def largest_jobs(outcomes: list[JobOutcome]) -> dict | None:
             "p50_s": nearest_rank(waits, 50), "max_s": max(waits) if waits else None}
 
 
-def figures(outcomes: list[JobOutcome], total_gpus: int) -> dict:
+def placement(outcomes: list[JobOutcome], block_of: dict[str, str]) -> dict | None:
+    """Topology placement of the multi-node jobs: how many sat in the fewest blocks their size needs
+    (a block holds the most nodes any block has), and the blocks spanned beyond that minimum, summed.
+    None without a node -> block map or a placed multi-node job."""
+    if not block_of:
+        return None
+    per_block: dict[str, int] = {}
+    for b in block_of.values():
+        per_block[b] = per_block.get(b, 0) + 1
+    size = max(per_block.values())
+    jobs = [o for o in outcomes if o.nodes > 1 and o.placed_on]
+    if not jobs:
+        return None
+    extra = [len({block_of.get(n, "?") for n in o.placed_on}) - math.ceil(o.nodes / size) for o in jobs]
+    return {"block_nodes": size, "multi_node_jobs": len(jobs), "in_fewest_blocks": sum(e <= 0 for e in extra),
+            "extra_blocks": sum(max(0, e) for e in extra)}
+
+
+def figures(outcomes: list[JobOutcome], total_gpus: int, block_of: dict[str, str] | None = None) -> dict:
     """Every replay figure from the outcomes alone (so stored raw records re-derive them): queue times
     per size class, makespan, GPU utilisation from the first submission to the last end, tenant shares,
     and how many jobs ended in each state."""
@@ -151,4 +170,4 @@ def figures(outcomes: list[JobOutcome], total_gpus: int) -> dict:
     return {"jobs": len(outcomes), "states": dict(sorted(states.items())), "queue_s": queue_by_size(outcomes),
             "makespan_s": makespan_s(outcomes), "gpu_utilisation": gpu_utilisation(outcomes, total_gpus, t0, t1),
             "tenant_gpu_share": tenant_shares(outcomes), "placement_rate": placement_rate(outcomes),
-            "largest_jobs": largest_jobs(outcomes)}
+            "largest_jobs": largest_jobs(outcomes), "placement": placement(outcomes, block_of or {})}

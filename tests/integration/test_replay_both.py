@@ -51,6 +51,10 @@ def test_one_trace_replays_on_both_and_each_platforms_figures_rederive(clusters,
         f = figs[platform]
         assert f["jobs"] == jobs and f["states"] == {"completed": jobs} and f["jobs_without_record"] == 0, f
         assert f["queue_s"]["all"]["started"] == jobs and 0 < f["gpu_utilisation"] <= 1
+        # the same block layout on both (racks of 8 in blocks of 4 racks): the 16 nodes are one block, so
+        # each of the 5 multi-node jobs sits in the fewest blocks it fits
+        assert f["placement"] == {"block_nodes": 16, "multi_node_jobs": 5, "in_fewest_blocks": 5,
+                                  "extra_blocks": 0}, f["placement"]
         assert (tmp_path / "out" / "both" / f"{platform}.json").is_file()
     # the same work on both: each tenant's share of the GPU-seconds within the records' 1 s per job
     k8s, slurm = figs["k8s"]["tenant_gpu_share"], figs["slurm"]["tenant_gpu_share"]

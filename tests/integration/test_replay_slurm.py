@@ -59,6 +59,8 @@ def test_a_trace_replays_on_emulated_slurm_nodes_and_queues_behind_the_whole_clu
     # stored, the figures re-derive from the raw records
     figs = rstore.save(tmp_path / "r", TRACE, "slurm", result, NODES * GPUS)
     assert figs["states"] == {"completed": 4} and figs["jobs_without_record"] == 0
+    # topology/tree over racks of 4 in blocks of 8: every multi-node job in the fewest blocks it fits
+    assert figs["placement"] == {"block_nodes": 8, "multi_node_jobs": 3, "in_fewest_blocks": 3, "extra_blocks": 0}
     assert rstore.rederive(tmp_path / "r") == []
     (tmp_path / "slurm-records.json").write_text(json.dumps(result, indent=1))
 

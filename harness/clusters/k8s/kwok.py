@@ -27,7 +27,7 @@ from harness.clusters.k8s import builds, host, procs
 from harness.clusters.k8s.layout import Layout, load_state, save_state
 from harness.errors import ClusterError, ConfigError
 from harness.render.jobset import GPU_RESOURCE
-from harness.render.replay_k8s import DELAY_ANNOTATION
+from harness.render.replay_k8s import BLOCK_LABEL, DELAY_ANNOTATION, RACK_LABEL
 
 COMPONENT = "kwok"
 NODE_PREFIX = "kwok-"
@@ -35,7 +35,6 @@ TYPE_LABEL = ("type", "kwok")
 SELECTOR = f"{TYPE_LABEL[0]}={TYPE_LABEL[1]}"
 TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
 TOLERATION = {"key": TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
-BLOCK_LABEL, RACK_LABEL = "poc.scale/block", "poc.scale/rack"
 TOPOLOGY_LABELS = (BLOCK_LABEL, RACK_LABEL)
 # Fake pod IPs: KWOK's default (10.0.0.0/24) runs out after 254 pods; this range is outside the
 # cluster's pod (10.244/16) and service (10.96/16) ranges.

@@ -60,7 +60,7 @@ class EmulatedShape:
     gpus_per_node: int = 8
     cpus_per_node: int = 64
     memory_mb: int = 512_000
-    rack_size: int = 16
+    rack_size: int = 8          # the same defaults as the KWOK nodes (clusters/k8s/kwok.py) and the CLI
     racks_per_block: int = 4
     base_port: int = 17_000
     scheduler_parameters: str = "bf_interval=5,sched_interval=5,bf_continue"

@@ -67,7 +67,7 @@ def test_topology_one_block_has_no_root():
 
 
 def test_topology_covers_every_node_once_at_1000():
-    shape = EmulatedShape(nodes=1000)
+    shape = EmulatedShape(nodes=1000, rack_size=16)
     leaves = _lines(emulated.render_topology_conf(shape), "SwitchName=r")
     assert len(leaves) == shape.racks == 63
     assert leaves[0] == "SwitchName=r01 Nodes=e[0001-0016]"

@@ -58,3 +58,11 @@ def test_records_keep_what_the_figures_need_and_drop_the_rest():
     assert k8s_records.trim(obj) == {
         "metadata": {"name": "p", "namespace": "n", "labels": {"a": "b"}, "creationTimestamp": "t"},
         "status": {"conditions": [{"type": "PodScheduled"}], "phase": "Succeeded"}, "spec": {"nodeName": "kwok-0001"}}
+
+
+def test_a_nodes_place_comes_from_its_topology_labels():
+    from harness.render import replay_k8s as rr
+    node = {"metadata": {"name": "kwok-0009", "labels": {rr.BLOCK_LABEL: "b00", rr.RACK_LABEL: "b00-r01", "x": "y"}}}
+    assert k8s_records.node_place(node) == {"name": "kwok-0009", "block": "b00", "rack": "b00-r01"}
+    raw = {"nodes": [k8s_records.node_place(node), {"name": "plain", "block": None, "rack": None}]}
+    assert k8s_records.block_of(raw) == {"kwok-0009": "b00"}

@@ -117,3 +117,19 @@ def test_a_cluster_that_cannot_answer_is_an_error_not_an_empty_queue():
     rep = SlurmReplay(Shell(fail_squeue=True), rs.SlurmTarget(replay="r"))
     with pytest.raises(BackendError, match=r"squeue on the Slurm cluster failed .*Unable to contact"):
         rep.wait_ended(10)
+
+
+def test_host_lists_expand_as_slurm_prints_them():
+    assert slurm_records.hostnames("e[0001-0003,0007]") == ["e0001", "e0002", "e0003", "e0007"]
+    assert slurm_records.hostnames("e0001,e[0009-0010]") == ["e0001", "e0009", "e0010"]
+    assert slurm_records.hostnames("c1") == ["c1"]
+
+
+def test_blocks_are_the_switches_one_level_above_the_racks():
+    topology = ["SwitchName=r1 Level=0 LinkSpeed=1 Nodes=e[0001-0002]",
+                "SwitchName=r2 Level=0 LinkSpeed=1 Nodes=e[0003-0004]",
+                "SwitchName=b1 Level=1 LinkSpeed=1 Nodes=e[0001-0004] Switches=r[1-2]",
+                "SwitchName=b2 Level=1 LinkSpeed=1 Nodes=e[0005-0008] Switches=r[3-4]",
+                "SwitchName=top Level=2 LinkSpeed=1 Nodes=e[0001-0008] Switches=b[1-2]"]
+    got = slurm_records.block_of({"topology": topology})
+    assert got == {**{f"e000{i}": "b1" for i in range(1, 5)}, **{f"e000{i}": "b2" for i in range(5, 9)}}

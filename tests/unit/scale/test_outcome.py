@@ -10,6 +10,7 @@ from harness.scale.outcome import (
     largest_jobs,
     makespan_s,
     nearest_rank,
+    placement,
     placement_rate,
     queue_by_size,
     tenant_shares,
@@ -71,3 +72,15 @@ def test_largest_jobs_are_the_gangs_of_the_biggest_size():
            o("d", 1, 0, 0, 1)]
     assert largest_jobs(out) == {"nodes": 16, "jobs": 3, "started": 2, "p50_s": 10, "max_s": 30}
     assert largest_jobs([]) is None
+
+
+def test_placement_counts_multi_node_jobs_in_the_fewest_blocks_and_the_blocks_beyond():
+    block_of = {f"n{i}": f"b{(i - 1) // 4}" for i in range(1, 17)}        # 4 blocks of 4 nodes
+    out = [JobOutcome("fits", "a", 4, 8, 0, 1, 2, "completed", ("n1", "n2", "n3", "n4")),
+           JobOutcome("split", "a", 4, 8, 0, 1, 2, "completed", ("n3", "n4", "n5", "n6")),
+           JobOutcome("big", "a", 6, 8, 0, 1, 2, "completed", ("n1", "n2", "n3", "n5", "n9", "n13")),
+           JobOutcome("one", "a", 1, 8, 0, 1, 2, "completed", ("n7",)),
+           JobOutcome("waiting", "a", 2, 8, 0, None, None, "pending")]
+    assert placement(out, block_of) == {"block_nodes": 4, "multi_node_jobs": 3, "in_fewest_blocks": 1,
+                                        "extra_blocks": 1 + 2}
+    assert placement(out, {}) is None and placement(out[3:], block_of) is None
