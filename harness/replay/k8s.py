@@ -20,6 +20,7 @@ from ..errors import BackendError
 from ..render import replay_k8s as rr
 from ..scale.trace import Trace, TraceJob
 from . import k8s_records
+from .pace import due_batches
 
 PAGE = 500     # list in pages: thousands of pods in one response would be one large allocation on both sides
 
@@ -75,19 +76,9 @@ class K8sReplay:
     def submit(self, trace: Trace) -> float:
         """Create every job's JobSet at its offset from now; returns the wall-clock zero (epoch s)."""
         t0 = self.clock()
-        jobs = list(trace.jobs)
-        i = 0
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            while i < len(jobs):
-                now = self.clock() - t0
-                due = []
-                while i < len(jobs) and jobs[i].submit_s <= now:
-                    due.append(jobs[i])
-                    i += 1
-                if due:
-                    self.submitted += pool.map(lambda j: self._create(j, j.submit_s, t0), due)
-                elif i < len(jobs):
-                    self.sleep(max(0.0, min(jobs[i].submit_s - now, 1.0)))
+            for due in due_batches(trace, t0, self.clock, self.sleep):
+                self.submitted += pool.map(lambda j: self._create(j, j.submit_s, t0), due)
         return t0
 
     # ---------------------------------------------------------------- watch

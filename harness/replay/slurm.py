@@ -18,6 +18,7 @@ from ..errors import BackendError
 from ..render import replay_slurm as rs
 from ..scale.trace import Trace, TraceJob
 from . import slurm_records
+from .pace import due_batches
 
 Shell = Callable[..., subprocess.CompletedProcess]
 
@@ -70,17 +71,8 @@ class SlurmReplay:
     def submit(self, trace: Trace) -> float:
         """Send every job at its offset from now (those due together in one call); the wall-clock zero."""
         t0 = self.clock()
-        jobs, i = list(trace.jobs), 0
-        while i < len(jobs):
-            now = self.clock() - t0
-            due = []
-            while i < len(jobs) and jobs[i].submit_s <= now:
-                due.append(jobs[i])
-                i += 1
-            if due:
-                self._send(due, t0)
-            elif i < len(jobs):
-                self.sleep(max(0.0, min(jobs[i].submit_s - now, 1.0)))
+        for due in due_batches(trace, t0, self.clock, self.sleep):
+            self._send(due, t0)
         return t0
 
     def queued(self) -> dict[str, str]:

@@ -25,6 +25,13 @@ from .stats import PLATFORM_LABEL
 UTIL_POINTS = 400        # samples on the utilisation curve, whatever the replay's length
 
 
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _label(p: str) -> str:
     return PLATFORM_LABEL.get(p, p)
 
@@ -44,10 +51,7 @@ def queue_cdf_chart(outs: dict[str, list[outcome.JobOutcome]], path: Path) -> Pa
         ax.set_ylabel("share of jobs")
         ax.set_ylim(0, 1.02)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def utilisation_chart(outs: dict[str, list[outcome.JobOutcome]], gpus: dict[str, int], path: Path) -> Path:
@@ -64,10 +68,7 @@ def utilisation_chart(outs: dict[str, list[outcome.JobOutcome]], gpus: dict[str,
     ax.set_ylabel("GPUs allocated (share)")
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def tenants_chart(figs: dict[str, dict], path: Path) -> Path:
@@ -80,10 +81,7 @@ def tenants_chart(figs: dict[str, dict], path: Path) -> Path:
     ax.set_xticks([k + width * (len(figs) - 1) / 2 for k in range(len(tenants))], tenants)
     ax.set_ylabel("share of GPU-seconds")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def paired_lines(outs: dict[str, list[outcome.JobOutcome]]) -> list[str]:
