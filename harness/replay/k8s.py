@@ -144,21 +144,28 @@ class K8sReplay:
     # ---------------------------------------------------------------- cleanup
     def delete(self, wait_s: float = 120) -> bool:
         """The namespace (its JobSets, pods, Workloads, LocalQueues go with it), then the ClusterQueues and
-        the flavor; True when the namespace is gone within wait_s."""
+        the flavor; True when all of it is gone within wait_s. Kueue's finalizers keep a ClusterQueue
+        until its Workloads are gone and a flavor until no ClusterQueue names it, so each is waited for."""
         core, co = self.client.core(), self.client.custom()
         sel = f"{rr.REPLAY_LABEL}={self.target.replay}"
-        self.client.call("DELETE namespace", core.delete_namespace, self.target.namespace, missing_ok=True)
         deadline = self.clock() + wait_s
-        gone = False
-        while self.clock() < deadline:
-            if self.client.call("GET namespace", core.read_namespace, self.target.namespace,
-                                missing_ok=True) is None:
-                gone = True
-                break
-            self.sleep(1)
+
+        def until(gone) -> bool:
+            while not gone():
+                if self.clock() >= deadline:
+                    return False
+                self.sleep(1)
+            return True
+
+        def remaining(res) -> list[str]:
+            return [o["metadata"]["name"] for o in self.client.to_dict(self.client.call(
+                f"LIST {res.plural}", co.list_cluster_custom_object, *res, label_selector=sel)).get("items", [])]
+
+        self.client.call("DELETE namespace", core.delete_namespace, self.target.namespace, missing_ok=True)
+        ok = until(lambda: self.client.call("GET namespace", core.read_namespace, self.target.namespace,
+                                            missing_ok=True) is None)
         for res in (CLUSTERQUEUES, RESOURCEFLAVORS):
-            for obj in self.client.to_dict(self.client.call(
-                    f"LIST {res.plural}", co.list_cluster_custom_object, *res, label_selector=sel)).get("items", []):
-                self.client.call(f"DELETE {res.plural}", co.delete_cluster_custom_object, *res,
-                                 obj["metadata"]["name"], missing_ok=True)
-        return gone
+            for name in remaining(res):
+                self.client.call(f"DELETE {res.plural}", co.delete_cluster_custom_object, *res, name, missing_ok=True)
+            ok = until(lambda res=res: not remaining(res)) and ok
+        return ok
