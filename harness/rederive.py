@@ -93,7 +93,19 @@ def check_campaign(cdir: Path, *, stamps_fn: Callable[[str, dict], dict] = evide
             continue
         out.checked.append(run_id)
         out.findings += check_run(rec, cdir / "runs" / run_id, config, stamps_fn, derive_fn)
+    check_replays(cdir, out)
     return out
+
+
+def check_replays(cdir: Path, out: CampaignCheck) -> None:
+    """The campaign's replays of job traces (<campaign>/scale/*/): each stored replay's figures drawn again
+    from its raw scheduler records (replay/store.py), a replay counted as a checked run."""
+    from .replay import store as replaystore
+    for where in replaystore.replay_dirs(cdir):
+        _, stored = replaystore.load(where)
+        out.checked += [f"{replaystore.SCALE_DIR}/{where.name}/{run}" for run in stored]
+        out.findings += [Finding(f"{replaystore.SCALE_DIR}/{where.name}/{run}", key, "value", kept, again)
+                         for run, key, kept, again in replaystore.mismatches(where)]
 
 
 def check_run(rec: dict, run_dir: Path, config: dict, stamps_fn, derive_fn) -> list[Finding]:

@@ -93,23 +93,42 @@ def _replay(args) -> int:
     from ..scale import trace as tr
     out = Out(args.quiet, args.output in ("json", "yaml"))
     platforms = _replay_platforms(args.platform)
+    if args.repeat < 1:
+        raise ConfigError(f"--repeat {args.repeat}: replay at least once", tip="--repeat 5 gives a verdict")
     trace = tr.load(Path(args.trace))
     if args.compress != 1:
         trace = tr.compress(trace, args.compress)
-    name = args.name or f"replay-{trace.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    where = Path(args.results) / name
-    if where.exists():
-        raise ConfigError(f"{where} exists", tip="choose another --name, or remove it")
+    where = replay_dir(args, trace)
     run = {"k8s": local.replay_k8s, "slurm": local.replay_slurm}
     figs, lines, ended = {}, [], True
-    for p in platforms:         # one after the other: side by side they would share this machine's CPUs
-        result, total_gpus = run[p](trace, name, timeout_s=args.timeout, say=out.info)
-        figs[p] = rs.save(where, trace, p, result, total_gpus)
-        ended = ended and result["ended"]
-        lines += [*figure_lines(p, figs[p]), f"  harness CPU {result['harness_cpu_s']} s for {figs[p]['jobs']} jobs; "
-                  f"{result['looks']} looks; times are whole seconds"]
+    for _ in range(args.repeat):
+        # one after the other, alternating, so a drift of this machine's load touches both alike (side by side
+        # they would share its CPUs); each replay is stored as it ends, so an interrupt keeps those done
+        for p in platforms:
+            i = rs.next_index(where, p)
+            result, total_gpus = run[p](trace, where.name, timeout_s=args.timeout, say=out.info)
+            key = rs.run_name(p, i)
+            figs[key] = rs.save(where, trace, p, result, total_gpus, index=i)
+            ended = ended and result["ended"]
+            lines += [*figure_lines(key, figs[key]), f"  harness CPU {result['harness_cpu_s']} s for "
+                      f"{figs[key]['jobs']} jobs; {result['looks']} looks; times are whole seconds"]
     emit(args, {"results": str(where), **figs}, lambda: "\n".join([f"stored {where}", *lines]))
     return 0 if ended else 1
+
+
+def replay_dir(args, trace) -> Path:
+    """Where a replay is stored: <results>/<name>, or <results>/<campaign>/scale/<name> so that campaign's
+    report shows it. An existing directory takes more replays only of the very trace it holds."""
+    from ..replay import store as rs
+    from ..scale import trace as tr
+    name = args.name or f"replay-{trace.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    root = Path(args.results) / args.campaign / rs.SCALE_DIR if args.campaign else Path(args.results)
+    where = root / name
+    kept = where / "trace.jsonl"
+    if where.exists() and not (kept.is_file() and kept.read_text() == tr.dumps(trace)):
+        raise ConfigError(f"{where} exists and holds no replay of this trace (at this --compress)",
+                          tip="choose another --name, or give the trace and --compress it was replayed with")
+    return where
 
 
 def _replay_platforms(asked: list[str] | None) -> list[str]:
@@ -169,7 +188,12 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
     rp.add_argument("--platform", "-p", action="append", metavar="{k8s,slurm}",
                     help="replay on this one only (repeatable; default: both)")
     rp.add_argument("--compress", type=float, default=1.0, metavar="X", help="replay X times faster (default 1)")
-    rp.add_argument("--name", help="the replay's directory under --results (default: replay-<trace>-<UTC time>)")
+    rp.add_argument("--name", help="the replay's directory under --results (default: replay-<trace>-<UTC time>); "
+                    "an existing one of the same trace takes the new replays beside its others")
+    rp.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="replay N times on each platform, alternating (default 1; 5 a side give a verdict)")
+    rp.add_argument("--campaign", metavar="NAME",
+                    help="store under --results/NAME/scale/, so that campaign's `poc report` shows the replay")
     rp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                     help="stop watching after this long (default: the last submit plus the longest limit, "
                          "plus two minutes)")

@@ -5,6 +5,10 @@ again from the raw records and names every one that differs.
     <results>/<replay name>/trace.jsonl     the trace as replayed (compressed: its notes say by how much)
     <results>/<replay name>/k8s.json        {"figures", "raw", "submitted", "settings", ...}
     <results>/<replay name>/slurm.json      the same for Slurm
+    <results>/<replay name>/k8s-2.json      a second replay of the same trace (then -3, ...): repeats show
+                                            what varies between replays of one trace on one cluster
+
+A replay directory inside a campaign (<campaign>/scale/<replay name>/) joins that campaign's report.
 """
 from __future__ import annotations
 
@@ -18,6 +22,34 @@ from ..scale import trace as tr
 from . import k8s_records, slurm_records
 
 PLATFORMS = ("k8s", "slurm")
+SCALE_DIR = "scale"   # a campaign's replays: <campaign>/scale/<replay name>/
+
+
+def run_name(platform: str, i: int) -> str:
+    """The name a platform's i-th replay (from 1) is stored under: k8s, k8s-2, k8s-3, ..."""
+    return platform if i == 1 else f"{platform}-{i}"
+
+
+def platform_of(run: str) -> str:
+    return run.split("-", 1)[0]
+
+
+def _run_key(run: str) -> tuple[int, int]:
+    p, _, i = run.partition("-")
+    return PLATFORMS.index(p), int(i or 1)
+
+
+def runs_of(stored: dict[str, dict], platform: str) -> list[dict]:
+    """A platform's replays in the order they ran."""
+    return [stored[r] for r in sorted(stored, key=_run_key) if platform_of(r) == platform]
+
+
+def next_index(where: Path, platform: str) -> int:
+    """The index the platform's next replay in `where` gets: 1 when it has none."""
+    i = 1
+    while (where / f"{run_name(platform, i)}.json").exists():
+        i += 1
+    return i
 
 
 def outcomes_of(platform: str, trace: tr.Trace, result: dict) -> list[outcome.JobOutcome]:
@@ -37,38 +69,58 @@ def figures(platform: str, trace: tr.Trace, result: dict, total_gpus: int) -> di
     return {**outcome.figures(outs, total_gpus, blocks), "jobs_without_record": len(trace.jobs) - len(outs)}
 
 
-def save(where: Path, trace: tr.Trace, platform: str, result: dict, total_gpus: int) -> dict:
-    """Write the trace and the platform's result with its figures; the figures."""
+def save(where: Path, trace: tr.Trace, platform: str, result: dict, total_gpus: int, index: int = 1) -> dict:
+    """Write the trace and the platform's result (its `index`-th replay of the trace) with its figures;
+    the figures. A second replay must be of the very trace the directory holds."""
     where.mkdir(parents=True, exist_ok=True)
-    tr.save(trace, where / "trace.jsonl")
+    kept = where / "trace.jsonl"
+    if kept.is_file() and index > 1 and kept.read_text() != tr.dumps(trace):
+        raise ConfigError(f"{where} holds replays of another trace",
+                          tip="repeat a replay with the same trace and --compress, or choose another --name")
+    tr.save(trace, kept)
     figs = figures(platform, trace, result, total_gpus)
     body = {**result, "total_gpus": total_gpus, "figures": figs}
-    atomic_write(where / f"{platform}.json", json.dumps(body, indent=1, sort_keys=True, default=str))
+    atomic_write(where / f"{run_name(platform, index)}.json", json.dumps(body, indent=1, sort_keys=True, default=str))
     return figs
 
 
 def load(where: Path) -> tuple[tr.Trace, dict[str, dict]]:
+    """The trace and every stored replay, by run name (run_name), in the order they ran per platform."""
     if not (where / "trace.jsonl").is_file():
         raise ConfigError(f"{where} is not a replay's results directory (no trace.jsonl)",
                           tip="give the directory `poc scale replay` printed")
     stored = {}
     for p in PLATFORMS:
-        f = where / f"{p}.json"
-        if f.is_file():
+        i = 1
+        while (f := where / f"{run_name(p, i)}.json").is_file():
             try:
-                stored[p] = json.loads(f.read_text())
+                stored[run_name(p, i)] = json.loads(f.read_text())
             except json.JSONDecodeError as e:
                 raise ConfigError(f"{f} is not JSON: {e}", tip="the file was cut or edited; replay again") from None
+            i += 1
     return tr.load(where / "trace.jsonl"), stored
 
 
-def rederive(where: Path) -> list[str]:
-    """Each stored figure that the raw records do not give again, as 'platform: key stored X, raw Y'."""
+def replay_dirs(results: Path) -> list[Path]:
+    """The replay directories a campaign holds (<campaign>/scale/*/ with a trace), by name; `results` is a
+    campaign's directory or a directory of campaigns, as the report takes either."""
+    roots = [results / SCALE_DIR, *sorted(results.glob(f"*/{SCALE_DIR}"))]
+    return sorted((d for r in roots if r.is_dir() for d in r.iterdir() if (d / "trace.jsonl").is_file()),
+                  key=lambda d: (d.parent.parent.name, d.name))
+
+
+def mismatches(where: Path) -> list[tuple[str, str, object, object]]:
+    """(run, figure, stored, from the raw records) of each stored figure the raw records do not give again."""
     trace, stored = load(where)
     bad = []
-    for p, body in stored.items():
-        again = json.loads(json.dumps(figures(p, trace, body, body["total_gpus"])))
-        for key in sorted(set(again) | set(body.get("figures", {}))):
-            if again.get(key) != body.get("figures", {}).get(key):
-                bad.append(f"{p}: {key} stored {body.get('figures', {}).get(key)!r}, raw gives {again.get(key)!r}")
+    for run, body in stored.items():
+        again = json.loads(json.dumps(figures(platform_of(run), trace, body, body["total_gpus"])))
+        kept = body.get("figures", {})
+        bad += [(run, key, kept.get(key), again.get(key)) for key in sorted(set(again) | set(kept))
+                if again.get(key) != kept.get(key)]
     return bad
+
+
+def rederive(where: Path) -> list[str]:
+    """Each stored figure that the raw records do not give again, as 'run: key stored X, raw Y'."""
+    return [f"{run}: {key} stored {a!r}, raw gives {b!r}" for run, key, a, b in mismatches(where)]

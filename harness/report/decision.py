@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import audit as auditmod
-from . import bounds, defaults
+from . import bounds, defaults, replay_verdict
 from . import drills as drillmod
 from . import serving as servemod
 from . import ux as uxmod
@@ -26,6 +26,7 @@ from .verdicts import effect_text, equivalence_text, p_text, test_text
 
 A, B = "k8s", "slurm"   # the pair the POC decides between: ratios are Kubernetes / Slurm
 E2E = "submit → first step"   # queue and startup together: the edge between them differs per platform
+SCALE = "queue at scale"   # replays of a job trace at the cluster's size, on emulated nodes
 BW = "all-reduce bus bandwidth"   # over whatever backend and transport the runs recorded (gloo/TCP, NCCL/IB...)
 HEADER = ["criterion", "evidence (median ± resolution [p05–p95] (n))", "Kubernetes / Slurm (95% CI)",
           "settings that bound it (as the runs recorded them)", "ahead"]
@@ -224,13 +225,24 @@ def _inference_row(row: Row, keys: list[str], summ: dict, comps: dict, serves: l
         row.note(need)
 
 
+def _scale_row(row: Row, replays: list) -> None:
+    """Queue at the cluster's size: the campaign's replays of job traces on emulated nodes (one line per
+    trace), verdicts only from MIN_N replays a side (replay_verdict.py); the settings they ran under are in
+    each replay's report."""
+    for ev, ratio, ahead in replay_verdict.decision_parts(replays):
+        row.add(ev, ratio, ahead)
+    if row.measured:
+        row.settings = "emulated nodes (KWOK; slurmd --enable-multiple-slurmd): each replay's report names its settings"
+
+
 def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Comparison],
          drills: list | None = None, serves: list | None = None,
-         at_defaults: list | None = None) -> list[Row]:
+         at_defaults: list | None = None, replays: list | None = None) -> list[Row]:
     """drills: the campaign's drill runs (report/drills.py load), for the upgrades row; None leaves that row
     to the upgrade_* figures alone. serves: the serve runs (report/serving.py load), likewise for inference.
     at_defaults: recovery per platform and fault at each platform's defaults (report/defaults.py summarize),
-    named beside the recovery row's settings."""
+    named beside the recovery row's settings. replays: the campaign's replay directories (replay/store.py
+    replay_dirs), for the queue-at-scale row."""
     s = {(r.platform, r.metric): r for r in summ}
     c = {x.metric: x for x in comps if (x.numerator, x.denominator) == (A, B)}
     bw = "allreduce_avg_busbw_gbps" if "allreduce_avg_busbw_gbps" in verdict_metrics(gs) else "allreduce_busbw_gbps"
@@ -246,7 +258,7 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
         "inference": _keys(gs, lambda k: k.startswith("serve_")),
     }
     out = []
-    for name in ("queue", "startup", E2E, BW, "recovery", "contention",
+    for name in ("queue", "startup", E2E, BW, "recovery", "contention", SCALE,
                  "user experience", "auditing", "upgrades", "cost", "inference"):
         row = Row(name)
         if name == "user experience":
@@ -257,6 +269,8 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
             _upgrade_row(row, plain[name], s, c, drills)
         elif name == "inference":
             _inference_row(row, plain[name], s, c, serves)
+        elif name == SCALE:
+            _scale_row(row, replays or [])
         else:
             _metric_rows(row, plain[name], s, c)
         if name == "cost" and row.parts:
@@ -270,7 +284,7 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
             if over:
                 ev, ratio, ah = row.parts[0]
                 row.parts[0] = (f"{ev} ({over}, as recorded)", ratio, ah)
-        if row.measured:
+        if row.measured and name != SCALE:
             row.settings = bounds.settings_text(name, table.settings, (B, A), _label)
             if name == "recovery" and at_defaults:
                 row.settings += "; " + defaults.cell(at_defaults, _label)

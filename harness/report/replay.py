@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 from ..replay import store as rs
 from ..scale import outcome
 from ..scale.trace import SIZE_CLASSES, size_class, summary
+from . import replay_verdict
 from .charts import COLORS
 from .stats import PLATFORM_LABEL
 
@@ -106,9 +107,30 @@ def _cell(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def _verdict_lines(stored: dict[str, dict], trace, n_runs: dict[str, int]) -> list[str]:
+    """One replay a side shows what happened once; repeats give each figure's spread, and from
+    replay_verdict.MIN_N a side, a tested verdict."""
+    if set(n_runs) != {"k8s", "slurm"}:
+        return ["Only one platform was replayed: nothing to compare.", ""]
+    runs = ", ".join(f"{_label(p)} {n}" for p, n in sorted(n_runs.items(), key=lambda kv: kv[0] != "slurm"))
+    if max(n_runs.values()) == 1:
+        return ["One replay per platform: what happened once. It does not separate the scheduler from the spread "
+                "between replays, so no platform is called faster here; replay again (`poc scale replay "
+                "--repeat N`, the same trace) to see what varies.", ""]
+    return [f"Replays of this same trace: {runs}. What stays the same in every replay: the trace, its compression, "
+            "the cluster's shape and settings; what varies is the control planes' timing and this machine's "
+            "other load, which the spread of each platform's values shows. Each replay is one value (its "
+            "jobs share one queue, so they are not independent); a verdict needs "
+            f"{replay_verdict.MIN_N} replays a side (exact rank-sum test, Holm-adjusted over the figures "
+            "below).", "", *replay_verdict.markdown(replay_verdict.rows(stored, trace)), ""]
+
+
 def write(where: Path, out: Path | None = None) -> Path:
     """report.md and its charts for the replay stored under `where` (into `out`, default where/report)."""
     trace, stored = rs.load(where)
+    every = stored
+    n_runs = {p: len(rs.runs_of(every, p)) for p in rs.PLATFORMS if rs.runs_of(every, p)}
+    stored = {p: rs.runs_of(every, p)[0] for p in n_runs}   # the charts and the figures: each one's first replay
     out = out or where / "report"
     out.mkdir(parents=True, exist_ok=True)
     outs = {p: rs.outcomes_of(p, trace, body) for p, body in stored.items()}
@@ -123,11 +145,9 @@ def write(where: Path, out: Path | None = None) -> Path:
              f"The trace: {trace.source}. {s.jobs} jobs; sizes " + ", ".join(f"{k}: {v}" for k, v in s.sizes.items())
              + f"; offered GPU load {_cell(round(s.gpu_load, 3) if s.gpu_load is not None else None)}; "
              f"replayed {trace.compression:g}× faster than its source ({'; '.join(trace.notes) or 'no notes'}).", "",
-             "## Verdict", "",
-             "One replay per platform: what happened once. It does not separate the scheduler from the spread "
-             "between replays, so no platform is called faster here; replay again (another seed, or the same "
-             "trace) to see what varies.", "", *paired_lines(outs), "",
-             "## Figures (whole seconds: the records' resolution)", "",
+             "## Verdict", "", *_verdict_lines(every, trace, n_runs), *paired_lines(outs), "",
+             "## Figures (whole seconds: the records' resolution)" + (", each platform's first replay" if
+                                                                        max(n_runs.values()) > 1 else ""), "",
              "| | " + " | ".join(_label(p) for p in plats) + " |", "|---|" + "---|" * len(plats)]
     rows = [("jobs", lambda f: f["jobs"]), ("states", lambda f: ", ".join(f"{k} {v}" for k, v in f["states"].items())),
             ("jobs without a record", lambda f: f["jobs_without_record"]),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..replay import store as replaystore
 from . import charts as chartmod
 from . import charts_decision as chartdec
 from . import charts_drill as chartdrill
@@ -48,6 +49,7 @@ class ReportContext:
     at_defaults: list[defaultsmod.Summary]   # [] unless its fault runs could be projected to the defaults
     decision_rows: list[decision.Row]
     probes: list[uxmod.Probe]                # [] unless it probed user mistakes
+    replays: list[Path]                      # [] unless it holds replays of job traces (<campaign>/scale/*/)
 
 
 def always(ctx: ReportContext) -> bool:
@@ -83,10 +85,12 @@ def gather(results_dir: str, out: Path) -> ReportContext:
     if scale_chart is not None:
         charts[scalemod.CHART] = scale_chart
     at_defaults = defaultsmod.summarize(defaultsmod.load(results_dir))
-    rows = decision.rows(table, gs, summ, comps, drills=drill_runs, serves=serve_runs, at_defaults=at_defaults)
+    replays = replaystore.replay_dirs(Path(results_dir))
+    rows = decision.rows(table, gs, summ, comps, drills=drill_runs, serves=serve_runs, at_defaults=at_defaults,
+                         replays=replays)
     charts["decision"] = chartdec.ratios(decision.ratio_points(rows), charts_dir / "decision.png")
     probes = uxmod.probes(table)
     if probes:
         charts["errors"] = chartdec.time_to_error(probes, charts_dir / "errors.png")
     return ReportContext(results_dir, charts_dir, table, gs, summ, comps, charts, drill_runs, serve_runs, at_defaults,
-                         rows, probes)
+                         rows, probes, replays)

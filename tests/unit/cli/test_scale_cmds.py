@@ -71,3 +71,52 @@ def test_a_trace_bigger_than_the_emulated_nodes_is_refused_with_the_command_that
     with pytest.raises(ConfigError) as e:
         local.check_fits(trace, 8, 8)
     assert "16 nodes × 8 GPUs" in e.value.message and "--emulated 16 --gpus-per-node 8" in e.value.tip
+
+
+def _recorded(platform: str):
+    """A replay function that answers with the recorded replay of the fixture trace (no cluster)."""
+    rec = json.loads((FIXTURES / "replay" / f"{platform}_records.json").read_text())
+    calls = []
+
+    def run(trace, name, timeout_s=None, say=print):
+        calls.append(name)
+        body = {"raw": rec["raw"], "ended": True, "harness_cpu_s": 0.1, "looks": 3}
+        if platform == "slurm":
+            body["submitted"] = rec["submitted"]
+        return body, 128
+    return rec, run, calls
+
+
+def test_replay_repeats_alternate_the_platforms_and_land_in_the_campaigns_scale_folder(tmp_path, monkeypatch, capsys):
+    rec, k8s, k8s_calls = _recorded("k8s")
+    _, slurm, slurm_calls = _recorded("slurm")
+    monkeypatch.setattr(local, "replay_k8s", k8s)
+    monkeypatch.setattr(local, "replay_slurm", slurm)
+    trace_file = tmp_path / "t.jsonl"
+    trace_file.write_text(rec["trace"])
+    argv = ["scale", "replay", str(trace_file), "--results", str(tmp_path / "res"), "--campaign", "smoke",
+            "--name", "r", "--repeat", "2", "-q"]
+    assert main(argv, env={}) == 0, capsys.readouterr().err
+    where = tmp_path / "res" / "smoke" / "scale" / "r"
+    assert sorted(f.name for f in where.glob("*.json")) == ["k8s-2.json", "k8s.json", "slurm-2.json", "slurm.json"]
+    assert k8s_calls == slurm_calls == ["r", "r"]
+    # the same name and trace again: more replays beside the others
+    assert main([*argv[:-3], "--repeat", "1", "-q"], env={}) == 0
+    _, stored = rs.load(where)
+    assert list(stored) == ["k8s", "k8s-2", "k8s-3", "slurm", "slurm-2", "slurm-3"]
+    assert main(["scale", "rederive", str(where)], env={}) == 0
+
+
+def test_replay_into_a_directory_of_another_trace_is_refused(tmp_path, monkeypatch, capsys):
+    rec, k8s, calls = _recorded("k8s")
+    monkeypatch.setattr(local, "replay_k8s", k8s)
+    trace_file = tmp_path / "t.jsonl"
+    trace_file.write_text(rec["trace"])
+    base = ["scale", "replay", str(trace_file), "--results", str(tmp_path), "--name", "r", "-p", "k8s", "-q"]
+    assert main(base, env={}) == 0
+    capsys.readouterr()
+    assert main([*base, "--compress", "2"], env={}) == 2      # a compressed trace is another trace
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR ") and "holds no replay of this trace" in err and "\nTIP " in err
+    assert calls == ["r"]
+    assert main([*base, "--repeat", "0"], env={}) == 2

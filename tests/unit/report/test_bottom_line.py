@@ -73,8 +73,8 @@ def test_a_campaign_that_tested_nothing_says_so_plainly(tmp_path):
     opening = section(md, "Bottom line")
     assert ("Nothing separates Kubernetes and Slurm in this campaign, and it could not: no criterion has the 5 runs "
             "a side a test needs.") in opening
-    assert "Described without a test: auditing, inference; not measured: recovery, contention, upgrades, cost." \
-        in opening
+    assert ("Described without a test: auditing, inference; not measured: recovery, contention, queue at scale, "
+            "upgrades, cost.") in opening
 
 
 def test_an_interval_and_a_verdict_that_disagree_say_why_in_the_same_cell(ux):

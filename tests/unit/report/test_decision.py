@@ -15,7 +15,7 @@ from harness.report.stats import Group, SummaryRow
 from harness.report.table import from_records
 
 CRITERIA = ["queue", "startup", "submit → first step", "all-reduce bus bandwidth", "recovery", "contention",
-            "user experience", "auditing", "upgrades", "cost", "inference"]
+            "queue at scale", "user experience", "auditing", "upgrades", "cost", "inference"]
 
 
 _section = section
@@ -32,7 +32,7 @@ def test_the_committed_campaign_opens_with_the_summary_and_marks_what_it_did_not
     assert re.findall(r"^## .*$", md, re.M)[1].startswith("## Decision summary")
     rows = _rows(md)
     assert list(rows) == CRITERIA
-    for name in ("user experience", "auditing", "upgrades", "inference"):
+    for name in ("queue at scale", "user experience", "auditing", "upgrades", "inference"):
         assert rows[name] == ["not measured", "–", "–", "not measured"], name
     # its numbers are the headline's: the same cells, the same comparison
     assert "Slurm 1.04 ± 0.05 [0.115–1.88] (12), Kubernetes 0.228 ± 0.013 [0.177–0.273] (12)" in rows["queue"][0]
@@ -51,8 +51,8 @@ def test_the_committed_campaign_opens_with_the_summary_and_marks_what_it_did_not
                                         "Kubernetes / Slurm ×0.30 (90% CI 0.16–0.59), Holm p 0.046.")
     assert "equivalent within ×1.25 on startup, submit → first step, all-reduce bus bandwidth" in opening
     reading = _section(md, "Decision summary")
-    assert "Not measured in this campaign, so it says nothing about them: user experience, auditing, upgrades, " \
-           "inference." in reading
+    assert ("Not measured in this campaign, so it says nothing about them: queue at scale, user experience, auditing, "
+            "upgrades, inference.") in reading
 
 
 def test_ux_and_audit_records_fill_their_rows(tmp_path):

@@ -52,3 +52,16 @@ def test_poc_scale_report_writes_it_and_a_missing_replay_is_an_error(tmp_path, c
     assert (tmp_path / "rep" / "report.md").is_file()
     assert main(["scale", "report", str(tmp_path / "nothing")], env={}) == 2
     assert "not a replay's results directory" in capsys.readouterr().err
+
+
+def test_repeated_replays_get_a_table_of_each_replays_values_and_the_verdict_they_allow(tmp_path):
+    where = stored_replay(tmp_path / "r")
+    trace, stored = rs.load(where)
+    for p in ("k8s", "slurm"):
+        rs.save(where, trace, p, stored[p], 128, index=2)
+    text = replay.write(where).read_text()
+    assert "Replays of this same trace: Slurm 2, Kubernetes 2." in text
+    assert "| figure | Slurm, each replay | Kubernetes, each replay |" in text
+    assert "| queue p50, 2-8 nodes (s) | 10, 10 | 11, 11 |" in text
+    assert "descriptive: 2 replays a side, a verdict needs 5" in text
+    assert "each platform's first replay" in text

@@ -1,0 +1,173 @@
+"""Across replays of one trace: each platform's per-replay figures side by side, and the verdicts they
+support.
+
+The unit of a test is the replay, never the job: a replay's hundreds of jobs share one queue, so one
+slow moment delays many of them at once and they are not independent measurements. Per figure, each
+platform's values (one a replay), their medians, the ratio Kubernetes / Slurm with a bootstrap interval,
+and the exact rank-sum test, Holm-adjusted over the figures compared, as for every other criterion of
+the report (inference.py). A verdict needs MIN_N replays a side; with fewer the values stand side by side,
+descriptive, with the replays still needed. The same in every replay: the trace, its compression, the
+cluster's shape and settings. What varies: the control planes' timing and this machine's other load,
+which the spread of a platform's replays shows.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..replay import store as rs
+from ..scale import trace as tr
+from .bootstrap import bootstrap_ratio
+from .inference import ALPHA, holm, rank_sum_p
+from .stats import MIN_N, PLATFORM_LABEL
+
+A, B = "k8s", "slurm"   # ratios are Kubernetes / Slurm, as in the decision summary
+QUEUE_RES_S = 1.0       # a queue time is the difference of two whole-second stamps
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    label: str
+    unit: str
+    get: Callable[[dict], float | None]
+    lower_is_better: bool
+    resolution: float   # of one replay's value
+
+
+def _queue(cls: str, q: str) -> Callable[[dict], float | None]:
+    return lambda f: f["queue_s"].get(cls, {}).get(q)
+
+
+def figures_compared() -> list[Figure]:
+    def who(cls: str) -> str:
+        return "all jobs" if cls == "all" else cls + (" node" if cls == "1" else " nodes")
+    out = [Figure(f"queue_{q}_s:{cls}", f"queue {q}, {who(cls)}", "s", _queue(cls, f"{q}_s"), True, QUEUE_RES_S)
+           for cls in ("all", *(c for c, _, _ in tr.SIZE_CLASSES)) for q in ("p50", "p99")]
+    out.append(Figure("gpu_utilisation", "GPU utilisation, first submit to last end", "share",
+                      lambda f: f["gpu_utilisation"], False, 0.0))
+    out.append(Figure("makespan_s", "makespan", "s", lambda f: f["makespan_s"], True, QUEUE_RES_S))
+    return out
+
+
+@dataclass
+class Row:
+    figure: Figure
+    values: dict[str, list[float]]      # per platform, one value a replay, in the order they ran
+    median: dict[str, float]
+    ratio: float = math.nan             # median Kubernetes / median Slurm
+    ci: tuple[float, float] = (math.nan, math.nan)
+    p: float = math.nan
+    p_holm: float = math.nan
+    verdict: str = "few"                # few | resolution | ahead | none
+
+    @property
+    def n(self) -> int:
+        return min((len(v) for v in self.values.values()), default=0)
+
+    def ahead(self) -> str | None:
+        """The platform the figure favours, where the verdict is one."""
+        if self.verdict != "ahead":
+            return None
+        k_higher = self.median[A] > self.median[B]
+        return B if k_higher == self.figure.lower_is_better else A
+
+
+def rows(stored: dict[str, dict], trace: tr.Trace) -> list[Row]:
+    """The rows of a replay directory's stored replays (replay/store.py load), figures drawn from the raw."""
+    return rows_of({p: [rs.figures(p, trace, body, body["total_gpus"]) for body in rs.runs_of(stored, p)]
+                    for p in (A, B)})
+
+
+def rows_of(per: dict[str, list[dict]]) -> list[Row]:
+    """One row per figure both platforms have in every replay (per: platform -> each replay's figures),
+    tested where MIN_N replays a side allow."""
+    out = []
+    for fig in figures_compared():
+        vals = {p: [fig.get(f) for f in per[p]] for p in (A, B)}
+        if not all(vals[p] and all(v is not None for v in vals[p]) for p in (A, B)):
+            continue
+        vals = {p: [float(v) for v in vs] for p, vs in vals.items()}
+        r = Row(fig, vals, {p: float(np.median(v)) for p, v in vals.items()})
+        if r.median[B]:
+            r.ratio = r.median[A] / r.median[B]
+        if r.n >= MIN_N:
+            if r.median[B]:
+                _, lo, hi = bootstrap_ratio(np.array(vals[A]), np.array(vals[B]))
+                r.ci = (lo, hi)
+            r.p = rank_sum_p(vals[A], vals[B])
+        out.append(r)
+    tested = [r for r in out if math.isfinite(r.p)]
+    for r, p_adj in zip(tested, holm([r.p for r in tested]), strict=True):
+        r.p_holm = p_adj
+        res = 2 * r.figure.resolution   # each side's value is that coarse; bounds add
+        if abs(r.median[A] - r.median[B]) <= res and res > 0:
+            r.verdict = "resolution"
+        else:
+            r.verdict = "ahead" if p_adj < ALPHA else "none"
+    return out
+
+
+def _v(x: float, unit: str) -> str:
+    return f"{x:.1%}" if unit == "share" else f"{x:g}"
+
+
+def _ratio(r: Row) -> str:
+    if not math.isfinite(r.ratio):
+        return "–"
+    if all(math.isfinite(c) for c in r.ci):
+        return f"×{r.ratio:.2f} ({r.ci[0]:.2f}–{r.ci[1]:.2f})"
+    return f"×{r.ratio:.2f}"
+
+
+def verdict_text(r: Row) -> str:
+    if r.verdict == "few":
+        return f"descriptive: {r.n} replay{'s' if r.n != 1 else ''} a side, a verdict needs {MIN_N}"
+    if r.verdict == "resolution":
+        return f"no difference beyond the records' resolution (±{2 * r.figure.resolution:g} {r.figure.unit})"
+    if r.verdict == "ahead":
+        return f"{PLATFORM_LABEL.get(r.ahead(), r.ahead())} ahead (rank-sum, Holm p {r.p_holm:.2g})"
+    return f"no difference shown (rank-sum, Holm p {r.p_holm:.2g})"
+
+
+def table(rs_: list[Row]) -> tuple[list[str], list[list[str]]]:
+    header = ["figure", "Slurm, each replay", "Kubernetes, each replay", "Kubernetes / Slurm (95% CI)", "verdict"]
+    body = [[r.figure.label + (f" ({r.figure.unit})" if r.figure.unit != "share" else ""),
+             ", ".join(_v(v, r.figure.unit) for v in r.values[B]),
+             ", ".join(_v(v, r.figure.unit) for v in r.values[A]), _ratio(r), verdict_text(r)] for r in rs_]
+    return header, body
+
+
+def markdown(rs_: list[Row]) -> list[str]:
+    header, body = table(rs_)
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(row) + " |" for row in body)]
+
+
+def decision_parts(replay_dirs: list[Path]) -> list[tuple[str, str, str]]:
+    """The decision summary's "queue at scale" lines, one per replayed trace: (evidence, ratio, verdict).
+    The evidence names the trace, the cluster, the compression and the replays a side; the figures are
+    the all-jobs queue p50 and p99 and the GPU utilisation, the verdicts those rows drew."""
+    out = []
+    for where in replay_dirs:
+        trace, stored = rs.load(where)
+        if not all(rs.runs_of(stored, p) for p in (A, B)):
+            continue
+        first = rs.runs_of(stored, A)[0]
+        nodes = first.get("settings", {}).get("nodes") or (trace.shape.nodes if trace.shape else "?")
+        found = {r.figure.key: r for r in rows(stored, trace)}
+        picked = [found[k] for k in ("queue_p50_s:all", "queue_p99_s:all", "gpu_utilisation") if k in found]
+        if not picked:
+            continue
+        n = {p: len(rs.runs_of(stored, p)) for p in (A, B)}
+        head = (f"`{where.name}`: {len(trace.jobs)} jobs of {trace.name} on {nodes} emulated nodes, replayed "
+                f"{trace.compression:g}× faster; replays Slurm {n[B]}, Kubernetes {n[A]} — ")
+        for i, r in enumerate(picked):
+            ev = (f"{head if i == 0 else ''}{r.figure.label}: Slurm {_v(r.median[B], r.figure.unit)}, Kubernetes "
+                  f"{_v(r.median[A], r.figure.unit)}{'' if r.figure.unit == 'share' else ' ' + r.figure.unit}")
+            out.append((ev, _ratio(r), verdict_text(r)))
+    return out
