@@ -233,3 +233,19 @@ def test_records_are_not_modified(campaign):
     before = {p: p.read_bytes() for p in campaign.rglob("*") if p.is_file()}
     check(campaign)
     assert {p: p.read_bytes() for p in campaign.rglob("*") if p.is_file()} == before
+
+
+def test_a_campaigns_replays_are_rederived_with_its_runs(campaign):
+    from harness.replay import store as rs
+    from harness.scale import trace as tr
+    rec = json.loads((Path(__file__).parent.parent / "fixtures" / "replay" / "k8s_records.json").read_text())
+    where = campaign / rs.SCALE_DIR / "r1"
+    rs.save(where, tr.loads(rec["trace"]), "k8s", {"raw": rec["raw"], "ended": True}, total_gpus=128)
+    c, found = _findings(campaign)
+    assert found == [] and c.checked == [*RUNS, "scale/r1/k8s"]
+    body = json.loads((where / "k8s.json").read_text())
+    body["figures"]["makespan_s"] += 5
+    (where / "k8s.json").write_text(json.dumps(body))
+    _, found = _findings(campaign)
+    assert [(f.run_id, f.metric, f.recomputed) for f in found] == [("scale/r1/k8s", "makespan_s",
+                                                                    body["figures"]["makespan_s"] - 5)]
