@@ -112,6 +112,12 @@ def _replay(args) -> int:
             ended = ended and result["ended"]
             lines += [*figure_lines(key, figs[key]), f"  harness CPU {result['harness_cpu_s']} s for "
                       f"{figs[key]['jobs']} jobs; {result['looks']} looks; times are whole seconds"]
+            if result.get("interrupted"):
+                out.info(f"interrupted: stored the records of {key} until then in {where}; "
+                         "what it had submitted is cancelled or deleted")
+                emit(args, {"results": str(where), "interrupted": key, **figs},
+                     lambda done=lines: "\n".join([f"stored {where} (interrupted)", *done]))
+                return 130
     emit(args, {"results": str(where), **figs}, lambda: "\n".join([f"stored {where}", *lines]))
     return 0 if ended else 1
 

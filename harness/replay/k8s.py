@@ -129,14 +129,19 @@ class K8sReplay:
                 "nodes": [k8s_records.node_place(o) for o in nodes]}
 
     def run(self, trace: Trace, quotas: list[rr.TenantQuota], timeout_s: float) -> dict:
-        """Queues, submission, watch, records: what a replay on this cluster produced."""
+        """Queues, submission, watch, records: what a replay on this cluster produced (interrupted by
+        Ctrl-C, what it produced until then, marked interrupted)."""
         self.create_queues(quotas)
         cpu0 = self.cpu()
-        t0 = self.submit(trace)
-        ended = self.wait_ended(len(trace.jobs), timeout_s)
+        t0, interrupted = self.clock(), False
+        try:
+            t0 = self.submit(trace)
+            ended = self.wait_ended(len(trace.jobs), timeout_s)
+        except KeyboardInterrupt:   # the records of what was created are still read; the caller deletes it all
+            ended, interrupted = False, True
         cpu_s = self.cpu() - cpu0
         raw = self.records()
-        return {"platform": "k8s", "t0": t0, "ended": ended, "raw": raw,
+        return {"platform": "k8s", "t0": t0, "ended": ended, "interrupted": interrupted, "raw": raw,
                 "submitted": [vars(s) for s in self.submitted], "looks": self.looks,
                 "harness_cpu_s": round(cpu_s, 3), "calls": dict(self.client.calls),
                 "resolution_s": k8s_records.RESOLUTION_S}

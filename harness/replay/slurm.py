@@ -108,16 +108,22 @@ class SlurmReplay:
         return left
 
     def run(self, trace: Trace, timeout_s: float) -> dict:
+        """Submit, watch, read the records. Interrupted (Ctrl-C), the jobs left are cancelled and the records
+        of what was submitted are still read and returned, marked interrupted; any other error cancels and
+        raises."""
         cpu0 = self.cpu()
+        t0, interrupted = self.clock(), False
         try:
             t0 = self.submit(trace)
             ended = self.wait_ended(timeout_s)
-        except BaseException:       # interrupted: what was submitted must not stay on the cluster
+        except KeyboardInterrupt:
+            ended, interrupted = False, True
+        except BaseException:       # what was submitted must not stay on the cluster
             self.cancel()
             raise
         cpu_s = self.cpu() - cpu0
         cancelled = [] if ended else self.cancel()
-        return {"platform": "slurm", "t0": t0, "ended": ended, "raw": self.records(),
+        return {"platform": "slurm", "t0": t0, "ended": ended, "interrupted": interrupted, "raw": self.records(),
                 "submitted": [vars(s) for s in self.submitted], "looks": self.looks, "cancelled": cancelled,
                 "harness_cpu_s": round(cpu_s, 3), "calls": dict(self.calls),
                 "resolution_s": slurm_records.RESOLUTION_S}

@@ -97,3 +97,27 @@ def test_poc_scale_replay_stores_records_that_rederive(tmp_path, capsys, emulate
     assert figs["jobs"] == jobs and figs["states"] == {"completed": jobs} and figs["queue_s"]["all"]["started"] == jobs
     assert 0 < figs["gpu_utilisation"] <= 1
     assert main(["scale", "rederive", str(results / "r1")], env={}) == 0
+
+
+def test_an_interrupted_replay_keeps_the_records_of_what_it_created_and_leaves_nothing(emulated):
+    """Ctrl-C during submission: the JobSets created so far are in the records, marked interrupted, and the
+    clean-up still removes everything."""
+    L = emulated
+    name = f"it-{uuid.uuid4().hex[:6]}"
+    target = rr.Target(namespace=f"poc-replay-{name}", replay=name,
+                       node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
+    client = K8sClient(str(L.admin_kubeconfig))
+
+    def ctrl_c(_s):
+        raise KeyboardInterrupt
+    rep = K8sReplay(client, target, sleep=ctrl_c)
+    try:
+        result = rep.run(TRACE, rr.equal_quotas(TRACE, NODES * GPUS), timeout_s=90)
+    finally:
+        gone = rep.delete()
+        client.close()
+    first = [j.id for j in TRACE.jobs if j.submit_s == TRACE.jobs[0].submit_s]
+    assert result["interrupted"] and not result["ended"] and gone
+    assert sorted(s["job"] for s in result["submitted"]) == sorted(first) < sorted(j.id for j in TRACE.jobs)
+    assert sorted(js["metadata"]["name"] for js in result["raw"]["jobsets"]) == sorted(
+        rr.jobset_name(j) for j in TRACE.jobs if j.id in first)

@@ -99,7 +99,7 @@ def test_a_replay_that_stops_watching_cancels_what_is_still_queued():
     assert not result["ended"] and result["cancelled"] == ["11", "12", "13", "14"] and shell.queue == {}
 
 
-def test_an_interrupted_replay_cancels_what_it_submitted():
+def test_an_interrupted_replay_cancels_what_it_submitted_and_keeps_its_records():
     trace, _, _ = recorded()
     shell, clock = Shell(), SimClock(0.0)
 
@@ -108,9 +108,24 @@ def test_an_interrupted_replay_cancels_what_it_submitted():
             raise KeyboardInterrupt
         clock.sleep(s)
     rep = SlurmReplay(shell, rs.SlurmTarget(replay="r"), clock=clock, sleep=interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    result = rep.run(trace, timeout_s=60)
+    assert result["interrupted"] and not result["ended"] and result["cancelled"] == ["11", "12", "13"]
+    assert shell.queue == {} and [c[0] for c in shell.calls[-4:]] == ["scancel", "cat", "date", "scontrol"]
+    assert [s["job"] for s in result["submitted"]] == ["whole", "b-four", "a-one"]
+
+
+def test_a_failure_other_than_an_interrupt_cancels_and_raises():
+    trace, _, _ = recorded()
+    shell, clock = Shell(), SimClock(0.0)
+
+    def broken(s):
+        if clock.now > 2.5:
+            raise RuntimeError("the harness broke")
+        clock.sleep(s)
+    rep = SlurmReplay(shell, rs.SlurmTarget(replay="r"), clock=clock, sleep=broken)
+    with pytest.raises(RuntimeError):
         rep.run(trace, timeout_s=60)
-    assert rep.submitted and shell.queue == {} and shell.calls[-1][0] == "scancel"
+    assert shell.queue == {} and shell.calls[-1][0] == "scancel"
 
 
 def test_a_cluster_that_cannot_answer_is_an_error_not_an_empty_queue():
