@@ -120,3 +120,23 @@ def test_replay_into_a_directory_of_another_trace_is_refused(tmp_path, monkeypat
     assert err.startswith("ERROR ") and "holds no replay of this trace" in err and "\nTIP " in err
     assert calls == ["r"]
     assert main([*base, "--repeat", "0"], env={}) == 2
+
+
+def test_an_interrupted_replay_is_stored_marked_and_the_repeats_stop(tmp_path, monkeypatch, capsys):
+    rec, k8s, k8s_calls = _recorded("k8s")
+    _, slurm, slurm_calls = _recorded("slurm")
+
+    def interrupted_slurm(*a, **kw):
+        body, gpus = slurm(*a, **kw)
+        return {**body, "ended": False, "interrupted": True}, gpus
+    monkeypatch.setattr(local, "replay_k8s", k8s)
+    monkeypatch.setattr(local, "replay_slurm", interrupted_slurm)
+    trace_file = tmp_path / "t.jsonl"
+    trace_file.write_text(rec["trace"])
+    rc = main(["scale", "replay", str(trace_file), "--results", str(tmp_path), "--name", "r", "--repeat", "3",
+               "-o", "json"], env={})
+    assert rc == 130
+    out = json.loads(capsys.readouterr().out)
+    assert out["interrupted"] == "slurm" and k8s_calls == slurm_calls == ["r"]
+    _, stored = rs.load(tmp_path / "r")
+    assert list(stored) == ["k8s", "slurm"] and stored["slurm"]["interrupted"]
