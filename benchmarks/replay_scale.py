@@ -73,7 +73,7 @@ def slurm_cpu() -> float | None:
 
 
 def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: float, seed: int,
-        platforms: list[str], out: Path) -> None:
+        platforms: list[str], out: Path, repeat: int = 1, topology: str = "preferred") -> None:
     # limits up to 4 h (not 48 h) and a 20-minute median run: at 60x a replay's tail stays within minutes
     params = synthetic.SyntheticParams(nodes=nodes, gpus_per_node=gpus, hours=hours, target_load=load,
                                        runtime_median_s=1200, limit_menu_s=(900, 1800, 3600, 7200, 14400))
@@ -82,8 +82,10 @@ def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: f
     print(f"\n== {nodes} nodes × {gpus} GPUs: {s.jobs} jobs ({', '.join(f'{k}: {v}' for k, v in s.sizes.items())}), "
           f"{hours:g} h compressed {trace.compression:g}x into {trace.duration_s} s, offered GPU load "
           f"{s.gpu_load:.2f}", flush=True)
-    where = out / f"{nodes}n"
-    for p in platforms:
+    where = out
+    # alternating, so a drift of this machine's load touches both platforms alike
+    for p in [p for _ in range(repeat) for p in platforms]:
+        i = rs.next_index(where, p)
         t_up = time.monotonic()
         if p == "k8s":
             kwok.up(L, kwok.Shape(nodes=nodes, gpus=gpus))
@@ -93,13 +95,19 @@ def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: f
                                    emulated.default_conf_dir(), images.ensure_slurm_emulated_image()).up()
         up_s = time.monotonic() - t_up
         cpu0, slurm0, wall0 = k8s_cpu(L), slurm_cpu(), time.monotonic()
-        result, total = (local.replay_k8s if p == "k8s" else local.replay_slurm)(
-            trace, f"bench-{nodes}n", say=lambda m: print("  " + m, flush=True))
+        say = lambda m: print("  " + m, flush=True)   # noqa: E731
+        result, total = (local.replay_k8s(trace, f"bench-{nodes}n", say=say, topology=topology) if p == "k8s"
+                         else local.replay_slurm(trace, f"bench-{nodes}n", say=say))
         wall = time.monotonic() - wall0
         cpu1, slurm1 = k8s_cpu(L), slurm_cpu()
-        figs = rs.save(where, trace, p, result, total)
+        if p == "k8s":
+            result["control_plane_cpu_cores"] = {k: round((cpu1[k] - cpu0.get(k, 0)) / wall, 3) for k in sorted(cpu1)}
+        elif slurm0 is not None and slurm1 is not None:
+            result["control_plane_cpu_cores"] = {"slurm container": round((slurm1 - slurm0) / wall, 3)}
+        result["replay_wall_s"], result["nodes_up_s"] = round(wall, 1), round(up_s, 1)
+        figs = rs.save(where, trace, p, result, total, index=i)
         late = sorted(x["sent_at"] - x["due_s"] for x in result["submitted"])
-        print("\n".join(figure_lines(p, figs)))
+        print("\n".join(figure_lines(rs.run_name(p, i), figs)))
         print(f"  nodes up in {up_s:.1f} s; replay wall {wall:.1f} s; submission lag median "
               f"{late[len(late) // 2]:.3f} s, max {late[-1]:.3f} s; harness CPU {result['harness_cpu_s']:.2f} s = "
               f"{1000 * result['harness_cpu_s'] / max(1, figs['jobs']):.1f} s per 1,000 jobs; {result['looks']} looks")
@@ -123,6 +131,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--platform", action="append", choices=["k8s", "slurm"])
     ap.add_argument("--out", type=Path, default=Path("/tmp/replay-scale"), help="where the replays are stored")
+    ap.add_argument("--name", help="store each size's replays in OUT/NAME-<nodes>n (e.g. OUT a campaign's scale/ "
+                                   "folder, so its report shows them) instead of OUT/<UTC time>/<nodes>n")
+    ap.add_argument("--repeat", type=int, default=1, help="replays per platform and size, alternating")
+    ap.add_argument("--k8s-topology", choices=["preferred", "required", "off"], default="preferred",
+                    help="Kueue TAS for each gang (default preferred, as Slurm's topology/tree)")
     a = ap.parse_args()
     if not nk.is_up():
         raise SystemExit("ERROR the native Kubernetes cluster is not up\nTIP poc cluster up --k8s --provider native")
@@ -130,7 +143,9 @@ def main() -> None:
     out = a.out / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     try:
         for n in a.nodes:
-            one(L, n, a.gpus_per_node, a.window, a.hours, a.load, a.seed, a.platform or ["k8s", "slurm"], out)
+            where = a.out / f"{a.name}-{n}n" if a.name else out / f"{n}n"
+            one(L, n, a.gpus_per_node, a.window, a.hours, a.load, a.seed, a.platform or ["k8s", "slurm"], where,
+                a.repeat, a.k8s_topology)
     finally:
         print(f"\nremoved: {json.dumps({'k8s': kwok.down(L), 'slurm': emulated.down()})}")
 

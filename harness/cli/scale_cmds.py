@@ -99,7 +99,8 @@ def _replay(args) -> int:
     if args.compress != 1:
         trace = tr.compress(trace, args.compress)
     where = replay_dir(args, trace)
-    run = {"k8s": local.replay_k8s, "slurm": local.replay_slurm}
+    run = {"k8s": lambda *a, **kw: local.replay_k8s(*a, topology=args.k8s_topology, **kw),
+           "slurm": local.replay_slurm}
     figs, lines, ended = {}, [], True
     for _ in range(args.repeat):
         # one after the other, alternating, so a drift of this machine's load touches both alike (side by side
@@ -198,6 +199,9 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
                     "an existing one of the same trace takes the new replays beside its others")
     rp.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="replay N times on each platform, alternating (default 1; 5 a side give a verdict)")
+    rp.add_argument("--k8s-topology", choices=["preferred", "required", "off"], default="preferred",
+                    help="Kueue topology-aware scheduling for each gang: preferably (default, as Slurm's "
+                         "topology/tree) or strictly inside one block, or off")
     rp.add_argument("--campaign", metavar="NAME",
                     help="store under --results/NAME/scale/, so that campaign's `poc report` shows the replay")
     rp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",

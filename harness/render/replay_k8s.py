@@ -10,6 +10,13 @@ Each tenant is a LocalQueue in the replay's namespace, feeding its own ClusterQu
 share one cohort, so a tenant with idle quota lends it and one with a backlog borrows it. How much
 each tenant owns is the quota mapping (``TenantQuota``): the same numbers become Slurm fair-share
 shares on the other side, and that mapping is what the multi-tenancy comparison compares.
+
+Topology (``Target.topology``): with Kueue's topology-aware scheduling (TAS) the flavor names a Topology
+of the nodes' block and rack labels over their host names, and each gang asks to be *preferably* inside
+one block (``podset-preferred-topology``), as Slurm's topology/tree prefers the fewest switches without
+requiring it. Without it, blocks are labels only and kube-scheduler spreads a gang wherever it fits.
+The anti-affinity stays either way: TAS counts resources, and a gang of pods that each ask for part
+of a node could otherwise be packed onto fewer nodes than Slurm's one task per node.
 """
 from __future__ import annotations
 
@@ -28,6 +35,12 @@ QOS_LABEL = "poc.scale/qos"
 REPLAY_LABEL = "poc.scale/replay"
 # where an emulated node sits (harness/clusters/k8s/kwok.py labels them): what placement is judged by
 BLOCK_LABEL, RACK_LABEL = "poc.scale/block", "poc.scale/rack"
+HOST_LABEL = "kubernetes.io/hostname"
+# Kueue TAS: the lowest level must be the host name, or TAS ignores the nodes' taints (Kueue's docs)
+TOPOLOGY_LEVELS = (BLOCK_LABEL, RACK_LABEL, HOST_LABEL)
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+TOPOLOGY_MODES = ("off", "preferred", "required")
+TOPOLOGY_ANNOTATION = {"preferred": PREFERRED_TOPOLOGY, "required": "kueue.x-k8s.io/podset-required-topology"}
 # KWOK's pod-complete stage reads this (a Go duration): harness/clusters/k8s/kwok.py plays it
 DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 # requests that count against no quota but keep pods honest: the replay measures GPU scheduling
@@ -58,6 +71,20 @@ class Target:
     # time equals its limit (as a timed-out job's does in sacct's history) would be killed before it
     # ends; Slurm too kills only after KillWait, 30 s by default
     limit_grace_s: int = 30
+    # Kueue TAS for every gang: "preferred" / "required" inside one block, or "off"
+    topology: str = "off"
+
+    def __post_init__(self) -> None:
+        if self.topology not in TOPOLOGY_MODES:
+            raise ValueError(f"topology {self.topology!r}: one of {', '.join(TOPOLOGY_MODES)}")
+
+
+def topology_text(target: Target) -> str:
+    """The topology setting, as the replay's settings record it."""
+    if target.topology == "off":
+        return "no topology-aware scheduling configured (Kueue TAS off): blocks are labels only"
+    return (f"Kueue TAS: each gang {target.topology} inside one {BLOCK_LABEL} "
+            f"({TOPOLOGY_ANNOTATION[target.topology]}); levels {', '.join(TOPOLOGY_LEVELS)}")
 
 
 def equal_quotas(trace: Trace, total_gpus: int) -> list[TenantQuota]:
@@ -95,14 +122,19 @@ def jobset_name(job: TraceJob) -> str:
 
 
 def queue_objects(target: Target, quotas: list[TenantQuota]) -> list[dict]:
-    """Namespace, ResourceFlavor, then a ClusterQueue and a LocalQueue per tenant, in apply order."""
+    """Namespace, the Topology (with TAS), ResourceFlavor, then a ClusterQueue and a LocalQueue per tenant,
+    in apply order."""
     label = {REPLAY_LABEL: target.replay}
     flavor = k8s_name(f"{target.replay}-nodes")
+    spec: dict = {"nodeLabels": dict(target.node_labels), "tolerations": [dict(t) for t in target.tolerations]}
     objs: list[dict] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": target.namespace, "labels": label}},
-        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor, "labels": label},
-         "spec": {"nodeLabels": dict(target.node_labels), "tolerations": [dict(t) for t in target.tolerations]}},
-    ]
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": target.namespace, "labels": label}}]
+    if target.topology != "off":
+        spec["topologyName"] = flavor
+        objs.append({"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": flavor, "labels": label},
+                     "spec": {"levels": [{"nodeLabel": lv} for lv in TOPOLOGY_LEVELS]}})
+    objs.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor, "labels": label},
+                 "spec": spec})
     for q in quotas:
         gpu = {"name": GPU, "nominalQuota": str(q.gpus)}
         if q.borrow_gpus is not None:
@@ -132,13 +164,16 @@ def jobset(job: TraceJob, target: Target) -> dict:
     requests = {"cpu": POD_CPU, "memory": POD_MEMORY}
     if job.gpus_per_node:
         requests[GPU] = str(job.gpus_per_node)
+    annotations = {DELAY_ANNOTATION: f"{job.runtime_s}s"}
+    if target.topology != "off":
+        annotations[TOPOLOGY_ANNOTATION[target.topology]] = BLOCK_LABEL
     pod = {
-        "metadata": {"labels": dict(labels), "annotations": {DELAY_ANNOTATION: f"{job.runtime_s}s"}},
+        "metadata": {"labels": dict(labels), "annotations": annotations},
         "spec": {
             "restartPolicy": "Never",
             "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}},
-                 "topologyKey": "kubernetes.io/hostname"}]}},
+                 "topologyKey": HOST_LABEL}]}},
             # the image is never pulled: the emulated nodes only play the pod's lifecycle
             "containers": [{"name": "job", "image": "emulated.invalid/replay:1",
                             "resources": {"requests": requests, "limits": {k: v for k, v in requests.items()

@@ -180,6 +180,10 @@ def write(where: Path, out: Path | None = None) -> Path:
         settings = body.get("settings", {})
         cost = [f"harness CPU {body['harness_cpu_s']} s"] if "harness_cpu_s" in body else []
         cost += [f"{body['looks']} looks at the queue"] if "looks" in body else []
+        cost += [f"replay wall {body['replay_wall_s']} s"] if "replay_wall_s" in body else []
+        if body.get("control_plane_cpu_cores"):   # measured by benchmarks/replay_scale.py from /proc and cgroups
+            cost.append("control plane CPU over the replay (cores): " + ", ".join(
+                f"{k} {v:g}" for k, v in sorted(body["control_plane_cpu_cores"].items(), key=lambda kv: -kv[1])))
         lines.append(f"- {_label(p)}: " + "; ".join([*(f"{k} {v}" for k, v in settings.items()), *cost]))
     lines += ["", f"Re-derive every figure from the raw records: `poc scale rederive {where}`.", ""]
     (out / "report.md").write_text("\n".join(lines))

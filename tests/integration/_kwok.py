@@ -9,7 +9,7 @@ from _native import native_cluster
 
 
 @contextmanager
-def kwok_nodes(nodes: int, gpus: int) -> Iterator[tuple]:
+def kwok_nodes(nodes: int, gpus: int, rack_size: int = 8, racks_per_block: int = 4) -> Iterator[tuple]:
     """(Layout, CoreV1Api) with `nodes` fake nodes of `gpus` GPUs Ready; only what this added goes afterwards."""
     from harness.clusters.k8s import builds, kwok
     from harness.clusters.k8s.layout import Layout
@@ -19,7 +19,8 @@ def kwok_nodes(nodes: int, gpus: int) -> Iterator[tuple]:
     had_kwok = kwok.running(L)
     builds.ensure_built(builds=(builds.KWOK,))
     kwok.start(L, builds.module_dir("sigs.k8s.io/kwok", builds.KWOK_VERSION) / "kustomize/stage")
-    added = kwok.create_nodes(core, kwok.Shape(nodes=nodes, gpus=gpus))
+    added = kwok.create_nodes(core, kwok.Shape(nodes=nodes, gpus=gpus, rack_size=rack_size,
+                                                      racks_per_block=racks_per_block))
     try:
         kwok.wait_ready(core, nodes, timeout=60, L=L)
         yield L, core

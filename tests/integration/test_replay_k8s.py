@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.k8s]
 if os.geteuid() != 0:  # pragma: no cover - depends on the machine
     pytest.skip("the native cluster needs root", allow_module_level=True)
 
-from harness.backends.k8s.api import CLUSTERQUEUES, RESOURCEFLAVORS, K8sClient  # noqa: E402
+from harness.backends.k8s.api import CLUSTERQUEUES, RESOURCEFLAVORS, TOPOLOGIES, K8sClient  # noqa: E402
 from harness.clusters.k8s import kwok  # noqa: E402
 from harness.render import replay_k8s as rr  # noqa: E402
 from harness.replay import k8s_records  # noqa: E402
@@ -33,14 +33,18 @@ from harness.scale import trace as tr  # noqa: E402
 
 @pytest.fixture(scope="module")
 def emulated():
-    with kwok_nodes(NODES, GPUS) as (L, _core):
+    # racks of 4 in blocks of 8, as the Slurm replay test's topology.conf: two blocks to place gangs in
+    with kwok_nodes(NODES, GPUS, rack_size=4, racks_per_block=2) as (L, _core):
         yield L
 
 
-def test_a_trace_replays_with_gangs_on_distinct_nodes_and_queues_behind_the_whole_cluster_job(tmp_path, emulated):
+@pytest.mark.parametrize("topology", ["off", "preferred"])
+def test_a_trace_replays_with_gangs_on_distinct_nodes_and_queues_behind_the_whole_cluster_job(tmp_path, emulated,
+                                                                                               topology):
+    """With Kueue TAS (preferred: inside one block) and without it."""
     L = emulated
     name = f"it-{uuid.uuid4().hex[:6]}"
-    target = rr.Target(namespace=f"poc-replay-{name}", replay=name,
+    target = rr.Target(namespace=f"poc-replay-{name}", replay=name, topology=topology,
                        node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
     client = K8sClient(str(L.admin_kubeconfig))
     rep = K8sReplay(client, target)
@@ -48,7 +52,7 @@ def test_a_trace_replays_with_gangs_on_distinct_nodes_and_queues_behind_the_whol
         result = rep.run(TRACE, rr.equal_quotas(TRACE, NODES * GPUS), timeout_s=90)
     finally:
         gone = rep.delete()
-        left = [o["metadata"]["name"] for res in (CLUSTERQUEUES, RESOURCEFLAVORS) for o in client.to_dict(
+        left = [o["metadata"]["name"] for res in (CLUSTERQUEUES, RESOURCEFLAVORS, TOPOLOGIES) for o in client.to_dict(
             client.custom().list_cluster_custom_object(*res, label_selector=f"{rr.REPLAY_LABEL}={name}"))["items"]]
         client.close()
     (tmp_path / "records.json").write_text(json.dumps(result, indent=1))
@@ -76,6 +80,12 @@ def test_a_trace_replays_with_gangs_on_distinct_nodes_and_queues_behind_the_whol
     assert set(admitted) == {rr.jobset_name(j) for j in TRACE.jobs}
     q = outcome.queue_by_size(list(got.values()))
     assert q["all"]["jobs"] == q["all"]["started"] == 4
+    if topology == "preferred":   # as Slurm's topology/tree: every gang that fits a block of 8 inside one
+        where = outcome.placement(list(got.values()), k8s_records.block_of(raw))
+        assert where == {"block_nodes": 8, "multi_node_jobs": 3, "in_fewest_blocks": 3, "extra_blocks": 0}, where
+        # Kueue placed them: each admission carries its topology assignment
+        assert all("topologyAssignment" in ps for w in raw["workloads"]
+                   for ps in w["status"]["admission"]["podSetAssignments"]), raw["workloads"]
 
 
 def test_poc_scale_replay_stores_records_that_rederive(tmp_path, capsys, emulated):

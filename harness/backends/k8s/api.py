@@ -34,6 +34,7 @@ WORKLOADS = _resource(rj.KUEUE_API, "workloads")
 LOCALQUEUES = _resource(rj.KUEUE_API, "localqueues")
 CLUSTERQUEUES = _resource(rj.KUEUE_API, "clusterqueues")
 RESOURCEFLAVORS = _resource(rj.KUEUE_API, "resourceflavors")
+TOPOLOGIES = _resource(rj.KUEUE_API, "topologies")   # Kueue TAS
 CONFLICT = object()   # K8sClient.call(conflict_ok=True): the request got 409 Conflict
 
 

@@ -78,7 +78,7 @@ def _recorded(platform: str):
     rec = json.loads((FIXTURES / "replay" / f"{platform}_records.json").read_text())
     calls = []
 
-    def run(trace, name, timeout_s=None, say=print):
+    def run(trace, name, timeout_s=None, say=print, **kw):
         calls.append(name)
         body = {"raw": rec["raw"], "ended": True, "harness_cpu_s": 0.1, "looks": 3}
         if platform == "slurm":

@@ -75,3 +75,26 @@ def test_jobset_names_are_short_and_two_ids_never_share_one():
     ids = ["J_1", "j-1", "j.1", "x" * 100, "x" * 100 + "y"]
     names = [rr.jobset_name(_job(i)) for i in ids]
     assert len(set(names)) == len(ids) and all(len(n) <= 40 and rr.k8s_name(n) == n for n in names)
+
+
+def test_with_topology_aware_scheduling_the_flavor_names_a_topology_and_each_gang_prefers_one_block():
+    import dataclasses
+    tas = dataclasses.replace(TARGET, topology="preferred")
+    objs = rr.queue_objects(tas, rr.equal_quotas(trace(), 128))
+    kinds = [o["kind"] for o in objs]
+    assert kinds[:3] == ["Namespace", "Topology", "ResourceFlavor"]      # a flavor's topology must exist first
+    topo, flavor = objs[1], objs[2]
+    assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]] == [rr.BLOCK_LABEL, rr.RACK_LABEL,
+                                                                   "kubernetes.io/hostname"]
+    assert flavor["spec"]["topologyName"] == topo["metadata"]["name"]
+    assert topo["metadata"]["labels"] == {rr.REPLAY_LABEL: "x"}          # so the clean-up finds it
+    pod = rr.jobset(trace().jobs[0], tas)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert pod["metadata"]["annotations"][rr.PREFERRED_TOPOLOGY] == rr.BLOCK_LABEL
+    assert "Kueue TAS: each gang preferred inside one poc.scale/block" in rr.topology_text(tas)
+    # off: no Topology, no annotation, and the settings say so
+    assert "Topology" not in [o["kind"] for o in rr.queue_objects(TARGET, [])]
+    assert "topologyName" not in rr.queue_objects(TARGET, [])[1]["spec"]
+    assert "Kueue TAS off" in rr.topology_text(TARGET)
+    required = dataclasses.replace(TARGET, topology="required")
+    pod = rr.jobset(trace().jobs[0], required)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == rr.BLOCK_LABEL
