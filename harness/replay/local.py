@@ -39,8 +39,10 @@ def check_fits(trace: Trace, nodes: int, gpus: int, flag: str = "--k8s --provide
 
 
 def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
-               say: Callable[[str], None] = print) -> tuple[dict, int]:
-    """Replay `trace` on the local emulated nodes: (the replay's result, the cluster's GPUs)."""
+               say: Callable[[str], None] = print, topology: str = "preferred") -> tuple[dict, int]:
+    """Replay `trace` on the local emulated nodes: (the replay's result, the cluster's GPUs). topology:
+    Kueue TAS for every gang (render/replay_k8s.py TOPOLOGY_MODES), preferred by default as Slurm's
+    topology/tree is on the other side."""
     if not trace.jobs:
         raise ConfigError("the trace has no jobs", tip="poc scale show TRACE says what it holds")
     if not nk.is_up():
@@ -51,7 +53,7 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
     nodes, gpus = emulated_gpus(core)
     check_fits(trace, nodes, gpus)
     label = f"{name[:40].strip('-')}-{uuid.uuid4().hex[:6]}"
-    target = rr.Target(namespace=rr.k8s_name(f"poc-replay-{label}"), replay=rr.k8s_name(label),
+    target = rr.Target(namespace=rr.k8s_name(f"poc-replay-{label}"), replay=rr.k8s_name(label), topology=topology,
                        node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
     client = K8sClient(str(info.kubeconfig), timeout_s=60)
     rep = K8sReplay(client, target)
@@ -68,7 +70,7 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
                           "quotas": "equal_quotas: each tenant an equal share of the GPUs, borrowing the rest",
                           "limit_grace_s": target.limit_grace_s, "poll_s": rep.poll_s, "workers": rep.workers,
                           "pods": "KWOK: Running at once, Succeeded about 1 s after the annotated run time",
-                          "topology": "no topology-aware scheduling configured (Kueue TAS off): blocks are labels only",
+                          "topology": rr.topology_text(target),
                           "cleaned_up": gone}
     return result, nodes * gpus
 
