@@ -129,6 +129,41 @@ def placement_rate(outcomes: list[JobOutcome], window_s: float = 10.0) -> dict:
     return {"window_s": window_s, "jobs_per_s": best_jobs / window_s, "nodes_per_s": best_nodes / window_s}
 
 
+def throughput(outcomes: list[JobOutcome], trace_rate: float | None = None) -> dict:
+    """One replay's offered and achieved rates, from the scheduler's own records (not the harness's clock).
+
+    Offered: jobs submitted per second over the seconds the submissions are stamped in, first and
+    last both counted (whole-second stamps put every submission inside those seconds). Achieved: jobs,
+    and nodes (a pod or a task each), placed per second from the first submission to the last start,
+    counted the same way, so a scheduler that keeps up shows about the offered rate and one that
+    falls behind shows the rate it manages. That span includes the wait before the first start, which
+    over a short burst lowers the rate a little; ``placing_jobs_per_s`` counts from the first start
+    instead. ``lag_s``, last start minus last submission, is how far placement trails arrival at the
+    end. ``trace_rate``, the rate the trace was made to offer, is kept beside the measured one.
+    Unlike ``placement_rate`` (the busiest 10 s) this is over the whole burst, and not in ``figures``."""
+    submits = [o.submit for o in outcomes]
+    placed = [o for o in outcomes if o.start is not None]
+    out: dict = {"resolution_s": 1, "jobs": len(outcomes), "offered_nominal_jobs_per_s": trace_rate,
+                 "offered_jobs_per_s": None, "submit_span_s": None, "placed": len(placed),
+                 "never_placed": len(outcomes) - len(placed), "jobs_per_s": None, "nodes_per_s": None,
+                 "place_span_s": None, "placing_jobs_per_s": None, "lag_s": None}
+    if not outcomes:
+        return out
+    first, last = min(submits), max(submits)
+    out["submit_span_s"] = last - first + 1
+    out["offered_jobs_per_s"] = len(outcomes) / out["submit_span_s"]
+    if not placed:
+        out["jobs_per_s"] = out["nodes_per_s"] = 0.0   # nothing placed in the time it was offered
+        return out
+    starts = [o.start for o in placed if o.start is not None]
+    out["place_span_s"] = max(starts) - first + 1
+    out["jobs_per_s"] = len(placed) / out["place_span_s"]
+    out["nodes_per_s"] = sum(o.nodes for o in placed) / out["place_span_s"]
+    out["placing_jobs_per_s"] = len(placed) / (max(starts) - min(starts) + 1)
+    out["lag_s"] = max(starts) - last
+    return out
+
+
 def largest_jobs(outcomes: list[JobOutcome]) -> dict | None:
     """The gang admission of the biggest jobs: how long the jobs of the largest size waited."""
     if not outcomes:

@@ -6,6 +6,7 @@ import pytest
 
 from harness.scale.outcome import (
     JobOutcome,
+    figures,
     gpu_utilisation,
     largest_jobs,
     makespan_s,
@@ -14,6 +15,7 @@ from harness.scale.outcome import (
     placement_rate,
     queue_by_size,
     tenant_shares,
+    throughput,
     utilisation_series,
 )
 
@@ -84,3 +86,47 @@ def test_placement_counts_multi_node_jobs_in_the_fewest_blocks_and_the_blocks_be
     assert placement(out, block_of) == {"block_nodes": 4, "multi_node_jobs": 3, "in_fewest_blocks": 1,
                                         "extra_blocks": 1 + 2}
     assert placement(out, {}) is None and placement(out[3:], block_of) is None
+
+
+def test_throughput_of_a_scheduler_that_keeps_up_is_the_offered_rate():
+    # 2 jobs a second for 10 s, each started in the second it arrived: 20 jobs over 10 whole seconds
+    t0 = 1_700_000_000
+    out = [o(f"j{i}", 1 + i % 2, t0 + i // 2, t0 + i // 2, t0 + i // 2 + 5) for i in range(20)]
+    t = throughput(out, trace_rate=2)
+    assert t["resolution_s"] == 1 and t["offered_nominal_jobs_per_s"] == 2
+    assert t["submit_span_s"] == 10 and t["offered_jobs_per_s"] == 2.0
+    assert t["place_span_s"] == 10 and t["jobs_per_s"] == 2.0 and t["nodes_per_s"] == 3.0   # 30 nodes
+    assert t["placing_jobs_per_s"] == 2.0 and t["lag_s"] == 0 and t["never_placed"] == 0
+
+
+def test_throughput_of_a_scheduler_that_falls_behind_is_the_rate_it_manages():
+    # 40 jobs offered over 10 s (4/s), placed one a second from the first submission
+    out = [o(f"j{i}", 1, i // 4, i, i + 5) for i in range(40)]
+    t = throughput(out)
+    assert t["offered_jobs_per_s"] == 4.0 and t["offered_nominal_jobs_per_s"] is None
+    assert t["jobs_per_s"] == 1.0 and t["lag_s"] == 39 - 9
+
+
+def test_throughput_counts_jobs_never_placed_and_the_wait_before_the_first_start():
+    # 10 jobs in 0..4; 8 start 3 s after submission; 2 never start
+    out = [o(f"j{i}", 2, i // 2, i // 2 + 3, None, state="running") for i in range(8)]
+    out += [o("p1", 4, 4, None, None, state="pending"), o("p2", 4, 4, None, None, state="pending")]
+    t = throughput(out)
+    assert t["jobs"] == 10 and t["placed"] == 8 and t["never_placed"] == 2
+    assert t["place_span_s"] == 7 and t["jobs_per_s"] == pytest.approx(8 / 7)   # from 0 to the last start, 6
+    assert t["nodes_per_s"] == pytest.approx(16 / 7)
+    assert t["placing_jobs_per_s"] == pytest.approx(8 / 4)                      # from the first start, 3, to 6
+    assert t["lag_s"] == 6 - 4
+
+
+def test_throughput_with_nothing_placed_or_nothing_at_all():
+    t = throughput([o("a", 1, 0, None, None, state="pending")], trace_rate=1)
+    assert t["offered_jobs_per_s"] == 1.0 and t["jobs_per_s"] == 0.0 and t["lag_s"] is None
+    assert t["never_placed"] == 1
+    empty = throughput([])
+    assert empty["jobs"] == 0 and empty["offered_jobs_per_s"] is None and empty["jobs_per_s"] is None
+
+
+def test_throughput_is_not_among_the_stored_figures():
+    figs = figures([o("a", 1, 0, 1, 5)], total_gpus=8)
+    assert "placement_rate" in figs and "throughput" not in figs and "offered_jobs_per_s" not in str(figs)
