@@ -129,7 +129,15 @@ def report(rows: list[dict], a: argparse.Namespace, out: Path) -> None:
          "saturation": {p: dataclasses.asdict(s) for p, s in sat.items()}}, indent=1, sort_keys=True))
     rt.chart(rt.points(rows), out / "throughput.png", sat)
     print("\n" + "\n".join(rt.table(rows)) + "\n\n" + "\n".join(rt.saturation_lines(sat)))
-    print(f"\nstored {out} (throughput.json, throughput.png, one directory per rate)")
+    atomic_write(out / "throughput.md", "\n".join([
+        f"# Scheduler throughput against offered load: {a.nodes} emulated nodes × {a.gpus_per_node} GPUs", "",
+        f"Steady traces (harness/scale/steady.py): each rate offered for {a.seconds:g} s, jobs of {a.runtime} s, "
+        f"seed {a.seed}; Kueue TAS {a.k8s_topology}; one replay per rate and platform; times are the schedulers' "
+        "own whole-second records.", "", *rt.table(rows), "", *rt.saturation_lines(sat), "",
+        "![achieved against offered](throughput.png)", "",
+        f"Settings: `{json.dumps(settings, sort_keys=True)}`. Each rate's replay (raw records, figures) is in its "
+        "own directory here; `poc scale rederive DIR/<rate>` re-derives it.", ""]))
+    print(f"\nstored {out} (throughput.md, throughput.json, throughput.png, one directory per rate)")
 
 
 if __name__ == "__main__":
