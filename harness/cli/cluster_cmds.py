@@ -66,7 +66,9 @@ def _emulated(args, say, runner=None, ensure_image=None) -> dict:
                        racks_per_block=args.racks_per_block).check() if args.k8s else None
     slurm_shape = emulated.EmulatedShape(nodes=args.emulated, gpus_per_node=args.gpus_per_node,
                                          rack_size=args.rack_size,
-                                         racks_per_block=args.racks_per_block) if args.slurm else None
+                                         racks_per_block=args.racks_per_block,
+                                         priority_decay_half_life_min=args.fairshare_half_life,
+                                         priority_max_age_min=args.fairshare_half_life) if args.slurm else None
     if slurm_shape is not None:
         release = args.release or images.DEFAULT_RELEASE
         image = (ensure_image or images.ensure_slurm_emulated_image)(release, say)

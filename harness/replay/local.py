@@ -4,6 +4,7 @@ Checks that the trace fits the nodes before anything is submitted, and leaves no
 behind, interrupted or not."""
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 
@@ -12,7 +13,7 @@ from ..clusters import images
 from ..clusters import native_k8s as nk
 from ..clusters.k8s import kwok
 from ..clusters.slurm import emulated
-from ..errors import ConfigError
+from ..errors import BackendError, ConfigError
 from ..render import replay_k8s as rr
 from ..render import replay_slurm as rsl
 from ..scale.trace import Trace
@@ -98,9 +99,81 @@ def emulated_slurm_nodes(shell=slurm_shell) -> tuple[int, int]:
     return len(gpus), min(gpus.values(), default=0)
 
 
+def slurm_accounts(shell=slurm_shell) -> set[str]:
+    res = shell(["sacctmgr", "-n", "-P", "list", "account", "format=account"], timeout=60)
+    if res.returncode != 0:
+        raise BackendError(f"sacctmgr list account failed (exit {res.returncode}): "
+                           f"{(res.stderr or res.stdout).strip()[-300:]}",
+                           tip="the emulated Slurm cluster needs slurmdbd: `poc cluster down --slurm --emulated`, "
+                               "then up again with the current image")
+    return {line.strip() for line in res.stdout.splitlines() if line.strip()}
+
+
+def make_accounts(shares: list[rsl.AccountShare], shell=slurm_shell, wait_s: float = 30,
+                  sleep: Callable[[float], None] | None = None) -> list[str]:
+    """Add the accounts that do not exist yet (an existing one, `root` included, is used as it is and
+    never removed), then wait until slurmctld knows them all, or sbatch could refuse the first jobs.
+    Returns the accounts made; on a failure removes them and raises."""
+    sleep = sleep or time.sleep
+    existing = slurm_accounts(shell)
+    new = [a for a in shares if a.account not in existing]
+    made: list[str] = []
+    try:
+        for argv in rsl.account_setup(new):
+            res = shell(argv, timeout=60)
+            if res.returncode != 0:
+                raise BackendError(f"{' '.join(argv[:4])} {argv[4]} failed (exit {res.returncode}): "
+                                   f"{(res.stderr or res.stdout).strip()[-300:]}")
+            if argv[3] == "account":
+                made.append(argv[4])
+        want = {a.account for a in shares}
+        deadline = time.monotonic() + wait_s
+        while True:
+            res = shell(["sshare", "-n", "-P", "-o", "Account", "-A", ",".join(sorted(want))], timeout=60)
+            if want <= {ln.strip() for ln in res.stdout.splitlines()}:
+                return made
+            if time.monotonic() >= deadline:
+                raise BackendError(f"slurmctld did not learn the accounts {sorted(want)} within {wait_s:g} s",
+                                   tip="see /var/log/slurm/slurmdbd.log in the container")
+            sleep(0.5)
+    except BaseException:
+        remove_accounts(made, shell, wait_s=10, sleep=sleep)
+        raise
+
+
+def remove_accounts(accounts: list[str], shell=slurm_shell, wait_s: float = 60,
+                    sleep: Callable[[float], None] | None = None) -> str:
+    """Remove root from the accounts and the accounts. sacctmgr refuses while a job of theirs is still
+    on the cluster (a cancelled job completing), so it retries until wait_s: "" or the last error."""
+    if not accounts:
+        return ""
+    sleep = sleep or time.sleep
+    deadline, error = time.monotonic() + wait_s, ""
+    while True:
+        user, account = rsl.account_teardown(accounts)
+        shell(user, timeout=60)     # nothing to remove is fine; the account removal below says what matters
+        res = shell(account, timeout=60)
+        left = set(accounts) & slurm_accounts(shell) if res.returncode == 0 else set(accounts)
+        if not left:
+            return ""
+        error = (res.stderr or res.stdout).strip()[-300:] or f"still there: {sorted(left)}"
+        if time.monotonic() >= deadline:
+            return error
+        sleep(2)
+
+
+SLURM_SETTINGS = ("SchedulerType", "SchedulerParameters", "SelectType", "PriorityType", "PriorityWeightFairShare",
+                  "PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightQOS", "PriorityDecayHalfLife",
+                  "PriorityMaxAge", "PriorityCalcPeriod", "PriorityFlags", "AccountingStorageEnforce")
+
+
 def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
                  say: Callable[[str], None] = print, shell=slurm_shell) -> tuple[dict, int]:
-    """Replay `trace` on the emulated Slurm cluster: (the replay's result, the cluster's GPUs)."""
+    """Replay `trace` on the emulated Slurm cluster: (the replay's result, the cluster's GPUs).
+
+    Each tenant is an account for the replay's length, with the shares of Kubernetes' equal quotas
+    (render/replay_slurm.py has the mapping); accounts it made are removed afterwards, interrupted or
+    not, and what `sshare` showed at the end is kept."""
     if not trace.jobs:
         raise ConfigError("the trace has no jobs", tip="poc scale show TRACE says what it holds")
     nodes, gpus = emulated_slurm_nodes(shell)
@@ -111,14 +184,29 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
     target = rsl.SlurmTarget(replay=rsl.slurm_name(f"{name[:40]}-{uuid.uuid4().hex[:6]}"))
     rep = SlurmReplay(shell, target)
     timeout_s = timeout_s if timeout_s is not None else default_timeout(trace)
+    shares = rsl.account_shares(rr.equal_quotas(trace, nodes * gpus))
     say(f"[slurm] replaying {len(trace.jobs)} jobs on {nodes} emulated nodes × {gpus} GPUs "
-        f"(job name {target.replay}; watching at most {timeout_s:g} s)")
-    result = rep.run(trace, timeout_s)
+        f"(job name {target.replay}; accounts {', '.join(f'{a.account}={a.fairshare}' for a in shares)}; "
+        f"watching at most {timeout_s:g} s)")
+    made = make_accounts(shares, shell)
+    try:
+        result = rep.run(trace, timeout_s)
+        share = shell(["sshare", "-a", "-P", "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"],
+                      timeout=60).stdout.splitlines()
+    finally:
+        left = remove_accounts(made, shell)
     conf = shell(["scontrol", "show", "config"], timeout=60).stdout
     sched = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in conf.splitlines())
-             if k.strip() in ("SchedulerType", "SchedulerParameters", "SelectType", "PriorityType")}
+             if k.strip() in SLURM_SETTINGS}
     result["settings"] = {"nodes": nodes, "gpus_per_node": gpus, "job_name": target.replay, **sched,
-                          "tenants": "each tenant an account; no slurmdbd, so no fair share or limits per account",
+                          "tenants": "each tenant an account in slurmdbd (associations enforced); equal_quotas as "
+                                     "fair-share weights: shares = nominal GPUs, no GPU cap (borrowing unlimited); "
+                                     "the fair-share factor is 0 until slurmctld's first PriorityCalcPeriod "
+                                     "pass after the accounts are made",
+                          "accounts": [{"account": a.account, "tenant": a.tenant, "fairshare": a.fairshare,
+                                        "max_gpus": a.max_gpus, "made_for_replay": a.account in made}
+                                       for a in shares],
+                          "sshare_at_end": share, "accounts_removed": not left, "accounts_removal_error": left,
                           "limit_grace_s": target.limit_grace_s, "time_resolution": "whole minutes (--time)",
                           "poll_s": rep.poll_s}
     return result, nodes * gpus

@@ -8,14 +8,25 @@ idle slurmd plus a slurmstepd while it runs a job. The scheduler is not emulated
 priority/multifactor and topology/tree are the plugins a site runs; srun steps run on every node of
 an allocation, and each sees its GPUs (``SLURM_GPUS_ON_NODE``, ``CUDA_VISIBLE_DEVICES``).
 
+Accounting: slurmdbd and a small MariaDB (127.0.0.1 only) run in the same container, a fresh database
+per start, so accounts are associations that slurmctld enforces (``AccountingStorageEnforce``: a job
+of an unknown account is refused at submit), and fair share and age weigh in the job priority as on
+a site's cluster. The replay makes one account per tenant (harness/replay/local.py) with the shares
+that mirror Kubernetes' quotas. Fair share decays with ``PriorityDecayHalfLife``: a replay compressed
+by a factor should compress the half-life (and ``PriorityMaxAge``) by the same factor, which is why
+they are settings of the shape; Slurm counts both in whole minutes, so compression stops at one.
+
 What it costs (2 cores, 24 GiB, 8 GPUs a node; ``benchmarks/slurm_emulated_scale.py``): all nodes
 idle 1 s after ``docker run`` at 64 nodes, 12 s at 256, 23 s at 1,000, 44 s at 2,000. Each slurmd
 reads the whole configuration (every node and switch), so its memory grows with N: the idle container
 took 0.11, 0.5, 3.1 and 9.0 GiB, about N × (1.65 + 0.0015 N) MiB, which extrapolates to a ceiling
 near 3,000 nodes on a 24 GiB host.
-A running job adds a slurmstepd (about 1.3 MiB). Without slurmdbd, fair share and age do not weigh in.
+A running job adds a slurmstepd (about 1.3 MiB). Those figures predate slurmdbd; MariaDB and slurmdbd
+add a fixed amount that does not grow with N: at 16 nodes the idle container took 129 MiB with them and
+53 MiB once both were stopped (MariaDB about 100 MiB RSS, slurmdbd 10); ``memory()`` reports each.
 
-Rendering (``render_slurm_conf``, ``render_gres_conf``, ``render_topology_conf``) is pure; the
+Rendering (``render_slurm_conf``, ``render_slurmdbd_conf``, ``render_gres_conf``, ``render_topology_conf``)
+is pure; the
 ``EmulatedSlurm`` driver takes a runner (argv list → CompletedProcess), so tests can record calls.
 Nothing here touches the ``poc-slurm-*`` containers of the Slurm-in-Docker cluster.
 """
@@ -43,7 +54,9 @@ LABEL = "k8s-slurm-poc.cluster=slurm-emulated"
 # the running container's configuration and image, so `up` can tell "already up as asked" from "up, but other"
 CONFIG_LABEL = "k8s-slurm-poc.slurm-emulated.config"
 STATE_NAME = "slurm-emulated"      # under the state directory, beside the other clusters' (harness.paths)
-CONF_DIR_IN_CONTAINER = "/etc/slurm"
+# the rendered files, mounted read-only; the entrypoint copies them to /etc/slurm, where slurmdbd.conf
+# must be owned by the SlurmUser with mode 600, which a bind mount of a host's file cannot be
+CONF_DIR_IN_CONTAINER = "/etc/slurm-poc"
 # made by the entrypoint with mknod (CAP_MKNOD is in Docker's default set); nothing ever opens them
 FAKE_GPU_DIR = "/dev/fakegpu"
 NVIDIA_MAJOR = 195
@@ -64,6 +77,18 @@ class EmulatedShape:
     racks_per_block: int = 4
     base_port: int = 17_000
     scheduler_parameters: str = "bf_interval=5,sched_interval=5,bf_continue"
+    # priority/multifactor with slurmdbd. Fair share dominates (as a site that shares a cluster among
+    # tenants sets it), age breaks ties among a tenant's own jobs, QOS is kept from before.
+    # Half-life, max age and the recalculation period are minutes (Slurm's resolution): Slurm's
+    # defaults are 7 days, 7 days and 5 minutes; a trace compressed k-fold wants them divided by k.
+    # The period is 1 here, not 5: a replay makes its accounts just before it submits, and their
+    # fair-share factor is 0 (no weight at all) until the first recalculation after that (seen: still
+    # 0 at 56 s, live at the first pass after a minute).
+    priority_weight_fairshare: int = 10_000
+    priority_weight_age: int = 1_000
+    priority_decay_half_life_min: int = 7 * 24 * 60
+    priority_max_age_min: int = 7 * 24 * 60
+    priority_calc_period_min: int = 1
 
     def __post_init__(self) -> None:
         tip = "e.g. --emulated 256 --gpus-per-node 8 --rack-size 16 --racks-per-block 4"
@@ -71,6 +96,14 @@ class EmulatedShape:
             if getattr(self, name) < 1:
                 raise ConfigError(f"emulated Slurm: {name.replace('_', ' ')} must be at least 1, "
                                   f"not {getattr(self, name)}", tip=tip)
+        for name in ("priority_decay_half_life_min", "priority_max_age_min", "priority_calc_period_min"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"emulated Slurm: {name.replace('_', ' ')} must be at least 1 (Slurm counts "
+                                  f"whole minutes), not {getattr(self, name)}", tip="e.g. a half-life of 60 minutes")
+        for name in ("priority_weight_fairshare", "priority_weight_age"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"emulated Slurm: {name.replace('_', ' ')} must be 0 or more, "
+                                  f"not {getattr(self, name)}", tip="e.g. 10000 for fair share, 1000 for age")
         if self.gpus_per_node < 0:
             raise ConfigError(f"emulated Slurm: GPUs per node must be 0 or more, not {self.gpus_per_node}", tip=tip)
         if self.base_port < 1024 or self.base_port + self.nodes > 65_535:
@@ -150,17 +183,49 @@ def render_slurm_conf(shape: EmulatedShape) -> str:
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "PriorityType=priority/multifactor",
-        # no age or fair-share weight: without slurmdbd slurmctld ignores both (and logs an error)
+        f"PriorityWeightFairshare={shape.priority_weight_fairshare}",
+        f"PriorityWeightAge={shape.priority_weight_age}",
         "PriorityWeightJobSize=1000",
         "PriorityWeightQOS=10000",
+        f"PriorityDecayHalfLife={shape.priority_decay_half_life_min}",
+        f"PriorityMaxAge={shape.priority_max_age_min}",
+        f"PriorityCalcPeriod={shape.priority_calc_period_min}",
         "TopologyPlugin=topology/tree",
-        # No slurmdbd here: the job completion log keeps each finished job's nodes and times.
+        # slurmdbd in this container (the entrypoint starts it first): accounts are associations, and a
+        # job of an account that is not one, or over an association's or QOS's limit, is refused.
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "AccountingStorageHost=localhost",
+        "AccountingStorageEnforce=associations,limits,qos",
+        # GPU-hours per account, the usage fair share weighs besides CPU
+        "AccountingStorageTRES=gres/gpu",
+        # The replay reads the job completion log (each finished job's nodes and times), not sacct:
+        # one file read after the replay, whatever slurmdbd has committed by then.
         "JobCompType=jobcomp/filetxt",
         "JobCompLoc=/var/log/slurm/jobcomp.log",
         "GresTypes=gpu",
         f"NodeName={nodes} NodeHostname={HOSTNAME} NodeAddr=127.0.0.1 Port={ports} "
         f"CPUs={shape.cpus_per_node} RealMemory={shape.memory_mb}{gres} State=UNKNOWN",
         f"PartitionName=emu Nodes={nodes} Default=YES MaxTime=INFINITE State=UP",
+        "",
+    ])
+
+
+def render_slurmdbd_conf() -> str:
+    """slurmdbd and MariaDB on this container's loopback. No password here: the entrypoint makes one per
+    start and appends StoragePass to its copy, so nothing on the host holds it."""
+    return "\n".join([
+        "AuthType=auth/munge",
+        "DbdHost=localhost",
+        "SlurmUser=slurm",
+        "StorageType=accounting_storage/mysql",
+        "StorageHost=localhost",
+        "StoragePort=3306",
+        "StorageUser=slurm",
+        "StorageLoc=slurm_acct_db",
+        "LogFile=/var/log/slurm/slurmdbd.log",
+        "PidFile=/run/slurmdbd.pid",
+        # startup and connection problems, not a line per request
+        "DebugLevel=info",
         "",
     ])
 
@@ -200,14 +265,16 @@ def default_conf_dir() -> Path:
 def config_id(shape: EmulatedShape, image: str) -> str:
     """A short hash of the rendered files and the image: equal ids, the same cluster."""
     h = hashlib.sha256(image.encode())
-    for text in (render_slurm_conf(shape), render_gres_conf(shape), render_topology_conf(shape)):
+    for text in (render_slurm_conf(shape), render_slurmdbd_conf(), render_gres_conf(shape),
+                 render_topology_conf(shape)):
         h.update(text.encode())
     return h.hexdigest()[:12]
 
 
 def write_config(shape: EmulatedShape, conf_dir: Path) -> Path:
-    """The three files under conf_dir (mounted at /etc/slurm)."""
+    """The four files under conf_dir (mounted at CONF_DIR_IN_CONTAINER, copied to /etc/slurm)."""
     conf_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(conf_dir / "slurmdbd.conf", render_slurmdbd_conf().encode(), mode=0o600)
     atomic_write(conf_dir / "slurm.conf", render_slurm_conf(shape).encode(), mode=0o644)
     atomic_write(conf_dir / "gres.conf", render_gres_conf(shape).encode(), mode=0o644)
     atomic_write(conf_dir / "topology.conf", render_topology_conf(shape).encode(), mode=0o644)
@@ -330,7 +397,7 @@ class EmulatedSlurm:
         one program; PSS splits shared pages among their users and sums to what the daemons cost."""
         out: dict[str, float] = {}
         ps = self.exec(["sh", "-c", _PS_SCRIPT]).stdout
-        for daemon in ("slurmd", "slurmctld", "slurmstepd"):
+        for daemon in ("slurmd", "slurmctld", "slurmstepd", "slurmdbd", "mariadbd"):
             rows = [line.split()[1:] for line in ps.splitlines() if line.split()[:1] == [daemon]]
             out[f"{daemon}_count"] = len(rows)
             out[f"{daemon}_rss_mib"] = round(sum(int(r[0]) for r in rows) / 1024, 1)

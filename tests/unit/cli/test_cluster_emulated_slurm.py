@@ -44,12 +44,20 @@ def test_up_slurm_emulated_starts_only_the_emulated_container_with_the_shape_fla
     etc = tmp_path / "slurm-emulated" / "etc"
     assert res["conf_dir"] == str(etc)
     run = next(c for c in rec.calls if c[:2] == ["docker", "run"])
-    assert f"{etc}:/etc/slurm:ro" in run and run[-2:] == ["img:tag", "e[0001-0016]"]
+    assert f"{etc}:/etc/slurm-poc:ro" in run and run[-2:] == ["img:tag", "e[0001-0016]"]
     assert "Gres=gpu:4" in (etc / "slurm.conf").read_text()
     assert (etc / "topology.conf").read_text().splitlines()[-1] == "SwitchName=top Switches=b[1-2]"
     # the Slurm-in-Docker cluster is neither started nor touched
     assert all(c[0] == "docker" and "poc-slurm-slurmctld" not in c and "compose" not in c for c in rec.calls)
     assert any("16 emulated nodes × 4 GPUs" in s for s in said)
+
+
+def test_up_slurm_emulated_compresses_the_fair_share_half_life(tmp_path, monkeypatch):
+    monkeypatch.setenv("POC_STATE_DIR", str(tmp_path))
+    args = _args("up", "--slurm", "--emulated", "16", "--fairshare-half-life", "60")
+    _emulated(args, print, runner=Recorder(nodes=16), ensure_image=lambda release, say: "img:tag")
+    lines = (tmp_path / "slurm-emulated" / "etc" / "slurm.conf").read_text().splitlines()
+    assert "PriorityDecayHalfLife=60" in lines and "PriorityMaxAge=60" in lines
 
 
 def test_down_slurm_emulated_removes_only_its_container_and_network():

@@ -35,6 +35,36 @@ def test_slurm_conf_one_node_line_with_a_port_each_and_the_real_scheduler():
         assert setting in text.splitlines()
 
 
+def test_slurm_conf_enforces_slurmdbd_associations_and_weighs_fair_share_and_age():
+    lines = emulated.render_slurm_conf(EmulatedShape(nodes=4)).splitlines()
+    for setting in ("AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
+                    "AccountingStorageEnforce=associations,limits,qos", "AccountingStorageTRES=gres/gpu",
+                    "PriorityWeightFairshare=10000", "PriorityWeightAge=1000",
+                    "PriorityDecayHalfLife=10080", "PriorityMaxAge=10080", "PriorityCalcPeriod=1",
+                    # the replay reads the job completion log, slurmdbd or not
+                    "JobCompType=jobcomp/filetxt"):
+        assert setting in lines
+
+
+def test_a_compressed_replay_compresses_the_half_life_in_whole_minutes():
+    shape = EmulatedShape(nodes=4, priority_decay_half_life_min=60, priority_max_age_min=30,
+                          priority_calc_period_min=2, priority_weight_fairshare=500, priority_weight_age=0)
+    lines = emulated.render_slurm_conf(shape).splitlines()
+    for setting in ("PriorityDecayHalfLife=60", "PriorityMaxAge=30", "PriorityCalcPeriod=2",
+                    "PriorityWeightFairshare=500", "PriorityWeightAge=0"):
+        assert setting in lines
+    assert emulated.config_id(shape, "img") != emulated.config_id(EmulatedShape(nodes=4), "img")
+
+
+def test_slurmdbd_conf_is_local_and_holds_no_password():
+    text = emulated.render_slurmdbd_conf()
+    lines = text.splitlines()
+    for setting in ("DbdHost=localhost", "SlurmUser=slurm", "StorageType=accounting_storage/mysql",
+                    "StorageHost=localhost", "StorageUser=slurm", "StorageLoc=slurm_acct_db"):
+        assert setting in lines
+    assert "StoragePass" not in text     # the entrypoint makes one per start, inside the container
+
+
 def test_slurm_conf_without_gpus_has_no_gres_on_nodes():
     text = emulated.render_slurm_conf(EmulatedShape(nodes=1, gpus_per_node=0))
     assert _lines(text, "NodeName=") == [
@@ -75,17 +105,21 @@ def test_topology_covers_every_node_once_at_1000():
 
 
 @pytest.mark.parametrize("kwargs", [{"nodes": 0}, {"nodes": 4, "gpus_per_node": -1},
-                                    {"nodes": 4, "rack_size": 0}, {"nodes": 60_000}])
+                                    {"nodes": 4, "rack_size": 0}, {"nodes": 60_000},
+                                    {"nodes": 4, "priority_decay_half_life_min": 0},
+                                    {"nodes": 4, "priority_calc_period_min": 0},
+                                    {"nodes": 4, "priority_weight_fairshare": -1}])
 def test_shape_refuses_impossible_values_with_a_tip(kwargs):
     with pytest.raises(ConfigError) as err:
         EmulatedShape(**kwargs)
     assert err.value.message.startswith("emulated Slurm: ") and err.value.tip
 
 
-def test_write_config_writes_the_three_files(tmp_path):
+def test_write_config_writes_the_four_files_slurmdbd_conf_private(tmp_path):
     emulated.write_config(EmulatedShape(nodes=4, gpus_per_node=2), tmp_path / "etc")
     names = sorted(p.relative_to(tmp_path / "etc").as_posix() for p in (tmp_path / "etc").rglob("*"))
-    assert names == ["gres.conf", "slurm.conf", "topology.conf"]
+    assert names == ["gres.conf", "slurm.conf", "slurmdbd.conf", "topology.conf"]
+    assert (tmp_path / "etc" / "slurmdbd.conf").stat().st_mode & 0o777 == 0o600
 
 
 def test_parsers():
@@ -114,7 +148,8 @@ def test_up_starts_one_container_on_its_own_network_and_waits_for_idle(tmp_path)
     run = next(c for c in rec.calls if c[:2] == ["docker", "run"])
     assert run[run.index("--network") + 1] == "poc-slurm-emulated"
     assert run[-2:] == ["img:tag", "e[0001-0002]"]
-    assert f"{tmp_path / 'etc'}:/etc/slurm:ro" in run
+    # mounted beside /etc/slurm: the entrypoint copies the files there, slurmdbd.conf as slurm's, mode 600
+    assert f"{tmp_path / 'etc'}:/etc/slurm-poc:ro" in run
     config_id = emulated.config_id(EmulatedShape(nodes=2), "img:tag")
     assert f"{emulated.CONFIG_LABEL}={config_id}" in run
     assert "POC_FAKE_GPUS=8" in run    # the entrypoint makes the devices gres.conf names

@@ -1,0 +1,104 @@
+"""The emulated Slurm replay's tenants as slurmdbd accounts (harness/replay/local.py), with a fake
+cluster shell: the accounts are made with the equal-quota shares before the replay and removed after
+it, also when the replay fails; accounts that existed before are used and never removed."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from harness.errors import BackendError
+from harness.replay import local
+from harness.replay.slurm import SlurmReplay
+from harness.scale.trace import NodeShape, Trace, TraceJob
+
+
+def trace(*tenants: str) -> Trace:
+    jobs = tuple(TraceJob(id=f"j{i}", submit_s=0, tenant=t, nodes=1, gpus_per_node=2, limit_s=60, runtime_s=5)
+                 for i, t in enumerate(tenants))
+    return Trace(name="t", source="unit", shape=NodeShape(nodes=2, gpus_per_node=4), duration_s=10, jobs=jobs)
+
+
+class FakeSlurm:
+    """Two nodes × 4 GPUs; sacctmgr and sshare over a set of accounts; every argv recorded."""
+
+    def __init__(self, accounts=("root",), busy_deletes: int = 0):
+        self.accounts = set(accounts)
+        self.calls: list[list[str]] = []
+        self.busy_deletes = busy_deletes     # deletes refused as if a job were still completing
+
+    def __call__(self, argv, input=None, timeout=None):
+        self.calls.append(list(argv))
+        out, rc = "", 0
+        if argv[0] == "sinfo":
+            out = "e0001 gpu:4\ne0002 gpu:4\n"
+        elif argv[:4] == ["sacctmgr", "-n", "-P", "list"]:
+            out = "".join(f"{a}\n" for a in sorted(self.accounts))
+        elif argv[:4] == ["sacctmgr", "-i", "add", "account"]:
+            self.accounts.add(argv[4])
+        elif argv[:4] == ["sacctmgr", "-i", "delete", "account"]:
+            if self.busy_deletes:
+                self.busy_deletes -= 1
+                out, rc = " Error with request: Job(s) active, cancel job(s) before remove\n", 1
+            else:
+                self.accounts -= set(argv[4].removeprefix("name=").split(","))
+        elif argv[0] == "sshare":
+            out = "".join(f"{a}\n" for a in sorted(self.accounts))
+        elif argv[:3] == ["scontrol", "show", "config"]:
+            out = "PriorityWeightFairShare = 10000\nPriorityDecayHalfLife   = 7-00:00:00\nOther = x\n"
+        return subprocess.CompletedProcess(argv, rc, out, "")
+
+
+def test_each_tenant_an_account_with_equal_shares_made_before_and_removed_after(monkeypatch):
+    fake = FakeSlurm(accounts=("root", "b"))
+    seen = {}
+
+    def run(self, trace, timeout_s):
+        seen["accounts_during"] = set(fake.accounts)
+        return {"platform": "slurm"}
+
+    monkeypatch.setattr(SlurmReplay, "run", run)
+    result, gpus = local.replay_slurm(trace("a", "b", "a"), "n", timeout_s=5, say=lambda _: None, shell=fake)
+    assert gpus == 8 and seen["accounts_during"] == {"root", "a", "b"}
+    assert ["sacctmgr", "-i", "add", "account", "a", "fairshare=4"] in fake.calls
+    assert ["sacctmgr", "-i", "add", "user", "root", "account=a"] in fake.calls
+    # b existed before the replay: used as it is, never changed or removed
+    assert not any("b" in c or "account=b" in c or "name=b" in c for c in fake.calls if c[:2] == ["sacctmgr", "-i"])
+    assert fake.accounts == {"root", "b"}
+    s = result["settings"]
+    assert s["accounts"] == [
+        {"account": "a", "tenant": "a", "fairshare": 4, "max_gpus": None, "made_for_replay": True},
+        {"account": "b", "tenant": "b", "fairshare": 4, "max_gpus": None, "made_for_replay": False}]
+    assert s["PriorityWeightFairShare"] == "10000" and "Other" not in s and s["accounts_removed"] is True
+    assert s["sshare_at_end"] == ["a", "b", "root"]
+
+
+def test_accounts_are_removed_when_the_replay_fails_and_removal_waits_for_active_jobs(monkeypatch):
+    fake = FakeSlurm(busy_deletes=1)
+
+    def run(self, trace, timeout_s):
+        raise BackendError("squeue failed")
+
+    monkeypatch.setattr(SlurmReplay, "run", run)
+    monkeypatch.setattr(local.time, "sleep", lambda _s: None)
+    with pytest.raises(BackendError):
+        local.replay_slurm(trace("a", "c"), "n", timeout_s=5, say=lambda _: None, shell=fake)
+    assert fake.accounts == {"root"}
+    deletes = [c for c in fake.calls if c[:4] == ["sacctmgr", "-i", "delete", "account"]]
+    assert deletes == [["sacctmgr", "-i", "delete", "account", "name=a,c"]] * 2
+
+
+def test_a_failed_account_setup_removes_what_it_made_and_says_which():
+    fake = FakeSlurm()
+    real = fake.__call__
+
+    def shell(argv, input=None, timeout=None):
+        if argv[:5] == ["sacctmgr", "-i", "add", "account", "c"]:
+            return subprocess.CompletedProcess(argv, 1, "", "sacctmgr: error: Problem talking to the database")
+        return real(argv, input, timeout)
+
+    shares = local.rsl.account_shares(local.rr.equal_quotas(trace("a", "c"), 8))
+    with pytest.raises(BackendError) as err:
+        local.make_accounts(shares, shell, sleep=lambda _s: None)
+    assert "Problem talking to the database" in err.value.message
+    assert fake.accounts == {"root"}
