@@ -91,7 +91,11 @@ def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: f
             kwok.up(L, kwok.Shape(nodes=nodes, gpus=gpus))
         else:
             emulated.down()
-            emulated.EmulatedSlurm(emulated.EmulatedShape(nodes=nodes, gpus_per_node=gpus),
+            # fair share's memory compressed like the trace: Slurm's default half-life (and PriorityMaxAge), 7 days
+            half_life = max(1, round(7 * 24 * 60 / trace.compression))
+            emulated.EmulatedSlurm(emulated.EmulatedShape(nodes=nodes, gpus_per_node=gpus,
+                                                          priority_decay_half_life_min=half_life,
+                                                          priority_max_age_min=half_life),
                                    emulated.default_conf_dir(), images.ensure_slurm_emulated_image()).up()
         up_s = time.monotonic() - t_up
         cpu0, slurm0, wall0 = k8s_cpu(L), slurm_cpu(), time.monotonic()
