@@ -73,7 +73,8 @@ def slurm_cpu() -> float | None:
 
 
 def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: float, seed: int,
-        platforms: list[str], out: Path, repeat: int = 1, topology: str = "preferred") -> None:
+        platforms: list[str], out: Path, repeat: int = 1, topology: str = "preferred",
+        timeout_s: float | None = None) -> None:
     # limits up to 4 h (not 48 h) and a 20-minute median run: at 60x a replay's tail stays within minutes
     params = synthetic.SyntheticParams(nodes=nodes, gpus_per_node=gpus, hours=hours, target_load=load,
                                        runtime_median_s=1200, limit_menu_s=(900, 1800, 3600, 7200, 14400))
@@ -100,8 +101,8 @@ def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: f
         up_s = time.monotonic() - t_up
         cpu0, slurm0, wall0 = k8s_cpu(L), slurm_cpu(), time.monotonic()
         say = lambda m: print("  " + m, flush=True)   # noqa: E731
-        result, total = (local.replay_k8s(trace, f"bench-{nodes}n", say=say, topology=topology) if p == "k8s"
-                         else local.replay_slurm(trace, f"bench-{nodes}n", say=say))
+        result, total = (local.replay_k8s(trace, f"bench-{nodes}n", timeout_s, say=say, topology=topology)
+                         if p == "k8s" else local.replay_slurm(trace, f"bench-{nodes}n", timeout_s, say=say))
         wall = time.monotonic() - wall0
         cpu1, slurm1 = k8s_cpu(L), slurm_cpu()
         if p == "k8s":
@@ -140,6 +141,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="replays per platform and size, alternating")
     ap.add_argument("--k8s-topology", choices=["preferred", "required", "off"], default="preferred",
                     help="Kueue TAS for each gang (default preferred, as Slurm's topology/tree)")
+    ap.add_argument("--timeout", type=float, metavar="SECONDS",
+                    help="stop watching a replay after this long (default: its last submit plus the longest "
+                         "limit, plus two minutes); a replay that had not ended is stored with the jobs left")
     a = ap.parse_args()
     if not nk.is_up():
         raise SystemExit("ERROR the native Kubernetes cluster is not up\nTIP poc cluster up --k8s --provider native")
@@ -149,7 +153,7 @@ def main() -> None:
         for n in a.nodes:
             where = a.out / f"{a.name}-{n}n" if a.name else out / f"{n}n"
             one(L, n, a.gpus_per_node, a.window, a.hours, a.load, a.seed, a.platform or ["k8s", "slurm"], where,
-                a.repeat, a.k8s_topology)
+                a.repeat, a.k8s_topology, a.timeout)
     finally:
         print(f"\nremoved: {json.dumps({'k8s': kwok.down(L), 'slurm': emulated.down()})}")
 

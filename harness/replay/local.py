@@ -11,7 +11,7 @@ from collections.abc import Callable
 from ..backends.k8s.api import K8sClient, qty
 from ..clusters import images
 from ..clusters import native_k8s as nk
-from ..clusters.k8s import kwok
+from ..clusters.k8s import components, kwok
 from ..clusters.slurm import emulated
 from ..errors import BackendError, ConfigError
 from ..render import replay_k8s as rr
@@ -72,6 +72,7 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
                           "limit_grace_s": target.limit_grace_s, "poll_s": rep.poll_s, "workers": rep.workers,
                           "pods": "KWOK: Running at once, Succeeded about 1 s after the annotated run time",
                           "topology": rr.topology_text(target),
+                          "client_rate_limits_qps_burst": components.CLIENT_RATE_LIMITS,
                           "cleaned_up": gone}
     return result, nodes * gpus
 

@@ -197,6 +197,16 @@ def jobset_config(L: Layout) -> Path:
     return path
 
 
+# Each controller's client-side limit on API requests (queries per second / burst), none set here, so
+# each at its own default (read from the v1.34.4, Kueue v0.14.5 and JobSet v0.10.1 sources). At scale
+# they bound how fast admissions, pods and bindings can be written, so a replay records them beside
+# its figures: a site that raised them can see other rates.
+CLIENT_RATE_LIMITS = {"kueue": "20/30 (Configuration clientConnection, default)",
+                      "kube-controller-manager": "20/30 (--kube-api-qps/--kube-api-burst, default)",
+                      "kube-scheduler": "50/100 (clientConnection, default)",
+                      "jobset": "500 (--kube-api-qps, default)"}
+
+
 def kueue_config(L: Layout) -> Path:
     cfg = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta1",
