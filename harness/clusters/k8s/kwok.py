@@ -191,12 +191,14 @@ def stop(L: Layout) -> bool:
 
 # ------------------------------------------------------------------ the fake nodes (through the API)
 
-def create_nodes(core, shape: Shape, workers: int = 8, body: Callable[[int, Shape], dict] = node_manifest) -> list[str]:
+def create_nodes(core, shape: Shape, workers: int = 8, body: Callable[[int, Shape], dict] = node_manifest,
+                 leases=None) -> list[str]:
     """Create the shape's nodes that do not exist yet, `workers` requests at a time; the names created."""
     from kubernetes.client.rest import ApiException
 
     existing = {n.metadata.name for n in core.list_node(label_selector=SELECTOR).items}
     todo = [i for i in range(1, shape.nodes + 1) if node_name(i) not in existing]
+    drop_leases(core, {node_name(i) for i in todo}, workers, leases)
 
     def one(i: int) -> str:
         try:
@@ -210,16 +212,46 @@ def create_nodes(core, shape: Shape, workers: int = 8, body: Callable[[int, Shap
         return list(pool.map(one, todo))
 
 
-def delete_nodes(core, names: Iterable[str] | None = None) -> int:
-    """Delete the given fake nodes, or all of them (one collection delete); how many there were."""
+LEASE_NAMESPACE = "kube-node-lease"
+
+
+def drop_leases(core, names: set[str], workers: int = 8, leases=None) -> int:
+    """Delete the node leases of these names (nodes just deleted, or about to be made); how many.
+    leases: a CoordinationV1Api (default: one on core's connection).
+
+    A deleted node's lease is left to the garbage collector, which at the controller manager's default
+    20 requests a second takes minutes for a thousand; a node made again under the same name meanwhile
+    finds a lease owned by its predecessor, KWOK's lease updates fail, and it never turns Ready."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    leases = leases or client.CoordinationV1Api(core.api_client)
+    stale = [x.metadata.name for x in leases.list_namespaced_lease(LEASE_NAMESPACE).items if x.metadata.name in names]
+
+    def one(name: str) -> None:
+        try:
+            leases.delete_namespaced_lease(name, LEASE_NAMESPACE)
+        except ApiException as e:
+            if e.status != 404:      # gone meanwhile: the garbage collector got there first
+                raise
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(one, stale))
+    return len(stale)
+
+
+def delete_nodes(core, names: Iterable[str] | None = None, leases=None) -> int:
+    """Delete the given fake nodes, or all of them (one collection delete), and their leases; how many
+    nodes there were."""
     present = [n.metadata.name for n in core.list_node(label_selector=SELECTOR).items]
     if names is None:
         if present:
             core.delete_collection_node(label_selector=SELECTOR)
+        drop_leases(core, set(present), leases=leases)
         return len(present)
     gone = [n for n in names if n in present]
     for n in gone:
         core.delete_node(n)
+    drop_leases(core, set(gone), leases=leases)
     return len(gone)
 
 

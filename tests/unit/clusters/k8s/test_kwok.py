@@ -112,16 +112,37 @@ class _FakeCore:
         self.nodes.clear()
 
 
-def test_creating_nodes_makes_only_the_missing_ones():
+class _FakeLeases:
+    """The CoordinationV1Api calls kwok.py makes, on a set of lease names in kube-node-lease."""
+
+    def __init__(self, names=()):
+        self.names = set(names)
+
+    def list_namespaced_lease(self, namespace):
+        assert namespace == kwok.LEASE_NAMESPACE
+        return SimpleNamespace(items=[SimpleNamespace(metadata=SimpleNamespace(name=n)) for n in sorted(self.names)])
+
+    def delete_namespaced_lease(self, name, namespace):
+        self.names.discard(name)
+
+
+def test_creating_nodes_makes_only_the_missing_ones_after_dropping_their_stale_leases():
     core = _FakeCore(["kwok-0002"])
-    created = kwok.create_nodes(core, kwok.Shape(nodes=4), workers=2)
+    # a deleted node's lease, not yet collected, would keep the node of the same name from turning Ready
+    leases = _FakeLeases(["kwok-0001", "kwok-0002", "other-node"])
+    created = kwok.create_nodes(core, kwok.Shape(nodes=4), workers=2, leases=leases)
     assert sorted(created) == ["kwok-0001", "kwok-0003", "kwok-0004"]
     assert core.nodes == {f"kwok-000{i}" for i in range(1, 5)} and core.calls["create"] == 3
+    assert leases.names == {"kwok-0002", "other-node"}      # a live node's lease and others' are kept
 
 
-def test_deleting_all_is_one_request_and_idempotent():
+def test_deleting_all_is_one_request_and_idempotent_and_takes_the_leases_along():
     core = _FakeCore([f"kwok-000{i}" for i in range(1, 5)])
-    assert kwok.delete_nodes(core) == 4 and core.calls["delete_collection"] == 1
-    assert kwok.delete_nodes(core) == 0 and core.calls["delete_collection"] == 1
+    leases = _FakeLeases([f"kwok-000{i}" for i in range(1, 5)] + ["poc-n1"])
+    assert kwok.delete_nodes(core, leases=leases) == 4 and core.calls["delete_collection"] == 1
+    assert leases.names == {"poc-n1"}
+    assert kwok.delete_nodes(core, leases=leases) == 0 and core.calls["delete_collection"] == 1
     core = _FakeCore(["kwok-0001", "kwok-0002"])
-    assert kwok.delete_nodes(core, ["kwok-0002", "kwok-0009"]) == 1 and core.nodes == {"kwok-0001"}
+    leases = _FakeLeases(["kwok-0001", "kwok-0002"])
+    assert kwok.delete_nodes(core, ["kwok-0002", "kwok-0009"], leases=leases) == 1 and core.nodes == {"kwok-0001"}
+    assert leases.names == {"kwok-0001"}
