@@ -101,6 +101,16 @@ def paired_lines(outs: dict[str, list[outcome.JobOutcome]]) -> list[str]:
             f"difference (Kubernetes − Slurm) is {outcome.nearest_rank(diffs, 50):+g} s."]
 
 
+def _setting(v) -> str:
+    """A recorded setting as text: a mapping as `key value` pairs, a list of lines (sshare's table) or of
+    mappings in a code span, so a reader sees what the cluster printed."""
+    if isinstance(v, dict):
+        return "(" + ", ".join(f"{k} {_setting(x)}" for k, x in v.items()) + ")"
+    if isinstance(v, list):
+        return "`" + " / ".join(_setting(x).strip() for x in v) + "`" if v else "none"
+    return str(v)
+
+
 def _cell(v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
@@ -184,7 +194,7 @@ def write(where: Path, out: Path | None = None) -> Path:
         if body.get("control_plane_cpu_cores"):   # measured by benchmarks/replay_scale.py from /proc and cgroups
             cost.append("control plane CPU over the replay (cores): " + ", ".join(
                 f"{k} {v:g}" for k, v in sorted(body["control_plane_cpu_cores"].items(), key=lambda kv: -kv[1])))
-        lines.append(f"- {_label(p)}: " + "; ".join([*(f"{k} {v}" for k, v in settings.items()), *cost]))
+        lines.append(f"- {_label(p)}: " + "; ".join([*(f"{k} {_setting(v)}" for k, v in settings.items()), *cost]))
     lines += ["", f"Re-derive every figure from the raw records: `poc scale rederive {where}`.", ""]
     (out / "report.md").write_text("\n".join(lines))
     return out / "report.md"
