@@ -102,7 +102,13 @@ def main() -> None:
                     help="Kueue TAS for each gang (default preferred, as Slurm's topology/tree)")
     ap.add_argument("--results", type=Path, default=None,
                     help="where the replays go (default /tmp/replay-throughput/<UTC time>)")
+    ap.add_argument("--report-only", type=Path, metavar="DIR",
+                    help="write DIR's throughput.md and .png again from its throughput.json (no cluster)")
     a = ap.parse_args()
+    if a.report_only:
+        kept = json.loads((a.report_only / "throughput.json").read_text())
+        report(kept["rows"], kept["settings"], a.report_only)
+        return
     made = traces(sorted(set(a.rates)), a.seconds, a.nodes, a.gpus_per_node, a.runtime, a.seed)
     if not nk.is_up():
         raise SystemExit("ERROR the native Kubernetes cluster is not up\nTIP poc cluster up --k8s --provider native")
@@ -115,25 +121,27 @@ def main() -> None:
     finally:
         print(f"\nremoved: {json.dumps({'k8s': kwok.down(L), 'slurm': emulated.down()})}")
         if rows:
-            report(rows, a, out)
+            report(rows, {"nodes": a.nodes, "gpus_per_node": a.gpus_per_node, "rates": a.rates,
+                          "seconds": a.seconds, "runtime_s": a.runtime, "seed": a.seed,
+                          "k8s_topology": a.k8s_topology, "keeps_up": saturation.KEEPS_UP,
+                          "headroom": steady.HEADROOM}, out)
 
 
-def report(rows: list[dict], a: argparse.Namespace, out: Path) -> None:
+def report(rows: list[dict], settings: dict, out: Path) -> None:
     sat = saturation.by_platform(rt.points(rows))
     out.mkdir(parents=True, exist_ok=True)
-    settings = {"nodes": a.nodes, "gpus_per_node": a.gpus_per_node, "rates": a.rates, "seconds": a.seconds,
-                "runtime_s": a.runtime, "seed": a.seed, "k8s_topology": a.k8s_topology,
-                "keeps_up": saturation.KEEPS_UP, "headroom": steady.HEADROOM}
     atomic_write(out / "throughput.json", json.dumps(
         {"version": 1, "settings": settings, "rows": rows,
          "saturation": {p: dataclasses.asdict(s) for p, s in sat.items()}}, indent=1, sort_keys=True))
     rt.chart(rt.points(rows), out / "throughput.png", sat)
     print("\n" + "\n".join(rt.table(rows)) + "\n\n" + "\n".join(rt.saturation_lines(sat)))
     atomic_write(out / "throughput.md", "\n".join([
-        f"# Scheduler throughput against offered load: {a.nodes} emulated nodes × {a.gpus_per_node} GPUs", "",
-        f"Steady traces (harness/scale/steady.py): each rate offered for {a.seconds:g} s, jobs of {a.runtime} s, "
-        f"seed {a.seed}; Kueue TAS {a.k8s_topology}; one replay per rate and platform; times are the schedulers' "
-        "own whole-second records.", "", *rt.table(rows), "", *rt.saturation_lines(sat), "",
+        f"# Scheduler throughput against offered load: {settings['nodes']} emulated nodes × "
+        f"{settings['gpus_per_node']} GPUs", "",
+        f"Steady traces (harness/scale/steady.py): each rate offered for {settings['seconds']:g} s, jobs of "
+        f"{settings['runtime_s']} s, seed {settings['seed']}; Kueue TAS {settings['k8s_topology']}; one replay per "
+        "rate and platform; times are the schedulers' own whole-second records.", "",
+        *rt.table(rows), "", *rt.saturation_lines(sat), "",
         "![achieved against offered](throughput.png)", "",
         f"Settings: `{json.dumps(settings, sort_keys=True)}`. Each rate's replay (raw records, figures) is in its "
         "own directory here; `poc scale rederive DIR/<rate>` re-derives it.", ""]))

@@ -167,7 +167,8 @@ def decision_parts(replay_dirs: list[Path]) -> list[tuple[str, str, str]]:
         head = (f"`{where.name}`: {len(trace.jobs)} jobs of {trace.name} on {nodes} emulated nodes, replayed "
                 f"{trace.compression:g}× faster; replays Slurm {n[B]}, Kubernetes {n[A]} — ")
         for i, r in enumerate(picked):
-            ev = (f"{head if i == 0 else ''}{r.figure.label}: Slurm {_v(r.median[B], r.figure.unit)}, Kubernetes "
-                  f"{_v(r.median[A], r.figure.unit)}{'' if r.figure.unit == 'share' else ' ' + r.figure.unit}")
+            unit = "" if r.figure.unit == "share" else " " + r.figure.unit
+            ev = (f"{head if i == 0 else ''}{r.figure.label}: Slurm {_v(r.median[B], r.figure.unit)}{unit}, "
+                  f"Kubernetes {_v(r.median[A], r.figure.unit)}{unit}")
             out.append((ev, _ratio(r), verdict_text(r)))
     return out

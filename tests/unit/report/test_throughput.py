@@ -25,6 +25,15 @@ def test_points_take_the_recorded_offered_rate_and_fall_back_to_the_trace_rate()
     assert pts["slurm"][1] == (2, 2.0)     # no submit records: the trace's rate
 
 
+def test_achieved_counts_from_the_first_placement_so_a_constant_latency_is_not_falling_behind():
+    # 30 jobs offered over 30 s, each placed 4 s after it came (a 5 s scheduling pass): from the first
+    # submission that is 30 / 34 = 0.88 of the offered rate; from the first placement, all of it
+    late = row("slurm", 1, 1.0, 30 / 34)
+    late["throughput"]["placing_jobs_per_s"] = 1.0
+    assert rt.points([late]) == {"slurm": [(1.0, 1.0)]}
+    assert "| Slurm | 1 | 1 | 1 | 0.882 |" in rt.table([late])[2]
+
+
 def test_the_chart_is_a_png_with_something_drawn(tmp_path):
     pts = rt.points(ROWS)
     path = rt.chart(pts, tmp_path / "t.png", by_platform(pts))
@@ -57,6 +66,6 @@ def test_lines_with_one_point_say_there_is_no_saturation_point():
 def test_the_table_has_a_row_per_replay_with_its_costs():
     lines = rt.table(ROWS)
     assert len(lines) == 2 + len(ROWS)
-    assert lines[2] == "| Kubernetes | 1 | 1 | 1 | 2 | 1 | 0 | n/a | 0.75 |"   # control plane summed
-    assert lines[5] == "| Slurm | 1 | 1 | 1 | 2 | 1 | 0 | n/a | 0.12 |"
+    assert lines[2] == "| Kubernetes | 1 | 1 | 1 | 1 | 2 | 1 | 0 | n/a | 0.75 |"   # control plane summed
+    assert lines[5] == "| Slurm | 1 | 1 | 1 | 1 | 2 | 1 | 0 | n/a | 0.12 |"
     assert "| Slurm | 2 | n/a | 2 |" in lines[6]
