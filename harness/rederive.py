@@ -48,6 +48,7 @@ class CampaignCheck:
     campaign: str
     dir: str
     checked: list[str] = field(default_factory=list)           # ok runs re-derived (with or without findings)
+    replays: list[str] = field(default_factory=list)           # scale replays re-derived (scale/<name>/<run>)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (run_id, status) of runs not ok
     unreadable: list[str] = field(default_factory=list)  # runs.jsonl lines that are not records (torn writes)
     findings: list[Finding] = field(default_factory=list)
@@ -99,11 +100,11 @@ def check_campaign(cdir: Path, *, stamps_fn: Callable[[str, dict], dict] = evide
 
 def check_replays(cdir: Path, out: CampaignCheck) -> None:
     """The campaign's replays of job traces (<campaign>/scale/*/): each stored replay's figures drawn again
-    from its raw scheduler records (replay/store.py), a replay counted as a checked run."""
+    from its raw scheduler records (replay/store.py); their findings join the runs'."""
     from .replay import store as replaystore
     for where in replaystore.replay_dirs(cdir):
         _, stored = replaystore.load(where)
-        out.checked += [f"{replaystore.SCALE_DIR}/{where.name}/{run}" for run in stored]
+        out.replays += [f"{replaystore.SCALE_DIR}/{where.name}/{run}" for run in stored]
         out.findings += [Finding(f"{replaystore.SCALE_DIR}/{where.name}/{run}", key, "value", kept, again)
                          for run, key, kept, again in replaystore.mismatches(where)]
 
@@ -280,7 +281,7 @@ def _config(cdir: Path) -> dict:
 # -- output ------------------------------------------------------------------------------------------------------
 
 def totals(checks: list[CampaignCheck]) -> dict:
-    return {"runs_checked": sum(len(c.checked) for c in checks),
+    return {"runs_checked": sum(len(c.checked) for c in checks), "replays_checked": sum(len(c.replays) for c in checks),
             "mismatches": sum(c.count("mismatch") for c in checks),
             "runs_without_evidence": sum(c.count("missing") for c in checks),
             "runs_failed_to_rederive": sum(c.count("error") for c in checks)}
@@ -294,6 +295,7 @@ def passed(checks: list[CampaignCheck]) -> bool:
 def to_json(checks: list[CampaignCheck]) -> dict:
     return {"version": 1, "ok": passed(checks), **totals(checks),
             "campaigns": [{"campaign": c.campaign, "dir": c.dir, "runs_checked": c.checked,
+                           **({"replays_checked": c.replays} if c.replays else {}),
                            "runs_skipped": [{"run_id": r, "status": s} for r, s in c.skipped],
                            **({"lines_unreadable": c.unreadable} if c.unreadable else {}),
                            "findings": [asdict(f) for f in c.findings]} for c in checks]}
@@ -309,6 +311,7 @@ def table(checks: list[CampaignCheck]) -> str:
     lines = []
     for c in checks:
         lines.append(f"campaign {c.campaign} ({c.dir}): {len(c.checked)} ok run(s) checked"
+                     + (f", {len(c.replays)} scale replay(s)" if c.replays else "")
                      + (f", {len(c.skipped)} not ok skipped" if c.skipped else ""))
         lines += [f"  WARNING {u}" for u in c.unreadable]
         if not c.findings:
@@ -325,6 +328,7 @@ def table(checks: list[CampaignCheck]) -> str:
 
 def summary(checks: list[CampaignCheck]) -> str:
     t = totals(checks)
-    s = (f"{t['mismatches']} mismatch(es) in {t['runs_checked']} run(s) checked; "
-         f"{t['runs_without_evidence']} without raw evidence")
+    s = (f"{t['mismatches']} mismatch(es) in {t['runs_checked']} run(s)"
+         + (f" and {t['replays_checked']} scale replay(s)" if t["replays_checked"] else "")
+         + f" checked; {t['runs_without_evidence']} without raw evidence")
     return s + (f"; {t['runs_failed_to_rederive']} failed to re-derive" if t["runs_failed_to_rederive"] else "")

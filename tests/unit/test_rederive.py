@@ -242,7 +242,7 @@ def test_a_campaigns_replays_are_rederived_with_its_runs(campaign):
     where = campaign / rs.SCALE_DIR / "r1"
     rs.save(where, tr.loads(rec["trace"]), "k8s", {"raw": rec["raw"], "ended": True}, total_gpus=128)
     c, found = _findings(campaign)
-    assert found == [] and c.checked == [*RUNS, "scale/r1/k8s"]
+    assert found == [] and c.checked == list(RUNS) and c.replays == ["scale/r1/k8s"]
     body = json.loads((where / "k8s.json").read_text())
     body["figures"]["makespan_s"] += 5
     (where / "k8s.json").write_text(json.dumps(body))
