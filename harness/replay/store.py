@@ -71,10 +71,11 @@ def figures(platform: str, trace: tr.Trace, result: dict, total_gpus: int) -> di
 
 def save(where: Path, trace: tr.Trace, platform: str, result: dict, total_gpus: int, index: int = 1) -> dict:
     """Write the trace and the platform's result (its `index`-th replay of the trace) with its figures;
-    the figures. A second replay must be of the very trace the directory holds."""
+    the figures. Every replay in a directory is of the very trace it holds: records of another would be
+    read against the wrong jobs."""
     where.mkdir(parents=True, exist_ok=True)
     kept = where / "trace.jsonl"
-    if kept.is_file() and index > 1 and kept.read_text() != tr.dumps(trace):
+    if kept.is_file() and kept.read_text() != tr.dumps(trace):
         raise ConfigError(f"{where} holds replays of another trace",
                           tip="repeat a replay with the same trace and --compress, or choose another --name")
     tr.save(trace, kept)
