@@ -72,6 +72,25 @@ def slurm_cpu() -> float | None:
     return None
 
 
+def measured_replay(L: Layout, platform: str, trace, name: str, timeout_s: float | None, topology: str,
+                    up_s: float) -> tuple[dict, int, float]:
+    """One replay with what it cost, kept in its result so the replay report shows it beside the figures:
+    each control-plane process's CPU (or the Slurm container's) in cores over the replay, its wall time and
+    how long the nodes took to come up. (result, the cluster's GPUs, wall seconds)."""
+    cpu0, slurm0, wall0 = k8s_cpu(L), slurm_cpu(), time.monotonic()
+    say = lambda m: print("  " + m, flush=True)   # noqa: E731
+    result, total = (local.replay_k8s(trace, name, timeout_s, say=say, topology=topology) if platform == "k8s"
+                     else local.replay_slurm(trace, name, timeout_s, say=say))
+    wall = time.monotonic() - wall0
+    cpu1, slurm1 = k8s_cpu(L), slurm_cpu()
+    if platform == "k8s":
+        result["control_plane_cpu_cores"] = {k: round((cpu1[k] - cpu0.get(k, 0)) / wall, 3) for k in sorted(cpu1)}
+    elif slurm0 is not None and slurm1 is not None:
+        result["control_plane_cpu_cores"] = {"slurm container": round((slurm1 - slurm0) / wall, 3)}
+    result["replay_wall_s"], result["nodes_up_s"] = round(wall, 1), round(up_s, 1)
+    return result, total, wall
+
+
 def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: float, seed: int,
         platforms: list[str], out: Path, repeat: int = 1, topology: str = "preferred",
         timeout_s: float | None = None) -> None:
@@ -99,28 +118,16 @@ def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: f
                                                           priority_max_age_min=half_life),
                                    emulated.default_conf_dir(), images.ensure_slurm_emulated_image()).up()
         up_s = time.monotonic() - t_up
-        cpu0, slurm0, wall0 = k8s_cpu(L), slurm_cpu(), time.monotonic()
-        say = lambda m: print("  " + m, flush=True)   # noqa: E731
-        result, total = (local.replay_k8s(trace, f"bench-{nodes}n", timeout_s, say=say, topology=topology)
-                         if p == "k8s" else local.replay_slurm(trace, f"bench-{nodes}n", timeout_s, say=say))
-        wall = time.monotonic() - wall0
-        cpu1, slurm1 = k8s_cpu(L), slurm_cpu()
-        if p == "k8s":
-            result["control_plane_cpu_cores"] = {k: round((cpu1[k] - cpu0.get(k, 0)) / wall, 3) for k in sorted(cpu1)}
-        elif slurm0 is not None and slurm1 is not None:
-            result["control_plane_cpu_cores"] = {"slurm container": round((slurm1 - slurm0) / wall, 3)}
-        result["replay_wall_s"], result["nodes_up_s"] = round(wall, 1), round(up_s, 1)
+        result, total, wall = measured_replay(L, p, trace, f"bench-{nodes}n", timeout_s, topology, up_s)
         figs = rs.save(where, trace, p, result, total, index=i)
         late = sorted(x["sent_at"] - x["due_s"] for x in result["submitted"])
         print("\n".join(figure_lines(rs.run_name(p, i), figs)))
         print(f"  nodes up in {up_s:.1f} s; replay wall {wall:.1f} s; submission lag median "
               f"{late[len(late) // 2]:.3f} s, max {late[-1]:.3f} s; harness CPU {result['harness_cpu_s']:.2f} s = "
               f"{1000 * result['harness_cpu_s'] / max(1, figs['jobs']):.1f} s per 1,000 jobs; {result['looks']} looks")
-        if p == "k8s":
+        if result.get("control_plane_cpu_cores"):
             print("  control plane CPU (cores): " + ", ".join(
-                f"{k} {(cpu1[k] - cpu0.get(k, 0)) / wall:.2f}" for k in sorted(cpu1)))
-        elif slurm0 is not None and slurm1 is not None:
-            print(f"  Slurm container CPU (cores): {(slurm1 - slurm0) / wall:.2f}")
+                f"{k} {v:.2f}" for k, v in result["control_plane_cpu_cores"].items()))
         if p == "slurm":
             emulated.down()
     print(f"  stored {where}; figures re-derive: {rs.rederive(where) == []}", flush=True)

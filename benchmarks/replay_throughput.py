@@ -22,7 +22,7 @@ import json
 import time
 from pathlib import Path
 
-from replay_scale import k8s_cpu, slurm_cpu
+from replay_scale import measured_replay
 
 from harness.clusters import images
 from harness.clusters import native_k8s as nk
@@ -31,7 +31,6 @@ from harness.clusters.k8s.layout import Layout
 from harness.clusters.slurm import emulated
 from harness.errors import ConfigError
 from harness.fsutil import atomic_write
-from harness.replay import local
 from harness.replay import store as rs
 from harness.report import throughput as rt
 from harness.scale import outcome, saturation, steady
@@ -58,19 +57,8 @@ def sweep(platform: str, L: Layout, made: dict[float, Trace], gpus: int, out: Pa
     up_s = time.monotonic() - t_up
     print(f"\n== {platform}: {nodes} nodes × {gpus} GPUs up in {up_s:.1f} s", flush=True)
     rows = []
-    say = lambda m: print("  " + m, flush=True)   # noqa: E731
     for rate, trace in made.items():
-        cpu0, slurm0, wall0 = k8s_cpu(L), slurm_cpu(), time.monotonic()
-        result, total = (local.replay_k8s(trace, f"tput-{rate:g}", say=say, topology=topology) if platform == "k8s"
-                         else local.replay_slurm(trace, f"tput-{rate:g}", say=say))
-        wall = time.monotonic() - wall0
-        cpu1, slurm1 = k8s_cpu(L), slurm_cpu()
-        # kept with the replay, as replay_scale.py does, so the replay report shows the cost beside the figures
-        if platform == "k8s":
-            result["control_plane_cpu_cores"] = {k: round((cpu1[k] - cpu0.get(k, 0)) / wall, 3) for k in sorted(cpu1)}
-        elif slurm0 is not None and slurm1 is not None:
-            result["control_plane_cpu_cores"] = {"slurm container": round((slurm1 - slurm0) / wall, 3)}
-        result["replay_wall_s"], result["nodes_up_s"] = round(wall, 1), round(up_s, 1)
+        result, total, wall = measured_replay(L, platform, trace, f"tput-{rate:g}", None, topology, up_s)
         figs = rs.save(out / f"{rate:g}", trace, platform, result, total)
         # the harness's own lateness: a harness that cannot submit at the rate offers less than the trace
         late = sorted(x["sent_at"] - x["due_s"] for x in result["submitted"])
