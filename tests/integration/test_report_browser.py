@@ -92,14 +92,16 @@ def test_report_html_in_chromium(tmp_path):
     assert first["heading"].startswith("Decision summary"), first
     assert [c for c in first["criteria"] if c] == ["queue", "startup", "submit → first step",
                                                    "all-reduce bus bandwidth", "recovery", "contention",
-                                                   "user experience", "auditing", "upgrades", "cost",
-                                                   "inference"], first
+                                                   "queue at scale", "user experience", "auditing", "upgrades",
+                                                   "cost", "inference"], first
     assert any(p.startswith("A hybrid costs") for p in first["paragraphs"]), first
     alt, complete, w, h = first["image"]
     assert alt == "Kubernetes / Slurm per criterion" and complete and w > 300 and h > 200, first["image"]
-    # measured in this campaign: user experience (the probes, first_log_s) and auditing; not: upgrades, inference
+    # measured in this campaign: user experience (the probes, first_log_s) and auditing; not: upgrades, inference,
+    # queue at scale (it holds no replays)
     assert first["ahead"]["user experience"] != "not measured" and first["ahead"]["auditing"] != "not measured"
     assert first["ahead"]["upgrades"] == first["ahead"]["inference"] == "not measured", first["ahead"]
+    assert first["ahead"]["queue at scale"] == "not measured", first["ahead"]
     assert {"User experience", "Auditing"} <= set(first["sections"]), first["sections"]
     assert len(images) == len(charts) == 9, (images, charts)
     for alt, complete, w, h in images:
