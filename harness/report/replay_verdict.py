@@ -77,9 +77,15 @@ class Row:
         return B if k_higher == self.figure.lower_is_better else A
 
 
+def complete(stored: dict[str, dict], platform: str) -> list[dict]:
+    """A platform's replays that ran to their last job: one stopped by its watch's time-out or an interrupt
+    has percentiles of the jobs that started only, which would flatter it, so it is never a value here."""
+    return [b for b in rs.runs_of(stored, platform) if b.get("ended", True) and not b.get("interrupted")]
+
+
 def rows(stored: dict[str, dict], trace: tr.Trace) -> list[Row]:
-    """The rows of a replay directory's stored replays (replay/store.py load), figures drawn from the raw."""
-    return rows_of({p: [rs.figures(p, trace, body, body["total_gpus"]) for body in rs.runs_of(stored, p)]
+    """The rows of a replay directory's complete replays (replay/store.py load), figures drawn from the raw."""
+    return rows_of({p: [rs.figures(p, trace, body, body["total_gpus"]) for body in complete(stored, p)]
                     for p in (A, B)})
 
 
@@ -161,11 +167,14 @@ def decision_parts(replay_dirs: list[Path]) -> list[tuple[str, str, str]]:
         nodes = first.get("settings", {}).get("nodes") or (trace.shape.nodes if trace.shape else "?")
         found = {r.figure.key: r for r in rows(stored, trace)}
         picked = [found[k] for k in ("queue_p50_s:all", "queue_p99_s:all", "gpu_utilisation") if k in found]
+        n = {p: len(complete(stored, p)) for p in (A, B)}
+        cut = sum(len(rs.runs_of(stored, p)) - n[p] for p in (A, B))
+        left_out = f" ({cut} stopped before their last job left out)" if cut else ""
         if not picked:
+            out.append((f"`{where.name}`: no complete replay on both platforms{left_out}", "–", "not measured"))
             continue
-        n = {p: len(rs.runs_of(stored, p)) for p in (A, B)}
         head = (f"`{where.name}`: {len(trace.jobs)} jobs of {trace.name} on {nodes} emulated nodes, replayed "
-                f"{trace.compression:g}× faster; replays Slurm {n[B]}, Kubernetes {n[A]} — ")
+                f"{trace.compression:g}× faster; replays Slurm {n[B]}, Kubernetes {n[A]}{left_out} — ")
         for i, r in enumerate(picked):
             unit = "" if r.figure.unit == "share" else " " + r.figure.unit
             ev = (f"{head if i == 0 else ''}{r.figure.label}: Slurm {_v(r.median[B], r.figure.unit)}{unit}, "

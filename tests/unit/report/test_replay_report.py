@@ -65,3 +65,13 @@ def test_repeated_replays_get_a_table_of_each_replays_values_and_the_verdict_the
     assert "| queue p50, 2-8 nodes (s) | 10, 10 | 11, 11 |" in text
     assert "descriptive: 2 replays a side, a verdict needs 5" in text
     assert "each platform's first replay" in text
+
+
+def test_a_repeat_that_stopped_early_is_named_and_left_out_of_the_table(tmp_path):
+    where = stored_replay(tmp_path / "r")
+    trace, stored = rs.load(where)
+    rs.save(where, trace, "k8s", {**stored["k8s"], "ended": False}, 128, index=2)
+    rs.save(where, trace, "slurm", stored["slurm"], 128, index=2)
+    text = replay.write(where).read_text()
+    assert "1 of them stopped before their last job" in text
+    assert "| queue p50, 2-8 nodes (s) | 10, 10 | 11 |" in text      # Kubernetes' stopped replay is not a value

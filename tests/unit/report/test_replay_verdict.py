@@ -93,3 +93,17 @@ def test_the_decision_summary_has_a_queue_at_scale_row_from_the_campaigns_replay
     # a campaign without replays: the row says it was not measured
     none = {r.criterion: r for r in decision.rows(table, gs, summary(gs), [])}[decision.SCALE]
     assert not none.measured and none.cells()[0][1] == "not measured"
+
+
+def test_a_replay_that_stopped_before_its_last_job_is_left_out_and_said_so(tmp_path):
+    where = stored_replay(tmp_path / "camp" / "scale" / "r1", repeats=2)
+    body = json.loads((where / "k8s-2.json").read_text())
+    (where / "k8s-2.json").write_text(json.dumps({**body, "ended": False}))
+    _, stored = rs.load(where)
+    assert len(replay_verdict.complete(stored, "k8s")) == 1 and len(replay_verdict.complete(stored, "slurm")) == 2
+    ev, _, ahead = replay_verdict.decision_parts([where])[0]
+    assert "replays Slurm 2, Kubernetes 1 (1 stopped before their last job left out)" in ev
+    assert ahead == f"descriptive: 1 replay a side, a verdict needs {MIN_N}"
+    (where / "k8s.json").write_text(json.dumps({**json.loads((where / "k8s.json").read_text()), "interrupted": True}))
+    assert replay_verdict.decision_parts([where]) == [
+        ("`r1`: no complete replay on both platforms (2 stopped before their last job left out)", "–", "not measured")]
