@@ -8,10 +8,14 @@ again from the raw records and names every one that differs.
     <results>/<replay name>/k8s-2.json      a second replay of the same trace (then -3, ...): repeats show
                                             what varies between replays of one trace on one cluster
 
+A run's file may be gzipped (`k8s.json.gz`): a 1,000-node Kubernetes replay's records are megabytes, and
+a committed results directory keeps them compressed; it reads the same.
+
 A replay directory inside a campaign (<campaign>/scale/<replay name>/) joins that campaign's report.
 """
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -44,10 +48,15 @@ def runs_of(stored: dict[str, dict], platform: str) -> list[dict]:
     return [stored[r] for r in sorted(stored, key=_run_key) if platform_of(r) == platform]
 
 
+def run_file(where: Path, run: str) -> Path | None:
+    """The stored file of a run, plain or gzipped; None when there is none."""
+    return next((f for f in (where / f"{run}.json", where / f"{run}.json.gz") if f.is_file()), None)
+
+
 def next_index(where: Path, platform: str) -> int:
     """The index the platform's next replay in `where` gets: 1 when it has none."""
     i = 1
-    while (where / f"{run_name(platform, i)}.json").exists():
+    while run_file(where, run_name(platform, i)):
         i += 1
     return i
 
@@ -93,10 +102,11 @@ def load(where: Path) -> tuple[tr.Trace, dict[str, dict]]:
     stored = {}
     for p in PLATFORMS:
         i = 1
-        while (f := where / f"{run_name(p, i)}.json").is_file():
+        while f := run_file(where, run_name(p, i)):
             try:
-                stored[run_name(p, i)] = json.loads(f.read_text())
-            except json.JSONDecodeError as e:
+                text = gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes()
+                stored[run_name(p, i)] = json.loads(text)
+            except (json.JSONDecodeError, gzip.BadGzipFile, EOFError) as e:
                 raise ConfigError(f"{f} is not JSON: {e}", tip="the file was cut or edited; replay again") from None
             i += 1
     return tr.load(where / "trace.jsonl"), stored

@@ -26,3 +26,15 @@ def test_repeats_are_numbered_and_loaded_in_order_and_another_trace_is_refused(t
     with pytest.raises(ConfigError, match="holds replays of another trace"):
         rs.save(tmp_path, tr.compress(trace, 2), "slurm", body, 128)
     assert rs.rederive(tmp_path) == []
+
+
+def test_a_gzipped_run_file_reads_and_counts_as_the_plain_one(tmp_path):
+    import gzip
+    rec = json.loads(FIXTURE.read_text())
+    trace = tr.loads(rec["trace"])
+    rs.save(tmp_path, trace, "k8s", {"raw": rec["raw"], "ended": True}, 128)
+    plain = tmp_path / "k8s.json"
+    (tmp_path / "k8s.json.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    _, stored = rs.load(tmp_path)
+    assert list(stored) == ["k8s"] and rs.next_index(tmp_path, "k8s") == 2 and rs.rederive(tmp_path) == []
