@@ -73,14 +73,16 @@ def slurm_cpu() -> float | None:
 
 
 def measured_replay(L: Layout, platform: str, trace, name: str, timeout_s: float | None, topology: str,
-                    up_s: float) -> tuple[dict, int, float]:
+                    up_s: float, preemption: str = "off") -> tuple[dict, int, float]:
     """One replay with what it cost, kept in its result so the replay report shows it beside the figures:
     each control-plane process's CPU (or the Slurm container's) in cores over the replay, its wall time and
     how long the nodes took to come up. (result, the cluster's GPUs, wall seconds)."""
     cpu0, slurm0, wall0 = k8s_cpu(L), slurm_cpu(), time.monotonic()
     say = lambda m: print("  " + m, flush=True)   # noqa: E731
-    result, total = (local.replay_k8s(trace, name, timeout_s, say=say, topology=topology) if platform == "k8s"
-                     else local.replay_slurm(trace, name, timeout_s, say=say))
+    if platform == "k8s":
+        result, total = local.replay_k8s(trace, name, timeout_s, say=say, topology=topology, preemption=preemption)
+    else:
+        result, total = local.replay_slurm(trace, name, timeout_s, say=say, preemption=preemption)
     wall = time.monotonic() - wall0
     cpu1, slurm1 = k8s_cpu(L), slurm_cpu()
     if platform == "k8s":
@@ -93,10 +95,10 @@ def measured_replay(L: Layout, platform: str, trace, name: str, timeout_s: float
 
 def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: float, seed: int,
         platforms: list[str], out: Path, repeat: int = 1, topology: str = "preferred",
-        timeout_s: float | None = None) -> None:
+        timeout_s: float | None = None, preemption: str = "off", qos: tuple = (("normal", 1.0),)) -> None:
     # limits up to 4 h (not 48 h) and a 20-minute median run: at 60x a replay's tail stays within minutes
     params = synthetic.SyntheticParams(nodes=nodes, gpus_per_node=gpus, hours=hours, target_load=load,
-                                       runtime_median_s=1200, limit_menu_s=(900, 1800, 3600, 7200, 14400))
+                                       runtime_median_s=1200, limit_menu_s=(900, 1800, 3600, 7200, 14400), qos=qos)
     trace = compress(synthetic.generate(params, seed), hours * 3600 / window_s)
     s = summary(trace)
     print(f"\n== {nodes} nodes × {gpus} GPUs: {s.jobs} jobs ({', '.join(f'{k}: {v}' for k, v in s.sizes.items())}), "
@@ -118,7 +120,7 @@ def one(L: Layout, nodes: int, gpus: int, window_s: float, hours: float, load: f
                                                           priority_max_age_min=half_life),
                                    emulated.default_conf_dir(), images.ensure_slurm_emulated_image()).up()
         up_s = time.monotonic() - t_up
-        result, total, wall = measured_replay(L, p, trace, f"bench-{nodes}n", timeout_s, topology, up_s)
+        result, total, wall = measured_replay(L, p, trace, f"bench-{nodes}n", timeout_s, topology, up_s, preemption)
         figs = rs.save(where, trace, p, result, total, index=i)
         late = sorted(x["sent_at"] - x["due_s"] for x in result["submitted"])
         print("\n".join(figure_lines(rs.run_name(p, i), figs)))
@@ -151,7 +153,12 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, metavar="SECONDS",
                     help="stop watching a replay after this long (default: its last submit plus the longest "
                          "limit, plus two minutes); a replay that had not ended is stored with the jobs left")
+    ap.add_argument("--preemption", choices=["off", "priority"], default="off",
+                    help="priority: QOS classes preempt lower ones on both (harness/render/replay_priority.py)")
+    ap.add_argument("--qos", default="normal=1", metavar="NAME=W,...",
+                    help="the trace's QOS classes by weight (default all normal), e.g. high=0.1,normal=0.6,low=0.3")
     a = ap.parse_args()
+    qos = tuple((n, float(w)) for n, _, w in (part.partition("=") for part in a.qos.split(",")))
     if not nk.is_up():
         raise SystemExit("ERROR the native Kubernetes cluster is not up\nTIP poc cluster up --k8s --provider native")
     L = Layout(nk.info().state_dir)
@@ -160,7 +167,7 @@ def main() -> None:
         for n in a.nodes:
             where = a.out / f"{a.name}-{n}n" if a.name else out / f"{n}n"
             one(L, n, a.gpus_per_node, a.window, a.hours, a.load, a.seed, a.platform or ["k8s", "slurm"], where,
-                a.repeat, a.k8s_topology, a.timeout)
+                a.repeat, a.k8s_topology, a.timeout, a.preemption, qos)
     finally:
         print(f"\nremoved: {json.dumps({'k8s': kwok.down(L), 'slurm': emulated.down()})}")
 

@@ -23,10 +23,28 @@ def _trace_out(args, trace) -> int:
     return 0
 
 
+def _weights(text: str | None, flag: str) -> dict:
+    """``high=0.1,normal=0.9`` -> {"qos": (("high", 0.1), ("normal", 0.9))}; nothing when not given."""
+    if not text:
+        return {}
+    pairs = []
+    for part in text.split(","):
+        name, eq, value = part.strip().partition("=")
+        try:
+            pairs.append((name.strip(), float(value)))
+        except ValueError:
+            raise ConfigError(f"{flag} {text}: {part.strip()!r} is not NAME=WEIGHT",
+                              tip=f"{flag} high=0.1,normal=0.7,low=0.2") from None
+        if not eq or not name.strip():
+            raise ConfigError(f"{flag} {text}: {part.strip()!r} is not NAME=WEIGHT",
+                              tip=f"{flag} high=0.1,normal=0.7,low=0.2")
+    return {"qos": tuple(pairs)}
+
+
 def _synth(args) -> int:
     from ..scale import synthetic
     params = synthetic.SyntheticParams(nodes=args.nodes, gpus_per_node=args.gpus_per_node, hours=args.hours,
-                                       target_load=args.load)
+                                       target_load=args.load, **_weights(args.qos, "--qos"))
     return _trace_out(args, synthetic.generate(params, args.seed))
 
 
@@ -81,6 +99,10 @@ def figure_lines(platform: str, figs: dict) -> list[str]:
     if where:
         out.append(f"  placement: {where['in_fewest_blocks']} of {where['multi_node_jobs']} multi-node jobs in the "
                    f"fewest blocks they fit ({where['extra_blocks']} blocks more in all)")
+    pre = figs.get("preemptions")
+    if pre and pre["events"]:
+        out.append(f"  preemptions: {pre['events']} ({pre['jobs']} jobs preempted, at most {pre['most_per_job']} "
+                   "times one); queue times run to each job's last, finished run")
     if big:
         out.append(f"  largest jobs ({big['nodes']} nodes, {big['jobs']}): queue p50 {big['p50_s']} s, "
                    f"max {big['max_s']} s")
@@ -88,6 +110,7 @@ def figure_lines(platform: str, figs: dict) -> list[str]:
 
 
 def _replay(args) -> int:
+    from ..render import replay_priority as rp
     from ..replay import local
     from ..replay import store as rs
     from ..scale import trace as tr
@@ -95,12 +118,17 @@ def _replay(args) -> int:
     platforms = _replay_platforms(args.platform)
     if args.repeat < 1:
         raise ConfigError(f"--repeat {args.repeat}: replay at least once", tip="--repeat 5 gives a verdict")
+    try:
+        priorities = rp.parse_priorities(args.qos_priority)
+    except ValueError as e:
+        raise ConfigError(f"--qos-priority: {e}", tip="--qos-priority high=10000,normal=1000,low=100") from None
     trace = tr.load(Path(args.trace))
     if args.compress != 1:
         trace = tr.compress(trace, args.compress)
     where = replay_dir(args, trace)
-    run = {"k8s": lambda *a, **kw: local.replay_k8s(*a, topology=args.k8s_topology, **kw),
-           "slurm": local.replay_slurm}
+    prio = {"preemption": args.preemption, "priorities": priorities}
+    run = {"k8s": lambda *a, **kw: local.replay_k8s(*a, topology=args.k8s_topology, **prio, **kw),
+           "slurm": lambda *a, **kw: local.replay_slurm(*a, **prio, **kw)}
     figs, lines, ended = {}, [], True
     for _ in range(args.repeat):
         # one after the other, alternating, so a drift of this machine's load touches both alike (side by side
@@ -175,6 +203,8 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
     sy.add_argument("--hours", type=float, default=24.0, help="the arrival window (default 24)")
     sy.add_argument("--load", type=float, default=0.7, help="offered GPU load over the window (default 0.7)")
     sy.add_argument("--seed", type=int, default=0)
+    sy.add_argument("--qos", metavar="NAME=W,...",
+                    help="QOS classes drawn by weight, e.g. high=0.1,normal=0.7,low=0.2 (default: all normal)")
     sy.add_argument("--out", required=True, metavar="PATH", help="the trace file to write (JSON Lines)")
     im = sub_parser(ss, "import", "a Slurm site's own history (sacct --json or -P) as a trace",
                     "sacct -a -X --json -S 2026-01-01 -E 2026-02-01 > h.json && poc scale import h.json --out t.jsonl",
@@ -202,6 +232,12 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
     rp.add_argument("--k8s-topology", choices=["preferred", "required", "off"], default="preferred",
                     help="Kueue topology-aware scheduling for each gang: preferably (default, as Slurm's "
                          "topology/tree) or strictly inside one block, or off")
+    rp.add_argument("--preemption", choices=["off", "priority"], default="off",
+                    help="priority: each QOS class a Kueue WorkloadPriorityClass and a Slurm QOS, and a job may "
+                         "preempt (requeue) jobs of lower classes; off (default): classes are labels only")
+    rp.add_argument("--qos-priority", metavar="NAME=N,...",
+                    help="the classes' priorities with --preemption priority (default low=100,normal=1000,"
+                         "high=10000; other classes take normal's)")
     rp.add_argument("--campaign", metavar="NAME",
                     help="store under --results/NAME/scale/, so that campaign's `poc report` shows the replay")
     rp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from ..scale.trace import Trace, TraceJob
+from . import replay_priority as rp
 from .jobset import GPU_RESOURCE as GPU
 from .jobset import JOBSET_API, JOBSET_NAME_LABEL, KUEUE_API, QUEUE_LABEL
 
@@ -73,10 +74,19 @@ class Target:
     limit_grace_s: int = 30
     # Kueue TAS for every gang: "preferred" / "required" inside one block, or "off"
     topology: str = "off"
+    # render/replay_priority.py: "priority" gives each QOS class a WorkloadPriorityClass and the
+    # ClusterQueues preemption of lower priorities; "off", no priorities and no preemption
+    preemption: str = "off"
+    classes: tuple[rp.ClassPriority, ...] = ()
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGY_MODES:
             raise ValueError(f"topology {self.topology!r}: one of {', '.join(TOPOLOGY_MODES)}")
+        if self.preemption not in rp.PREEMPTION_MODES:
+            raise ValueError(f"preemption {self.preemption!r}: one of {', '.join(rp.PREEMPTION_MODES)}")
+        names = [priority_class_name(self, c.qos) for c in self.classes]
+        if len(set(names)) < len(names):
+            raise ValueError(f"QOS classes {[c.qos for c in self.classes]} do not make distinct priority class names")
 
 
 def topology_text(target: Target) -> str:
@@ -111,6 +121,10 @@ def cluster_queue_name(target: Target, tenant: str) -> str:
     return k8s_name(f"{target.replay}-{tenant}")
 
 
+def priority_class_name(target: Target, qos: str) -> str:
+    return k8s_name(f"{target.replay}-{qos}")
+
+
 def jobset_name(job: TraceJob) -> str:
     """``r-<id>``; an id that is not a short DNS label already gets a digest of itself, so two ids that
     clean up alike ("J_1", "j-1") stay two JobSets. At most 40 characters: the pods' host names are
@@ -122,8 +136,8 @@ def jobset_name(job: TraceJob) -> str:
 
 
 def queue_objects(target: Target, quotas: list[TenantQuota]) -> list[dict]:
-    """Namespace, the Topology (with TAS), ResourceFlavor, then a ClusterQueue and a LocalQueue per tenant,
-    in apply order."""
+    """Namespace, the Topology (with TAS), a WorkloadPriorityClass per QOS class (with preemption),
+    ResourceFlavor, then a ClusterQueue and a LocalQueue per tenant, in apply order."""
     label = {REPLAY_LABEL: target.replay}
     flavor = k8s_name(f"{target.replay}-nodes")
     spec: dict = {"nodeLabels": dict(target.node_labels), "tolerations": [dict(t) for t in target.tolerations]}
@@ -133,8 +147,14 @@ def queue_objects(target: Target, quotas: list[TenantQuota]) -> list[dict]:
         spec["topologyName"] = flavor
         objs.append({"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": flavor, "labels": label},
                      "spec": {"levels": [{"nodeLabel": lv} for lv in TOPOLOGY_LEVELS]}})
+    if target.preemption != "off":
+        objs += [{"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
+                  "metadata": {"name": priority_class_name(target, c.qos), "labels": label},
+                  "value": c.priority, "description": f"QOS class {c.qos} of replay {target.replay}"}
+                 for c in target.classes]
     objs.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor, "labels": label},
                  "spec": spec})
+    preemption = rp.cluster_queue_preemption(target.preemption)
     for q in quotas:
         gpu = {"name": GPU, "nominalQuota": str(q.gpus)}
         if q.borrow_gpus is not None:
@@ -142,8 +162,9 @@ def queue_objects(target: Target, quotas: list[TenantQuota]) -> list[dict]:
         # cpu and memory are covered (a pod asks for them) with quotas no replay reaches: GPUs are the measure
         resources = [{"name": "cpu", "nominalQuota": "100000"}, {"name": "memory", "nominalQuota": "1000Ti"}, gpu]
         cq = cluster_queue_name(target, q.tenant)
+        cq_spec: dict = {"preemption": preemption} if preemption else {}
         objs.append({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cq, "labels": label},
-                     "spec": {"cohort": target.cohort,
+                     "spec": {**cq_spec, "cohort": target.cohort,
                               "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": target.namespace}},
                               # a big job waits at the head of its queue rather than being passed by small ones,
                               # as Slurm's priority order does until backfill finds a hole
@@ -165,6 +186,9 @@ def jobset(job: TraceJob, target: Target) -> dict:
     if job.gpus_per_node:
         requests[GPU] = str(job.gpus_per_node)
     annotations = {DELAY_ANNOTATION: f"{job.runtime_s}s"}
+    js_labels = {**labels, QUEUE_LABEL: queue_name(job.tenant)}
+    if target.preemption != "off":
+        js_labels[rp.PRIORITY_CLASS_LABEL] = priority_class_name(target, job.qos)
     if target.topology != "off":
         annotations[TOPOLOGY_ANNOTATION[target.topology]] = BLOCK_LABEL
     pod = {
@@ -184,5 +208,5 @@ def jobset(job: TraceJob, target: Target) -> dict:
             "activeDeadlineSeconds": job.limit_s + target.limit_grace_s, "template": pod}
     return {"apiVersion": JOBSET_API, "kind": "JobSet",
             "metadata": {"name": name, "namespace": target.namespace,
-                         "labels": {**labels, QUEUE_LABEL: queue_name(job.tenant)}},
+                         "labels": js_labels},
             "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": spec}}]}}

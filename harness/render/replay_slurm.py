@@ -48,7 +48,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 class SlurmTarget:
     replay: str                      # this replay's name: every job's name, so squeue can select them
     partition: str | None = None     # None: the cluster's default partition
-    with_qos: bool = False           # off: the replay makes no QOS, and sbatch refuses one slurmdbd lacks
+    # on (with --preemption priority): each job asks for its class's QOS (render/replay_priority.py) and
+    # may be requeued when preempted; off: the replay makes no QOS, every job runs in the account's default
+    with_qos: bool = False
     limit_grace_s: int = 30          # the same grace as on Kubernetes (render/replay_k8s.py says why)
 
 
@@ -56,6 +58,11 @@ def slurm_name(text: str, limit: int = 64) -> str:
     """An account, QOS or job name Slurm accepts, from a trace's free text."""
     s = _UNSAFE.sub("_", text)[:limit]
     return s or "_"
+
+
+def slurm_qos(qos: str) -> str:
+    """The QOS a class's jobs run in: a Slurm name in lower case, as sacctmgr stores it."""
+    return slurm_name(qos).lower()
 
 
 def slurm_account(tenant: str) -> str:
@@ -88,14 +95,16 @@ def account_shares(quotas: list[TenantQuota]) -> list[AccountShare]:
     return list(merged.values())
 
 
-def account_setup(shares: list[AccountShare], user: str = "root") -> list[list[str]]:
-    """sacctmgr argv lists that make each account with its share (and cap) and let `user` submit to it."""
+def account_setup(shares: list[AccountShare], user: str = "root", qos: list[str] = ()) -> list[list[str]]:
+    """sacctmgr argv lists that make each account with its share (and cap) and let `user` submit to it,
+    in the QOSes `qos` as well as ``normal`` (associations enforce which QOS a job may ask for)."""
     argvs = []
+    allowed = ["qos=" + ",".join(sorted({"normal", *qos})), "defaultqos=normal"] if qos else []
     for a in shares:
         add = ["sacctmgr", "-i", "add", "account", a.account, f"fairshare={a.fairshare}"]
         if a.max_gpus is not None:
             add.append(f"GrpTRES=gres/gpu={a.max_gpus}")
-        argvs += [add, ["sacctmgr", "-i", "add", "user", user, f"account={a.account}"]]
+        argvs += [add, ["sacctmgr", "-i", "add", "user", user, f"account={a.account}", *allowed]]
     return argvs
 
 
@@ -128,6 +137,6 @@ def batch_script(job: TraceJob, target: SlurmTarget) -> str:
     if target.partition:
         lines.append(f"#SBATCH --partition={slurm_name(target.partition)}")
     if target.with_qos:
-        lines.append(f"#SBATCH --qos={slurm_name(job.qos)}")
+        lines += [f"#SBATCH --qos={slurm_qos(job.qos)}", "#SBATCH --requeue"]
     lines.append(f"exec sleep {int(job.runtime_s)}")
     return "\n".join(lines) + "\n"

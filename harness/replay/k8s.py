@@ -15,13 +15,26 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..backends.k8s.api import CLUSTERQUEUES, JOBSETS, LOCALQUEUES, RESOURCEFLAVORS, TOPOLOGIES, WORKLOADS, K8sClient
+from ..backends.k8s.api import (
+    CLUSTERQUEUES,
+    JOBSETS,
+    LOCALQUEUES,
+    RESOURCEFLAVORS,
+    TOPOLOGIES,
+    WORKLOADPRIORITYCLASSES,
+    WORKLOADS,
+    K8sClient,
+)
 from ..errors import BackendError
 from ..render import replay_k8s as rr
 from ..scale.trace import Trace, TraceJob
 from . import k8s_records
 from .pace import due_batches
 
+# the cluster-wide objects a replay makes, in the order they are deleted after it (a ClusterQueue first:
+# Kueue keeps a flavor while a ClusterQueue names it)
+CLUSTER_SCOPED = {"ClusterQueue": CLUSTERQUEUES, "ResourceFlavor": RESOURCEFLAVORS, "Topology": TOPOLOGIES,
+                  "WorkloadPriorityClass": WORKLOADPRIORITYCLASSES}
 PAGE = 500     # list in pages: thousands of pods in one response would be one large allocation on both sides
 
 
@@ -54,8 +67,8 @@ class K8sReplay:
             kind = obj["kind"]
             if kind == "Namespace":
                 self.client.call("CREATE namespace", core.create_namespace, obj, conflict_ok=True)
-            elif kind in ("ResourceFlavor", "ClusterQueue", "Topology"):
-                res = {"ResourceFlavor": RESOURCEFLAVORS, "ClusterQueue": CLUSTERQUEUES, "Topology": TOPOLOGIES}[kind]
+            elif kind in CLUSTER_SCOPED:
+                res = CLUSTER_SCOPED[kind]
                 self.client.call(f"CREATE {kind}", co.create_cluster_custom_object, res.group, res.version,
                                  res.plural, obj, conflict_ok=True)
             else:
@@ -148,10 +161,10 @@ class K8sReplay:
 
     # ---------------------------------------------------------------- cleanup
     def delete(self, wait_s: float = 120) -> bool:
-        """The namespace (its JobSets, pods, Workloads, LocalQueues go with it), then the ClusterQueues and
-        the flavor and the Topology; True when all of it is gone within wait_s. Kueue's finalizers keep a
-        ClusterQueue until its Workloads are gone and a flavor until no ClusterQueue names it, so each is
-        waited for."""
+        """The namespace (its JobSets, pods, Workloads, LocalQueues go with it), then the ClusterQueues, the
+        flavor, the Topology and the priority classes; True when all of it is gone within wait_s. Kueue's
+        finalizers keep a ClusterQueue until its Workloads are gone and a flavor until no ClusterQueue
+        names it, so each is waited for."""
         core, co = self.client.core(), self.client.custom()
         sel = f"{rr.REPLAY_LABEL}={self.target.replay}"
         deadline = self.clock() + wait_s
@@ -170,7 +183,7 @@ class K8sReplay:
         self.client.call("DELETE namespace", core.delete_namespace, self.target.namespace, missing_ok=True)
         ok = until(lambda: self.client.call("GET namespace", core.read_namespace, self.target.namespace,
                                             missing_ok=True) is None)
-        for res in (CLUSTERQUEUES, RESOURCEFLAVORS, TOPOLOGIES):
+        for res in CLUSTER_SCOPED.values():
             for name in remaining(res):
                 self.client.call(f"DELETE {res.plural}", co.delete_cluster_custom_object, *res, name, missing_ok=True)
             ok = until(lambda res=res: not remaining(res)) and ok

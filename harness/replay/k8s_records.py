@@ -14,6 +14,7 @@ from ..scale.outcome import JobOutcome
 from ..scale.trace import Trace
 
 RESOLUTION_S = 1.0     # metav1.Time is serialised to the second
+PREEMPTED = "Preempted"   # Kueue's eviction reason (WorkloadEvictedByPreemption)
 
 
 def condition_time(obj: dict, kind: str) -> float | None:
@@ -29,7 +30,7 @@ def trim(obj: dict) -> dict:
     status = obj.get("status") or {}
     out = {"metadata": {k: meta[k] for k in ("name", "namespace", "labels", "creationTimestamp", "ownerReferences")
                         if k in meta},
-           "status": {k: status[k] for k in ("conditions", "phase", "admission") if k in status}}
+           "status": {k: status[k] for k in ("conditions", "phase", "admission", "schedulingStats") if k in status}}
     node = (obj.get("spec") or {}).get("nodeName")
     if node:
         out["spec"] = {"nodeName": node}
@@ -50,9 +51,30 @@ def _label(obj: dict, key: str) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(key)
 
 
-def outcomes(trace: Trace, jobsets: list[dict], pods: list[dict]) -> list[JobOutcome]:
+def _owner(workload: dict) -> str | None:
+    return next((o.get("name") for o in (workload.get("metadata") or {}).get("ownerReferences") or []
+                 if o.get("kind") == "JobSet"), None)
+
+
+def preempted(workloads: list[dict]) -> dict[str, int]:
+    """JobSet name -> how often Kueue evicted its Workload to make room for another (``Preempted`` in the
+    Workload's ``schedulingStats.evictions``, which counts every eviction by reason)."""
+    out = {}
+    for w in workloads:
+        stats = ((w.get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
+        n = sum(int(e.get("count") or 0) for e in stats if e.get("reason") == PREEMPTED)
+        owner = _owner(w)
+        if owner and n:
+            out[owner] = out.get(owner, 0) + n
+    return out
+
+
+def outcomes(trace: Trace, jobsets: list[dict], pods: list[dict], workloads: list[dict] = ()) -> list[JobOutcome]:
     """One outcome per trace job the server has a JobSet for, in trace order. Start: the last of its pods
-    scheduled, once all `nodes` of them are; a JobSet whose gang never fully held nodes has none."""
+    scheduled, once all `nodes` of them are; a JobSet whose gang never fully held nodes has none. A
+    preempted JobSet's pods are deleted and made again when it is admitted again, so the pods at the end
+    are the last run's: its queue time runs from its creation to the run that finished."""
+    evicted = preempted(list(workloads))
     by_name = {js["metadata"]["name"]: js for js in jobsets}
     placed: dict[str, list[float]] = {}
     where: dict[str, list[str]] = {}
@@ -75,7 +97,8 @@ def outcomes(trace: Trace, jobsets: list[dict], pods: list[dict]) -> list[JobOut
         state = ("completed" if done is not None else "failed" if failed is not None
                  else "running" if start is not None else "pending")
         out.append(JobOutcome(job.id, job.tenant, job.nodes, job.gpus_per_node, submit, start, end, state,
-                              tuple(sorted(where.get(js["metadata"]["name"], []))) if start is not None else ()))
+                              tuple(sorted(where.get(js["metadata"]["name"], []))) if start is not None else (),
+                              preemptions=evicted.get(js["metadata"]["name"], 0)))
     return out
 
 
@@ -83,8 +106,7 @@ def admitted_times(workloads: list[dict]) -> dict[str, float]:
     """JobSet name -> when Kueue admitted its Workload (the quota decision, before the pods are bound)."""
     out = {}
     for w in workloads:
-        owner = next((o.get("name") for o in (w.get("metadata") or {}).get("ownerReferences") or []
-                      if o.get("kind") == "JobSet"), None)
+        owner = _owner(w)
         t = condition_time(w, "Admitted")
         if owner and t is not None:
             out[owner] = t

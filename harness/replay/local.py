@@ -4,21 +4,27 @@ Checks that the trace fits the nodes before anything is submitted, and leaves no
 behind, interrupted or not."""
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 
 from ..backends.k8s.api import K8sClient, qty
-from ..clusters import images
 from ..clusters import native_k8s as nk
 from ..clusters.k8s import components, kwok
 from ..clusters.slurm import emulated
-from ..errors import BackendError, ConfigError
+from ..errors import ConfigError
 from ..render import replay_k8s as rr
+from ..render import replay_priority as rp
 from ..render import replay_slurm as rsl
 from ..scale.trace import Trace
 from .k8s import K8sReplay
 from .slurm import SlurmReplay
+from .slurm_tenancy import emulated_slurm_nodes, make_accounts, make_qos, remove_accounts, remove_qos, slurm_shell
+
+
+def classes_of(trace: Trace, priorities: dict[str, int] | None) -> list[rp.ClassPriority]:
+    """The trace's QOS classes with their priorities (render/replay_priority.py's defaults unless given)."""
+    return rp.class_priorities([j.qos for j in trace.jobs], rp.DEFAULT_PRIORITIES if priorities is None
+                               else priorities)
 
 
 def emulated_gpus(core) -> tuple[int, int]:
@@ -40,10 +46,11 @@ def check_fits(trace: Trace, nodes: int, gpus: int, flag: str = "--k8s --provide
 
 
 def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
-               say: Callable[[str], None] = print, topology: str = "preferred") -> tuple[dict, int]:
+               say: Callable[[str], None] = print, topology: str = "preferred", preemption: str = "off",
+               priorities: dict[str, int] | None = None) -> tuple[dict, int]:
     """Replay `trace` on the local emulated nodes: (the replay's result, the cluster's GPUs). topology:
     Kueue TAS for every gang (render/replay_k8s.py TOPOLOGY_MODES), preferred by default as Slurm's
-    topology/tree is on the other side."""
+    topology/tree is on the other side. preemption, priorities: render/replay_priority.py."""
     if not trace.jobs:
         raise ConfigError("the trace has no jobs", tip="poc scale show TRACE says what it holds")
     if not nk.is_up():
@@ -54,8 +61,13 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
     nodes, gpus = emulated_gpus(core)
     check_fits(trace, nodes, gpus)
     label = f"{name[:40].strip('-')}-{uuid.uuid4().hex[:6]}"
-    target = rr.Target(namespace=rr.k8s_name(f"poc-replay-{label}"), replay=rr.k8s_name(label), topology=topology,
-                       node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
+    classes = classes_of(trace, priorities)
+    try:
+        target = rr.Target(namespace=rr.k8s_name(f"poc-replay-{label}"), replay=rr.k8s_name(label),
+                           topology=topology, preemption=preemption, classes=tuple(classes),
+                           node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
+    except ValueError as e:
+        raise ConfigError(str(e), tip="name the trace's QOS classes so they differ in letters and digits") from None
     client = K8sClient(str(info.kubeconfig), timeout_s=60)
     rep = K8sReplay(client, target)
     if timeout_s is None:
@@ -72,6 +84,7 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
                           "limit_grace_s": target.limit_grace_s, "poll_s": rep.poll_s, "workers": rep.workers,
                           "pods": "KWOK: Running at once, Succeeded about 1 s after the annotated run time",
                           "topology": rr.topology_text(target),
+                          "preemption": rp.settings_text(preemption, classes),
                           "client_rate_limits_qps_burst": components.CLIENT_RATE_LIMITS,
                           "cleaned_up": gone}
     return result, nodes * gpus
@@ -81,100 +94,23 @@ def default_timeout(trace: Trace) -> float:
     return max(j.submit_s + j.limit_s for j in trace.jobs) + 120
 
 
-def slurm_shell(argv, *, input: bytes | None = None, timeout: float = 300):
-    """One argv in the emulated Slurm container, stdin passed through; never raises on an exit code."""
-    return images.run(["docker", "exec", "-i", emulated.CONTAINER, *argv], input=input, timeout=timeout,
-                      check=False, what=f"docker exec {emulated.CONTAINER}")
-
-
-def emulated_slurm_nodes(shell=slurm_shell) -> tuple[int, int]:
-    """(the emulated Slurm cluster's nodes, GPUs per node, the fewest any has); (0, 0) when it is not up."""
-    res = shell(["sinfo", "-h", "-N", "-o", "%N %G"], timeout=60)
-    if res.returncode != 0:
-        return 0, 0
-    gpus = {}
-    for line in res.stdout.splitlines():
-        name, _, gres = line.partition(" ")
-        count = next((int(g.split(":")[-1].split("(")[0]) for g in gres.split(",") if g.startswith("gpu:")), 0)
-        gpus[name] = count
-    return len(gpus), min(gpus.values(), default=0)
-
-
-def slurm_accounts(shell=slurm_shell) -> set[str]:
-    res = shell(["sacctmgr", "-n", "-P", "list", "account", "format=account"], timeout=60)
-    if res.returncode != 0:
-        raise BackendError(f"sacctmgr list account failed (exit {res.returncode}): "
-                           f"{(res.stderr or res.stdout).strip()[-300:]}",
-                           tip="the emulated Slurm cluster needs slurmdbd: `poc cluster down --slurm --emulated`, "
-                               "then up again with the current image")
-    return {line.strip() for line in res.stdout.splitlines() if line.strip()}
-
-
-def make_accounts(shares: list[rsl.AccountShare], shell=slurm_shell, wait_s: float = 30,
-                  sleep: Callable[[float], None] | None = None) -> list[str]:
-    """Add the accounts that do not exist yet (an existing one, `root` included, is used as it is and
-    never removed), then wait until slurmctld knows them all, or sbatch could refuse the first jobs.
-    Returns the accounts made; on a failure removes them and raises."""
-    sleep = sleep or time.sleep
-    existing = slurm_accounts(shell)
-    new = [a for a in shares if a.account not in existing]
-    made: list[str] = []
-    try:
-        for argv in rsl.account_setup(new):
-            res = shell(argv, timeout=60)
-            if res.returncode != 0:
-                raise BackendError(f"{' '.join(argv[:4])} {argv[4]} failed (exit {res.returncode}): "
-                                   f"{(res.stderr or res.stdout).strip()[-300:]}")
-            if argv[3] == "account":
-                made.append(argv[4])
-        want = {a.account for a in shares}
-        deadline = time.monotonic() + wait_s
-        while True:
-            res = shell(["sshare", "-n", "-P", "-o", "Account", "-A", ",".join(sorted(want))], timeout=60)
-            if want <= {ln.strip() for ln in res.stdout.splitlines()}:
-                return made
-            if time.monotonic() >= deadline:
-                raise BackendError(f"slurmctld did not learn the accounts {sorted(want)} within {wait_s:g} s",
-                                   tip="see /var/log/slurm/slurmdbd.log in the container")
-            sleep(0.5)
-    except BaseException:
-        remove_accounts(made, shell, wait_s=10, sleep=sleep)
-        raise
-
-
-def remove_accounts(accounts: list[str], shell=slurm_shell, wait_s: float = 60,
-                    sleep: Callable[[float], None] | None = None) -> str:
-    """Remove root from the accounts and the accounts. sacctmgr refuses while a job of theirs is still
-    on the cluster (a cancelled job completing), so it retries until wait_s: "" or the last error."""
-    if not accounts:
-        return ""
-    sleep = sleep or time.sleep
-    deadline, error = time.monotonic() + wait_s, ""
-    while True:
-        user, account = rsl.account_teardown(accounts)
-        shell(user, timeout=60)     # nothing to remove is fine; the account removal below says what matters
-        res = shell(account, timeout=60)
-        left = set(accounts) & slurm_accounts(shell) if res.returncode == 0 else set(accounts)
-        if not left:
-            return ""
-        error = (res.stderr or res.stdout).strip()[-300:] or f"still there: {sorted(left)}"
-        if time.monotonic() >= deadline:
-            return error
-        sleep(2)
-
-
 SLURM_SETTINGS = ("SchedulerType", "SchedulerParameters", "SelectType", "PriorityType", "PriorityWeightFairShare",
                   "PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightQOS", "PriorityDecayHalfLife",
-                  "PriorityMaxAge", "PriorityCalcPeriod", "PriorityFlags", "AccountingStorageEnforce")
+                  "PriorityMaxAge", "PriorityCalcPeriod", "PriorityFlags", "AccountingStorageEnforce",
+                  "PreemptType", "PreemptMode", "AuthInfo")
 
 
 def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
-                 say: Callable[[str], None] = print, shell=slurm_shell) -> tuple[dict, int]:
+                 say: Callable[[str], None] = print, shell=slurm_shell, preemption: str = "off",
+                 priorities: dict[str, int] | None = None) -> tuple[dict, int]:
     """Replay `trace` on the emulated Slurm cluster: (the replay's result, the cluster's GPUs).
 
     Each tenant is an account for the replay's length, with the shares of Kubernetes' equal quotas
-    (render/replay_slurm.py has the mapping); accounts it made are removed afterwards, interrupted or
-    not, and what `sshare` showed at the end is kept."""
+    (render/replay_slurm.py has the mapping); with preemption, each QOS class a QOS
+    (render/replay_priority.py). What it made is removed afterwards, interrupted or not (a QOS it only
+    set, ``normal``, is set back), and what `sshare` showed at the end is kept."""
+    if preemption not in rp.PREEMPTION_MODES:
+        raise ConfigError(f"preemption {preemption!r}", tip=f"one of {', '.join(rp.PREEMPTION_MODES)}")
     if not trace.jobs:
         raise ConfigError("the trace has no jobs", tip="poc scale show TRACE says what it holds")
     nodes, gpus = emulated_slurm_nodes(shell)
@@ -182,20 +118,29 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
         raise ConfigError(f"the emulated Slurm cluster ({emulated.CONTAINER}) is not up",
                           tip="poc cluster up --slurm --emulated N")
     check_fits(trace, nodes, gpus, flag="--slurm")
-    target = rsl.SlurmTarget(replay=rsl.slurm_name(f"{name[:40]}-{uuid.uuid4().hex[:6]}"))
+    classes = classes_of(trace, priorities)
+    with_qos = preemption != "off"
+    target = rsl.SlurmTarget(replay=rsl.slurm_name(f"{name[:40]}-{uuid.uuid4().hex[:6]}"), with_qos=with_qos)
     rep = SlurmReplay(shell, target)
     timeout_s = timeout_s if timeout_s is not None else default_timeout(trace)
     shares = rsl.account_shares(rr.equal_quotas(trace, nodes * gpus))
     say(f"[slurm] replaying {len(trace.jobs)} jobs on {nodes} emulated nodes × {gpus} GPUs "
         f"(job name {target.replay}; accounts {', '.join(f'{a.account}={a.fairshare}' for a in shares)}; "
         f"watching at most {timeout_s:g} s)")
-    made = make_accounts(shares, shell)
+    qos_made, qos_set = make_qos(classes, shell) if with_qos else ([], [])
     try:
-        result = rep.run(trace, timeout_s)
-        share = shell(["sshare", "-a", "-P", "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"],
-                      timeout=60).stdout.splitlines()
-    finally:
-        left = remove_accounts(made, shell)
+        made = make_accounts(shares, shell, qos=[rsl.slurm_qos(c.qos) for c in classes] if with_qos else [])
+        try:
+            result = rep.run(trace, timeout_s)
+            share = shell(["sshare", "-a", "-P", "-o",
+                           "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"],
+                          timeout=60).stdout.splitlines()
+            qos_table = shell(["sacctmgr", "-n", "-P", "list", "qos", "format=name,priority,preempt,preemptmode"],
+                              timeout=60).stdout.splitlines()
+        finally:
+            left = remove_accounts(made, shell)
+    finally:    # after the accounts: an association names the QOSes it may use
+        qos_left = remove_qos(qos_made, qos_set, shell)
     conf = shell(["scontrol", "show", "config"], timeout=60).stdout
     sched = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in conf.splitlines())
              if k.strip() in SLURM_SETTINGS}
@@ -208,6 +153,9 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
                                         "max_gpus": a.max_gpus, "made_for_replay": a.account in made}
                                        for a in shares],
                           "sshare_at_end": share, "accounts_removed": not left, "accounts_removal_error": left,
+                          "preemption": rp.settings_text(preemption, classes),
+                          "qos_during_replay": qos_table, "qos_made": qos_made, "qos_set_and_reset": qos_set,
+                          "qos_removal_error": qos_left,
                           "limit_grace_s": target.limit_grace_s, "time_resolution": "whole minutes (--time)",
                           "poll_s": rep.poll_s}
     return result, nodes * gpus

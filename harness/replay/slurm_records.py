@@ -91,23 +91,30 @@ def parse_time(text: str | None, utc_offset: str) -> float | None:
 def outcomes(trace: Trace, submitted: list[dict], raw: dict) -> list[JobOutcome]:
     """One outcome per trace job that sbatch accepted and that has a completion record, in trace order
     (a replay cancels what is left before it reads the records, so every accepted job should have one).
-    A job cancelled before it started has no start: slurmctld writes its cancel time there."""
-    by_id = {job_id(ln): fields(ln) for ln in raw.get("jobcomp", [])}
+    A job cancelled before it started has no start: slurmctld writes its cancel time there.
+
+    A preempted and requeued job has a line per attempt, each ``JobState=PREEMPTED`` but the last.
+    Slurm rewrites ``SubmitTime`` at each requeue, so the submission is the first line's and the start,
+    end and nodes are the last attempt's: its queue time runs from the submission to the run that
+    finished, as on Kubernetes, where the JobSet keeps its creation time and its pods are made again."""
+    lines: dict[str | None, list[dict[str, str]]] = {}
+    for ln in raw.get("jobcomp", []):
+        f = fields(ln)
+        lines.setdefault(f.get("JobId"), []).append(f)
     slurm_id = {s["job"]: s["job_id"] for s in submitted if s.get("job_id")}
     zone = raw.get("utc_offset") or "+0000"
     out = []
     for job in trace.jobs:
-        jid = slurm_id.get(job.id)
-        if jid is None:
+        recs = lines.get(slurm_id.get(job.id, ""), [])
+        if not recs:
             continue
-        rec = by_id.get(jid)
-        if rec is None:
-            continue
+        first, rec = recs[0], recs[-1]
         state = STATES.get(rec.get("JobState", ""), rec.get("JobState", "").lower() or "unknown")
         held = rec.get("NodeList", "") not in ("", "(null)", "None")
         start = parse_time(rec.get("StartTime"), zone) if held else None
         out.append(JobOutcome(job.id, job.tenant, job.nodes, job.gpus_per_node,
-                              parse_time(rec.get("SubmitTime"), zone), start,
+                              parse_time(first.get("SubmitTime"), zone), start,
                               parse_time(rec.get("EndTime"), zone) if start is not None else None, state,
-                              tuple(sorted(hostnames(rec["NodeList"]))) if held else ()))
+                              tuple(sorted(hostnames(rec["NodeList"]))) if held else (),
+                              preemptions=sum(r.get("JobState") == "PREEMPTED" for r in recs[:-1])))
     return out

@@ -64,7 +64,7 @@ def next_index(where: Path, platform: str) -> int:
 def outcomes_of(platform: str, trace: tr.Trace, result: dict) -> list[outcome.JobOutcome]:
     raw = result["raw"]
     if platform == "k8s":
-        return k8s_records.outcomes(trace, raw["jobsets"], raw["pods"])
+        return k8s_records.outcomes(trace, raw["jobsets"], raw["pods"], raw.get("workloads") or [])
     if platform == "slurm":
         return slurm_records.outcomes(trace, result["submitted"], raw)
     raise ConfigError(f"no replay records for platform {platform!r}", tip=f"one of {', '.join(PLATFORMS)}")

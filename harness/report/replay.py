@@ -173,6 +173,8 @@ def write(where: Path, out: Path | None = None) -> Path:
              "{a} of {n} ({x} blocks more than needed; {b} nodes a block)".format(
                  a=f["placement"]["in_fewest_blocks"], n=f["placement"]["multi_node_jobs"],
                  x=f["placement"]["extra_blocks"], b=f["placement"]["block_nodes"])),
+            ("preemptions: events / jobs preempted (queue time runs to the last run)", lambda f: None
+             if "preemptions" not in f else f"{f['preemptions']['events']} / {f['preemptions']['jobs']}"),
             ("largest jobs (nodes × jobs): queue p50 / max (s)", lambda f: None if not f.get("largest_jobs") else
              "{nodes} × {jobs}: {p50} / {mx}".format(nodes=f["largest_jobs"]["nodes"], jobs=f["largest_jobs"]["jobs"],
                                                      p50=_cell(f["largest_jobs"]["p50_s"]),

@@ -31,6 +31,7 @@ class JobOutcome:
     end: float | None
     state: str                  # "completed", "failed", "running", "pending"
     placed_on: tuple[str, ...] = ()   # the nodes it held, by the scheduler's names
+    preemptions: int = 0        # times it was preempted and requeued before the run that ``start`` is
 
     @property
     def queue_s(self) -> float | None:
@@ -192,6 +193,15 @@ def placement(outcomes: list[JobOutcome], block_of: dict[str, str]) -> dict | No
             "extra_blocks": sum(max(0, e) for e in extra)}
 
 
+def preemptions(outcomes: list[JobOutcome]) -> dict:
+    """How often jobs were preempted (and requeued): events in all, jobs preempted at least once, and the
+    most any one job was. A preempted run's GPU-seconds are not in the utilisation, which counts each
+    job's last run: the work of a run that was preempted was lost (the emulated job restarts from its
+    beginning)."""
+    hit = [o.preemptions for o in outcomes if o.preemptions]
+    return {"events": sum(hit), "jobs": len(hit), "most_per_job": max(hit, default=0)}
+
+
 def figures(outcomes: list[JobOutcome], total_gpus: int, block_of: dict[str, str] | None = None) -> dict:
     """Every replay figure from the outcomes alone (so stored raw records re-derive them): queue times
     per size class, makespan, GPU utilisation from the first submission to the last end, tenant shares,
@@ -205,4 +215,5 @@ def figures(outcomes: list[JobOutcome], total_gpus: int, block_of: dict[str, str
     return {"jobs": len(outcomes), "states": dict(sorted(states.items())), "queue_s": queue_by_size(outcomes),
             "makespan_s": makespan_s(outcomes), "gpu_utilisation": gpu_utilisation(outcomes, total_gpus, t0, t1),
             "tenant_gpu_share": tenant_shares(outcomes), "placement_rate": placement_rate(outcomes),
-            "largest_jobs": largest_jobs(outcomes), "placement": placement(outcomes, block_of or {})}
+            "largest_jobs": largest_jobs(outcomes), "placement": placement(outcomes, block_of or {}),
+            "preemptions": preemptions(outcomes)}

@@ -9,7 +9,7 @@ import os
 
 import pytest
 from _kwok import kwok_nodes
-from _replay import GPUS, NODES
+from _replay import GPUS, NODES, PREEMPT_TRACE
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.k8s]
 
@@ -19,6 +19,7 @@ if os.geteuid() != 0:  # pragma: no cover - depends on the machine
 from harness.cli import main  # noqa: E402
 from harness.clusters import images  # noqa: E402
 from harness.clusters.slurm.emulated import EmulatedShape, EmulatedSlurm  # noqa: E402
+from harness.replay import slurm_tenancy  # noqa: E402
 from harness.scale import trace as tr  # noqa: E402
 
 
@@ -81,3 +82,32 @@ def test_a_recorded_sacct_export_of_the_local_cluster_replays_on_both(clusters, 
     for platform in ("k8s", "slurm"):
         assert figs[platform]["states"] == {"completed": len(jobs)}, figs[platform]
         assert figs[platform]["queue_s"]["all"]["started"] == len(jobs)
+
+
+def test_a_higher_class_preempts_a_lower_one_on_both_and_the_preempted_job_runs_again(clusters, tmp_path, capsys):
+    """--preemption priority: b's high-class job, arriving while a's low-class job borrows the whole
+    cluster, starts within seconds on both; the low job is preempted once, requeued and completes after."""
+    trace = tmp_path / "preempt.jsonl"
+    tr.save(PREEMPT_TRACE, trace)
+    rc = main(["scale", "replay", str(trace), "--preemption", "priority", "--results", str(tmp_path / "out"),
+               "--name", "preempt", "-o", "json"], env={})
+    out = capsys.readouterr().out
+    print(out)
+    assert rc == 0, out
+    figs = json.loads(out)
+    for platform in ("k8s", "slurm"):
+        f = figs[platform]
+        assert f["states"] == {"completed": 2}, f
+        assert f["preemptions"] == {"events": 1, "jobs": 1, "most_per_job": 1}, (platform, f["preemptions"])
+        # b-high is the one 4-node job ("2-8"): placed within seconds, not after a-low's 20 s
+        assert f["queue_s"]["2-8"]["max_s"] <= 8, (platform, f["queue_s"])
+        # a-low's start is its second run's, after b-high's end: at least b-high's 6 s offset plus its 4 s
+        assert f["queue_s"]["9-64"]["max_s"] >= 10 - 1, (platform, f["queue_s"])
+    body = json.loads((tmp_path / "out" / "preempt" / "slurm.json").read_text())
+    assert [ln.split("JobState=")[1].split()[0] for ln in body["raw"]["jobcomp"]].count("PREEMPTED") == 1
+    assert body["settings"]["qos_removal_error"] == "" and body["settings"]["accounts_removed"]
+    assert {"high|10000|low|requeue", "low|100||requeue"} <= set(body["settings"]["qos_during_replay"]), body
+    assert slurm_tenancy.slurm_qos() == {"normal"}    # the replay's QOSes are gone again
+    k8s = json.loads((tmp_path / "out" / "preempt" / "k8s.json").read_text())
+    assert k8s["settings"]["cleaned_up"] and k8s["settings"]["preemption"].startswith("priority")
+    assert main(["scale", "rederive", str(tmp_path / "out" / "preempt")], env={}) == 0

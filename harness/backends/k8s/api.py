@@ -35,6 +35,7 @@ LOCALQUEUES = _resource(rj.KUEUE_API, "localqueues")
 CLUSTERQUEUES = _resource(rj.KUEUE_API, "clusterqueues")
 RESOURCEFLAVORS = _resource(rj.KUEUE_API, "resourceflavors")
 TOPOLOGIES = _resource(rj.KUEUE_API, "topologies")   # Kueue TAS
+WORKLOADPRIORITYCLASSES = _resource(rj.KUEUE_API, "workloadpriorityclasses")
 CONFLICT = object()   # K8sClient.call(conflict_ok=True): the request got 409 Conflict
 
 

@@ -117,10 +117,16 @@ def _tuned(stage: dict) -> dict:
     KWOK's general pod stages wait 1–5 s (random) before each step, and its pod-complete stage takes
     min(delay, jitter) when the jitter (default 5 s) is not above the delay, so a "90s" annotation
     alone would complete in 5 s. Without a jitter the delay is the annotation's, else 1 s.
+
+    A deleted pod (a preempted gang's) is gone 1 s later: KWOK's own stage waits a random time up to
+    the pod's deletion timestamp, the whole grace period (30 s by default), as if the process ignored
+    SIGTERM; the emulated job ends at SIGTERM, as the sleep of a Slurm replay's job does.
     """
     s = copy.deepcopy(stage)
     name = s["metadata"]["name"]
-    if s["spec"]["resourceRef"]["kind"] == "Pod" and name != "pod-delete":
+    if name == "pod-delete":
+        s["spec"]["delay"] = {"durationMilliseconds": 1000}
+    elif s["spec"]["resourceRef"]["kind"] == "Pod":
         if name == "pod-complete":
             s["spec"]["delay"] = {"durationMilliseconds": 1000,
                                   "durationFrom": {"expressionFrom": f'.metadata.annotations["{DELAY_ANNOTATION}"]'}}
@@ -165,16 +171,21 @@ def running(L: Layout) -> bool:
 
 
 def start(L: Layout, stage_dir: Path, kwok_bin: Path | None = None) -> int:
-    """Start the controller (once: a running one is kept), logging to logs/kwok.log; its pid."""
+    """Start the controller (once: a running one with the same configuration is kept, one with another
+    is restarted), logging to logs/kwok.log; its pid."""
+    cfg = L.config / "kwok.yaml"
+    text = yaml.safe_dump_all(config_documents(stages(stage_dir)), sort_keys=False)
     state = load_state(L)
     entry = state.get("components", {}).get(COMPONENT)
     if entry and procs.alive(entry):
-        return entry["pid"]
+        if cfg.is_file() and cfg.read_text() == text:
+            return entry["pid"]
+        stop(L)
+        state = load_state(L)
     if not state.get("ready"):
         raise ClusterError("the native Kubernetes cluster is not up", tip="poc cluster up --k8s --provider native")
     L.config.mkdir(parents=True, exist_ok=True)
-    cfg = L.config / "kwok.yaml"
-    cfg.write_text(yaml.safe_dump_all(config_documents(stages(stage_dir)), sort_keys=False))
+    cfg.write_text(text)
     return procs.spawn(L, state, COMPONENT, command(L.admin_kubeconfig, cfg, kwok_bin or builds.KWOK.path("kwok")))
 
 

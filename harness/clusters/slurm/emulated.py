@@ -78,7 +78,7 @@ class EmulatedShape:
     base_port: int = 17_000
     scheduler_parameters: str = "bf_interval=5,sched_interval=5,bf_continue"
     # priority/multifactor with slurmdbd. Fair share dominates (as a site that shares a cluster among
-    # tenants sets it), age breaks ties among a tenant's own jobs, QOS is kept from before.
+    # tenants sets it), age breaks ties among a tenant's own jobs; a QOS's priority outweighs both.
     # Half-life, max age and the recalculation period are minutes (Slurm's resolution): Slurm's
     # defaults are 7 days, 7 days and 5 minutes; a trace compressed k-fold wants them divided by k.
     # The period is 1 here, not 5: a replay makes its accounts just before it submits, and their
@@ -149,6 +149,9 @@ def render_slurm_conf(shape: EmulatedShape) -> str:
         f"SlurmctldHost={HOSTNAME}",
         "SlurmUser=slurm",
         "AuthType=auth/munge",
+        # A requeued job (preempted with PreemptMode=REQUEUE) is held until its old credential has expired:
+        # 120 s by default, an age in a replay compressed 60-fold; 10 s here, and replays record it.
+        "AuthInfo=cred_expire=10",
         "CredType=cred/munge",
         "MpiDefault=none",
         # there is no mail here; the default (/bin/mail) is missing and slurmctld logs it as an error
@@ -186,11 +189,18 @@ def render_slurm_conf(shape: EmulatedShape) -> str:
         f"PriorityWeightFairshare={shape.priority_weight_fairshare}",
         f"PriorityWeightAge={shape.priority_weight_age}",
         "PriorityWeightJobSize=1000",
-        "PriorityWeightQOS=10000",
+        # A QOS's priority outweighs fair share and age, as a Workload's priority orders Kueue's queues
+        # before its creation time (render/replay_priority.py); every job of a replay without
+        # --preemption priority is in `normal`, priority 0, so then it weighs nothing.
+        "PriorityWeightQOS=100000",
         f"PriorityDecayHalfLife={shape.priority_decay_half_life_min}",
         f"PriorityMaxAge={shape.priority_max_age_min}",
         f"PriorityCalcPeriod={shape.priority_calc_period_min}",
         "TopologyPlugin=topology/tree",
+        # A QOS preempts only the QOSes its Preempt= list names (none has one unless a replay sets it);
+        # a preempted job goes back to the queue and runs again from its start.
+        "PreemptType=preempt/qos",
+        "PreemptMode=REQUEUE",
         # slurmdbd in this container (the entrypoint starts it first): accounts are associations, and a
         # job of an account that is not one, or over an association's or QOS's limit, is refused.
         "AccountingStorageType=accounting_storage/slurmdbd",

@@ -57,6 +57,9 @@ def test_a_stored_replay_rederives_and_a_changed_figure_is_named(tmp_path, capsy
     (["scale", "import", "/nonexistent/h.json", "--out", "x.jsonl"], "cannot read"),
     (["scale", "rederive", "/nonexistent"], "not a replay's results directory"),
     (["scale", "synth", "--nodes", "0", "--out", "x.jsonl"], "nodes must be at least 1"),
+    (["scale", "synth", "--qos", "high", "--out", "x.jsonl"], "is not NAME=WEIGHT"),
+    (["scale", "synth", "--qos", "high=-1", "--out", "x.jsonl"], "qos must be (name, weight) pairs"),
+    (["scale", "replay", "t.jsonl", "--preemption", "priority", "--qos-priority", "high=x"], "NAME=PRIORITY"),
 ])
 def test_bad_input_is_an_error_with_a_tip(argv, words, capsys):
     assert main(argv, env={}) == 2
@@ -140,3 +143,33 @@ def test_an_interrupted_replay_is_stored_marked_and_the_repeats_stop(tmp_path, m
     assert out["interrupted"] == "slurm" and k8s_calls == slurm_calls == ["r"]
     _, stored = rs.load(tmp_path / "r")
     assert list(stored) == ["k8s", "slurm"] and stored["slurm"]["interrupted"]
+
+
+def test_replay_passes_the_preemption_mode_and_the_classes_priorities_to_both(tmp_path, monkeypatch, capsys):
+    seen = {}
+
+    def both(platform):
+        rec, run, _ = _recorded(platform)
+
+        def spy(trace, name, timeout_s=None, say=print, **kw):
+            seen[platform] = kw
+            return run(trace, name, timeout_s, say)
+        return rec, spy
+    rec, k8s = both("k8s")
+    monkeypatch.setattr(local, "replay_k8s", k8s)
+    monkeypatch.setattr(local, "replay_slurm", both("slurm")[1])
+    trace_file = tmp_path / "t.jsonl"
+    trace_file.write_text(rec["trace"])
+    assert main(["scale", "replay", str(trace_file), "--results", str(tmp_path / "res"), "--name", "r", "-q",
+                 "--preemption", "priority", "--qos-priority", "urgent=50000,low=1"], env={}) == 0
+    want = {"low": 1, "normal": 1000, "high": 10000, "urgent": 50000}
+    assert seen["slurm"] == {"preemption": "priority", "priorities": want}
+    assert seen["k8s"] == {"preemption": "priority", "priorities": want, "topology": "preferred"}
+
+
+def test_synth_draws_the_qos_classes_by_weight(tmp_path, capsys):
+    out = tmp_path / "t.jsonl"
+    assert main(["scale", "synth", "--nodes", "16", "--hours", "2", "--seed", "3", "--qos", "high=1,low=3",
+                 "--out", str(out), "-q"], env={}) == 0
+    classes = [j.qos for j in tr.load(out).jobs]
+    assert set(classes) == {"high", "low"} and classes.count("low") > classes.count("high")

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from harness.errors import BackendError
-from harness.replay import local
+from harness.replay import local, slurm_tenancy
 from harness.replay.slurm import SlurmReplay
 from harness.scale.trace import NodeShape, Trace, TraceJob
 
@@ -80,7 +80,7 @@ def test_accounts_are_removed_when_the_replay_fails_and_removal_waits_for_active
         raise BackendError("squeue failed")
 
     monkeypatch.setattr(SlurmReplay, "run", run)
-    monkeypatch.setattr(local.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(slurm_tenancy.time, "sleep", lambda _s: None)
     with pytest.raises(BackendError):
         local.replay_slurm(trace("a", "c"), "n", timeout_s=5, say=lambda _: None, shell=fake)
     assert fake.accounts == {"root"}
@@ -102,3 +102,41 @@ def test_a_failed_account_setup_removes_what_it_made_and_says_which():
         local.make_accounts(shares, shell, sleep=lambda _s: None)
     assert "Problem talking to the database" in err.value.message
     assert fake.accounts == {"root"}
+
+
+class FakeQos:
+    """sacctmgr over a set of QOSes (``normal`` to start with); `refuse` makes that QOS's add fail."""
+
+    def __init__(self, refuse: str = ""):
+        self.qos, self.calls, self.refuse = {"normal"}, [], refuse
+
+    def __call__(self, argv, input=None, timeout=None):
+        self.calls.append(list(argv))
+        if argv[:5] == ["sacctmgr", "-n", "-P", "list", "qos"]:
+            return subprocess.CompletedProcess(argv, 0, "".join(f"{q}\n" for q in sorted(self.qos)), "")
+        if argv[:4] == ["sacctmgr", "-i", "add", "qos"]:
+            if argv[4] == self.refuse:
+                return subprocess.CompletedProcess(argv, 1, "", f"sacctmgr: error: You gave a bad qos '{argv[4]}'")
+            self.qos.add(argv[4])
+        if argv[:4] == ["sacctmgr", "-i", "delete", "qos"]:
+            self.qos -= set(argv[4].removeprefix("name=").split(","))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+def test_the_classes_qoses_are_made_and_removed_and_normal_is_set_back():
+    fake = FakeQos()
+    classes = local.rp.class_priorities(["high", "low", "normal"], local.rp.DEFAULT_PRIORITIES)
+    made, modified = slurm_tenancy.make_qos(classes, fake)
+    assert made == ["low", "high"] and modified == ["normal"] and fake.qos == {"normal", "low", "high"}
+    assert slurm_tenancy.remove_qos(made, modified, fake) == "" and fake.qos == {"normal"}
+    assert fake.calls[-2][-4:] == ["set", "priority=0", "preempt=", "preemptmode=cluster"]
+
+
+def test_a_refused_qos_puts_back_what_was_made_and_says_why():
+    fake = FakeQos(refuse="high")
+    classes = local.rp.class_priorities(["high", "low", "normal"], local.rp.DEFAULT_PRIORITIES)
+    with pytest.raises(BackendError, match="bad qos 'high'"):
+        slurm_tenancy.make_qos(classes, fake)
+    assert fake.qos == {"normal"}
+    assert ["sacctmgr", "-i", "modify", "qos", "where", "name=normal", "set", "priority=0", "preempt=",
+            "preemptmode=cluster"] in fake.calls
