@@ -35,7 +35,30 @@ def run_action(args, say) -> dict:
     if args.k8s:
         chosen["k8s"] = get("k8s", provider=k8s_provider(args.provider, args.cluster_command), nodes=args.nodes,
                             say=say)
-    return {name: getattr(cluster, args.cluster_command)() for name, cluster in chosen.items()}
+    qps = getattr(args, "client_qps", None)
+    if qps is not None and k8s_provider(args.provider, args.cluster_command) != "native":
+        raise ConfigError("--client-qps sets the native Kubernetes cluster's controllers",
+                          tip=f"poc cluster up --k8s --provider native --client-qps {qps}")
+    from ..clusters.k8s import rate_limits
+    limits = None if qps is None else rate_limits.parse(qps)    # refused before anything starts
+    done = {name: getattr(cluster, args.cluster_command)() for name, cluster in chosen.items()}
+    if limits is not None and "k8s" in chosen:
+        done["k8s"] = _set_client_qps(limits, chosen["k8s"], say)
+    return done
+
+
+def _set_client_qps(limits: dict, cluster, say):
+    """The controllers' client rate limits on the running native cluster; the changed ones restarted."""
+    from ..clusters.k8s import rate_limits, tuning
+    from ..clusters.k8s.layout import Layout
+    from ..clusters.native_k8s import state_root
+    L = Layout(state_root())
+    restarted = tuning.apply_rate_limits(L, limits)
+    info = cluster.up()     # restarts what was stopped, as any dead controller
+    if restarted:
+        say(f"[k8s] restarted {', '.join(restarted)} with the new client rate limits")
+    settings = {**info.settings, "client_rate_limits_qps_burst": rate_limits.describe(L)}
+    return dataclasses.replace(info, settings=settings)
 
 
 def _emulated(args, say, runner=None, ensure_image=None) -> dict:

@@ -209,6 +209,10 @@ def _emulated_args(a, action: str) -> None:
         a.add_argument("--rack-size", type=int, default=8, metavar="R", help="emulated nodes per rack (default 8)")
         a.add_argument("--racks-per-block", type=int, default=4, metavar="B",
                        help="racks per topology block (default 4)")
+        a.add_argument("--client-qps", metavar="COMPONENT=QPS[/BURST],...",
+                       help="native Kubernetes (--k8s): the controllers' client rate limits, e.g. "
+                            "kueue=200/300,kube-controller-manager=200/300, or `default`; restarts the ones that "
+                            "change; replays record them (default: each controller's own, Kueue 20/30)")
         a.add_argument("--fairshare-half-life", type=int, default=7 * 24 * 60, metavar="MIN",
                        help="emulated Slurm (--slurm): PriorityDecayHalfLife of past usage in fair share, in "
                             "minutes (default 10080, Slurm's 7 days); divide it by a replay's --compress to keep "

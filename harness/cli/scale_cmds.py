@@ -101,8 +101,8 @@ def figure_lines(platform: str, figs: dict) -> list[str]:
                    f"fewest blocks they fit ({where['extra_blocks']} blocks more in all)")
     pre = figs.get("preemptions")
     if pre and pre["events"]:
-        out.append(f"  preemptions: {pre['events']} ({pre['jobs']} jobs preempted, at most {pre['most_per_job']} "
-                   "times one); queue times run to each job's last, finished run")
+        out.append(f"  preemptions: {pre['events']} ({pre['jobs']} jobs preempted, {pre['most_per_job']} the most for "
+                   "one job); queue times run to each job's last, finished run")
     if big:
         out.append(f"  largest jobs ({big['nodes']} nodes, {big['jobs']}): queue p50 {big['p50_s']} s, "
                    f"max {big['max_s']} s")

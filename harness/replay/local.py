@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 from ..backends.k8s.api import K8sClient, qty
 from ..clusters import native_k8s as nk
-from ..clusters.k8s import components, kwok
+from ..clusters.k8s import kwok, rate_limits
+from ..clusters.k8s.layout import Layout
 from ..clusters.slurm import emulated
 from ..errors import ConfigError
 from ..render import replay_k8s as rr
@@ -85,7 +86,7 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
                           "pods": "KWOK: Running at once, Succeeded about 1 s after the annotated run time",
                           "topology": rr.topology_text(target),
                           "preemption": rp.settings_text(preemption, classes),
-                          "client_rate_limits_qps_burst": components.CLIENT_RATE_LIMITS,
+                          "client_rate_limits_qps_burst": rate_limits.describe(Layout(info.state_dir)),
                           "cleaned_up": gone}
     return result, nodes * gpus
 

@@ -93,7 +93,8 @@ def outcomes(trace: Trace, submitted: list[dict], raw: dict) -> list[JobOutcome]
     (a replay cancels what is left before it reads the records, so every accepted job should have one).
     A job cancelled before it started has no start: slurmctld writes its cancel time there.
 
-    A preempted and requeued job has a line per attempt, each ``JobState=PREEMPTED`` but the last.
+    A preempted and requeued job has a line per attempt, each ``JobState=PREEMPTED`` but the last (which
+    is too when the job was preempted and not requeued).
     Slurm rewrites ``SubmitTime`` at each requeue, so the submission is the first line's and the start,
     end and nodes are the last attempt's: its queue time runs from the submission to the run that
     finished, as on Kubernetes, where the JobSet keeps its creation time and its pods are made again."""
@@ -116,5 +117,5 @@ def outcomes(trace: Trace, submitted: list[dict], raw: dict) -> list[JobOutcome]
                               parse_time(first.get("SubmitTime"), zone), start,
                               parse_time(rec.get("EndTime"), zone) if start is not None else None, state,
                               tuple(sorted(hostnames(rec["NodeList"]))) if held else (),
-                              preemptions=sum(r.get("JobState") == "PREEMPTED" for r in recs[:-1])))
+                              preemptions=sum(r.get("JobState") == "PREEMPTED" for r in recs)))
     return out

@@ -173,8 +173,10 @@ def decision_parts(replay_dirs: list[Path]) -> list[tuple[str, str, str]]:
         if not picked:
             out.append((f"`{where.name}`: no complete replay on both platforms{left_out}", "–", "not measured"))
             continue
+        preempting = str(first.get("settings", {}).get("preemption", "")).startswith("priority")
         head = (f"`{where.name}`: {len(trace.jobs)} jobs of {trace.name} on {nodes} emulated nodes, replayed "
-                f"{trace.compression:g}× faster; replays Slurm {n[B]}, Kubernetes {n[A]}{left_out} — ")
+                f"{trace.compression:g}× faster{', higher QOS classes preempting lower ones' if preempting else ''}; "
+                f"replays Slurm {n[B]}, Kubernetes {n[A]}{left_out} — ")
         for i, r in enumerate(picked):
             unit = "" if r.figure.unit == "share" else " " + r.figure.unit
             ev = (f"{head if i == 0 else ''}{r.figure.label}: Slurm {_v(r.median[B], r.figure.unit)}{unit}, "

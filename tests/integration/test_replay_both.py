@@ -35,19 +35,23 @@ def clusters(tmp_path_factory):
             slurm.down()
 
 
+def replay_on_both(trace, out, name: str, capsys, *flags: str) -> dict:
+    """`poc scale replay TRACE FLAGS... -o json` as a user runs it: each platform's figures."""
+    capsys.readouterr()
+    rc = main(["scale", "replay", str(trace), *flags, "--results", str(out), "--name", name, "-o", "json"], env={})
+    text = capsys.readouterr().out
+    print(text)
+    assert rc == 0, text
+    return json.loads(text)
+
+
 def test_one_trace_replays_on_both_and_each_platforms_figures_rederive(clusters, tmp_path, capsys):
     trace = tmp_path / "t.jsonl"
     # seed 4: 11 jobs in 2 h, the longest 2.8 h; 600x makes it a 12 s window
     assert main(["scale", "synth", "--nodes", str(NODES), "--hours", "2", "--load", "0.5", "--seed", "4",
                  "--out", str(trace), "-q"], env={}) == 0
     jobs = len(tr.load(trace).jobs)
-    capsys.readouterr()
-    rc = main(["scale", "replay", str(trace), "--compress", "600", "--results", str(tmp_path / "out"),
-               "--name", "both", "-o", "json"], env={})
-    out = capsys.readouterr().out
-    print(out)
-    assert rc == 0, out
-    figs = json.loads(out)
+    figs = replay_on_both(trace, tmp_path / "out", "both", capsys, "--compress", "600")
     for platform in ("k8s", "slurm"):
         f = figs[platform]
         assert f["jobs"] == jobs and f["states"] == {"completed": jobs} and f["jobs_without_record"] == 0, f
@@ -72,13 +76,7 @@ def test_a_recorded_sacct_export_of_the_local_cluster_replays_on_both(clusters, 
     trace = tmp_path / "history.jsonl"
     assert main(["scale", "import", str(export), "--out", str(trace), "-q"], env={}) == 0
     jobs = tr.load(trace).jobs
-    capsys.readouterr()
-    rc = main(["scale", "replay", str(trace), "--compress", "30", "--results", str(tmp_path / "out"),
-               "--name", "history", "-o", "json"], env={})
-    out = capsys.readouterr().out
-    print(out)
-    assert rc == 0, out
-    figs = json.loads(out)
+    figs = replay_on_both(trace, tmp_path / "out", "history", capsys, "--compress", "30")
     for platform in ("k8s", "slurm"):
         assert figs[platform]["states"] == {"completed": len(jobs)}, figs[platform]
         assert figs[platform]["queue_s"]["all"]["started"] == len(jobs)
@@ -89,12 +87,7 @@ def test_a_higher_class_preempts_a_lower_one_on_both_and_the_preempted_job_runs_
     cluster, starts within seconds on both; the low job is preempted once, requeued and completes after."""
     trace = tmp_path / "preempt.jsonl"
     tr.save(PREEMPT_TRACE, trace)
-    rc = main(["scale", "replay", str(trace), "--preemption", "priority", "--results", str(tmp_path / "out"),
-               "--name", "preempt", "-o", "json"], env={})
-    out = capsys.readouterr().out
-    print(out)
-    assert rc == 0, out
-    figs = json.loads(out)
+    figs = replay_on_both(trace, tmp_path / "out", "preempt", capsys, "--preemption", "priority")
     for platform in ("k8s", "slurm"):
         f = figs[platform]
         assert f["states"] == {"completed": 2}, f

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.clusters.k8s import builds
+from harness.clusters.k8s import builds, rate_limits
 from harness.clusters.k8s.layout import (
     APISERVER_PORT,
     CLUSTER_DOMAIN,
@@ -93,7 +93,7 @@ def kube_controller_manager(L: Layout, certs: dict) -> Command:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}",
         "--node-monitor-period=2s",
-        "--profiling=false", "--v=1"])
+        "--profiling=false", "--v=1", *rate_limits.kcm_flags(L)])
 
 
 def kube_scheduler(L: Layout) -> Command:

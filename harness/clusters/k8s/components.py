@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.clusters.k8s import builds, pki
+from harness.clusters.k8s import builds, pki, rate_limits
 from harness.clusters.k8s.layout import (
     BRIDGE_PREFIX,
     CGROUP_PARENT,
@@ -197,16 +197,6 @@ def jobset_config(L: Layout) -> Path:
     return path
 
 
-# Each controller's client-side limit on API requests (queries per second / burst), none set here, so
-# each at its own default (read from the v1.34.4, Kueue v0.14.5 and JobSet v0.10.1 sources). At scale
-# they bound how fast admissions, pods and bindings can be written, so a replay records them beside
-# its figures: a site that raised them can see other rates.
-CLIENT_RATE_LIMITS = {"kueue": "20/30 (Configuration clientConnection, default)",
-                      "kube-controller-manager": "20/30 (--kube-api-qps/--kube-api-burst, default)",
-                      "kube-scheduler": "50/100 (clientConnection, default)",
-                      "jobset": "500 (--kube-api-qps, default)"}
-
-
 def kueue_config(L: Layout) -> Path:
     cfg = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta1",
@@ -220,6 +210,9 @@ def kueue_config(L: Layout) -> Path:
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
     }
+    client = rate_limits.kueue_client_connection(L)    # `poc cluster up --client-qps`; else Kueue's default
+    if client:
+        cfg["clientConnection"] = client
     path = L.config / "kueue.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
