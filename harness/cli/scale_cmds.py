@@ -117,7 +117,8 @@ def _replay(args) -> int:
     out = Out(args.quiet, args.output in ("json", "yaml"))
     platforms = _replay_platforms(args.platform)
     if args.repeat < 1:
-        raise ConfigError(f"--repeat {args.repeat}: replay at least once", tip="--repeat 5 gives a verdict")
+        raise ConfigError(f"--repeat {args.repeat}: replay at least once",
+                          tip="--repeat 6 gives a verdict over every size class")
     try:
         priorities = rp.parse_priorities(args.qos_priority)
     except ValueError as e:
@@ -228,7 +229,8 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
     rp.add_argument("--name", help="the replay's directory under --results (default: replay-<trace>-<UTC time>); "
                     "an existing one of the same trace takes the new replays beside its others")
     rp.add_argument("--repeat", type=int, default=1, metavar="N",
-                    help="replay N times on each platform, alternating (default 1; 5 a side give a verdict)")
+                    help="replay N times on each platform, alternating (default 1; a verdict needs 5 a side, 6 when "
+                         "every size class is compared)")
     rp.add_argument("--k8s-topology", choices=["preferred", "required", "off"], default="preferred",
                     help="Kueue topology-aware scheduling for each gang: preferably (default, as Slurm's "
                          "topology/tree) or strictly inside one block, or off")

@@ -128,14 +128,17 @@ def _verdict_lines(stored: dict[str, dict], trace, n_runs: dict[str, int]) -> li
                 "between replays, so no platform is called faster here; replay again (`poc scale replay "
                 "--repeat N`, the same trace) to see what varies.", ""]
     cut = sum(n - len(replay_verdict.complete(stored, p)) for p, n in n_runs.items())
+    rows = replay_verdict.rows(stored, trace)
+    need = rows[0].needed if rows else replay_verdict.MIN_N
     left_out = (f" {cut} of them stopped before their last job (a watch's time-out or an interrupt) and are left "
                 "out of the table: their percentiles cover only the jobs that started." if cut else "")
     return [f"Replays of this same trace: {runs}.{left_out} What stays the same in every replay: the trace, its "
             "compression, the cluster's shape and settings; what varies is the control planes' timing and this "
             "machine's other load, which the spread of each platform's values shows. Each replay is one value (its "
             "jobs share one queue, so they are not independent); a verdict needs "
-            f"{replay_verdict.MIN_N} replays a side (exact rank-sum test, Holm-adjusted over the figures "
-            "below).", "", *replay_verdict.markdown(replay_verdict.rows(stored, trace)), ""]
+            f"{need} replays a side (exact rank-sum test, Holm-adjusted over the {len(rows)} figures below: "
+            "with fewer, even replays that all differ cannot reach its threshold).", "",
+            *replay_verdict.markdown(rows), ""]
 
 
 def write(where: Path, out: Path | None = None) -> Path:

@@ -5,8 +5,10 @@ The unit of a test is the replay, never the job: a replay's hundreds of jobs sha
 slow moment delays many of them at once and they are not independent measurements. Per figure, each
 platform's values (one a replay), their medians, the ratio Kubernetes / Slurm with a bootstrap interval,
 and the exact rank-sum test, Holm-adjusted over the figures compared, as for every other criterion of
-the report (inference.py). A verdict needs MIN_N replays a side; with fewer the values stand side by side,
-descriptive, with the replays still needed. The same in every replay: the trace, its compression, the
+the report (inference.py). A verdict needs as many replays a side as let that test reach its threshold
+over the figures compared (``replays_needed``: MIN_N = 5 for up to 6 figures, 6 for up to 23, as a
+replay with every size class has 12); with fewer the values stand side by side, descriptive, with the
+replays still needed. The same in every replay: the trace, its compression, the
 cluster's shape and settings. What varies: the control planes' timing and this machine's other load,
 which the spread of a platform's replays shows.
 """
@@ -22,7 +24,7 @@ import numpy as np
 from ..replay import store as rs
 from ..scale import trace as tr
 from .bootstrap import bootstrap_ratio
-from .inference import ALPHA, holm, rank_sum_p
+from .inference import ALPHA, holm, min_n, rank_sum_p
 from .stats import MIN_N, PLATFORM_LABEL
 
 A, B = "k8s", "slurm"   # ratios are Kubernetes / Slurm, as in the decision summary
@@ -64,6 +66,7 @@ class Row:
     p: float = math.nan
     p_holm: float = math.nan
     verdict: str = "few"                # few | resolution | ahead | none
+    needed: int = MIN_N                 # replays a side a verdict needs over the figures compared
 
     @property
     def n(self) -> int:
@@ -89,9 +92,17 @@ def rows(stored: dict[str, dict], trace: tr.Trace) -> list[Row]:
                     for p in (A, B)})
 
 
+def replays_needed(m: int, alpha: float = ALPHA) -> int:
+    """The fewest replays a side (never under MIN_N) with which the exact rank-sum test, Holm-adjusted over
+    `m` figures, can reach `alpha` at all. With n a side its smallest two-sided p is 2 / C(2n, n), every
+    value of one side beyond every value of the other, and Holm multiplies the smallest p by m: 5 a side
+    give 0.0079, enough for up to 6 figures; a replay with every size class has 12, which needs 6."""
+    return max(MIN_N, min_n(max(1, m), alpha))
+
+
 def rows_of(per: dict[str, list[dict]]) -> list[Row]:
     """One row per figure both platforms have in every replay (per: platform -> each replay's figures),
-    tested where MIN_N replays a side allow."""
+    tested where enough replays a side (replays_needed, over the figures compared) allow."""
     out = []
     for fig in figures_compared():
         vals = {p: [fig.get(f) for f in per[p]] for p in (A, B)}
@@ -101,12 +112,15 @@ def rows_of(per: dict[str, list[dict]]) -> list[Row]:
         r = Row(fig, vals, {p: float(np.median(v)) for p, v in vals.items()})
         if r.median[B]:
             r.ratio = r.median[A] / r.median[B]
-        if r.n >= MIN_N:
-            if r.median[B]:
-                _, lo, hi = bootstrap_ratio(np.array(vals[A]), np.array(vals[B]))
-                r.ci = (lo, hi)
-            r.p = rank_sum_p(vals[A], vals[B])
         out.append(r)
+    need = replays_needed(len(out))
+    for r in out:
+        r.needed = need
+        if r.n >= need:
+            if r.median[B]:
+                _, lo, hi = bootstrap_ratio(np.array(r.values[A]), np.array(r.values[B]))
+                r.ci = (lo, hi)
+            r.p = rank_sum_p(r.values[A], r.values[B])
     tested = [r for r in out if math.isfinite(r.p)]
     for r, p_adj in zip(tested, holm([r.p for r in tested]), strict=True):
         r.p_holm = p_adj
@@ -132,7 +146,7 @@ def _ratio(r: Row) -> str:
 
 def verdict_text(r: Row) -> str:
     if r.verdict == "few":
-        return f"descriptive: {r.n} replay{'s' if r.n != 1 else ''} a side, a verdict needs {MIN_N}"
+        return f"descriptive: {r.n} replay{'s' if r.n != 1 else ''} a side, a verdict needs {r.needed}"
     if r.verdict == "resolution":
         return f"no difference beyond the records' resolution (±{2 * r.figure.resolution:g} {r.figure.unit})"
     if r.verdict == "ahead":

@@ -63,7 +63,7 @@ def test_repeated_replays_get_a_table_of_each_replays_values_and_the_verdict_the
     assert "Replays of this same trace: Slurm 2, Kubernetes 2." in text
     assert "| figure | Slurm, each replay | Kubernetes, each replay |" in text
     assert "| queue p50, 2-8 nodes (s) | 10, 10 | 11, 11 |" in text
-    assert "descriptive: 2 replays a side, a verdict needs 5" in text
+    assert "descriptive: 2 replays a side, a verdict needs 6" in text   # 10 figures compared
     assert "each platform's first replay" in text
 
 

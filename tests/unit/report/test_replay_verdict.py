@@ -88,7 +88,8 @@ def test_the_decision_summary_has_a_queue_at_scale_row_from_the_campaigns_replay
     ev, ratio, ahead = row.parts[0]
     assert ev.startswith("`r1`: 4 jobs of ") and "on 16 emulated nodes" in ev and "replays Slurm 2, Kubernetes 2" in ev
     assert "queue p50, all jobs: Slurm " in ev and ratio.startswith("×")
-    assert ahead == [f"descriptive: 2 replays a side, a verdict needs {MIN_N}"]
+    # 10 figures (all jobs and three size classes, p50 and p99; utilisation; makespan): 6 a side needed
+    assert ahead == ["descriptive: 2 replays a side, a verdict needs 6"]
     assert "emulated nodes" in row.settings
     # a campaign without replays: the row says it was not measured
     none = {r.criterion: r for r in decision.rows(table, gs, summary(gs), [])}[decision.SCALE]
@@ -103,7 +104,29 @@ def test_a_replay_that_stopped_before_its_last_job_is_left_out_and_said_so(tmp_p
     assert len(replay_verdict.complete(stored, "k8s")) == 1 and len(replay_verdict.complete(stored, "slurm")) == 2
     ev, _, ahead = replay_verdict.decision_parts([where])[0]
     assert "replays Slurm 2, Kubernetes 1 (1 stopped before their last job left out)" in ev
-    assert ahead == f"descriptive: 1 replay a side, a verdict needs {MIN_N}"
+    assert ahead == "descriptive: 1 replay a side, a verdict needs 6"
     (where / "k8s.json").write_text(json.dumps({**json.loads((where / "k8s.json").read_text()), "interrupted": True}))
     assert replay_verdict.decision_parts([where]) == [
         ("`r1`: no complete replay on both platforms (2 stopped before their last job left out)", "–", "not measured")]
+
+
+def every_class(p50: float, p99: float, util: float) -> dict:
+    """A replay's figures with all four size classes, as a synthetic trace at scale gives: 12 figures."""
+    q = {"p50_s": p50, "p99_s": p99}
+    return {"queue_s": {c: q for c in ("all", "1", "2-8", "9-64", ">64")}, "gpu_utilisation": util,
+            "makespan_s": 300.0}
+
+
+def test_with_twelve_figures_five_replays_cannot_reach_a_verdict_so_six_are_asked_for():
+    """5 a side: the smallest rank-sum p is 2/252, times 12 figures (Holm) is 0.095, never below 0.05;
+    calling that "no difference shown" would withhold a verdict as plain as this one."""
+    assert replay_verdict.replays_needed(6) == MIN_N == 5 and replay_verdict.replays_needed(12) == 6
+    assert replay_verdict.replays_needed(23) == 6 and replay_verdict.replays_needed(24) == 7
+    k8s = [every_class(140 + i, 290 + i, 0.23 + i / 1000) for i in range(6)]
+    slurm = [every_class(1 + i % 2, 3, 0.30 + i / 1000) for i in range(6)]
+    five = by_key(replay_verdict.rows_of({"k8s": k8s[:5], "slurm": slurm[:5]}))
+    assert len(five) == 12 and {r.verdict for r in five.values()} == {"few"}
+    assert replay_verdict.verdict_text(five["queue_p50_s:all"]) == "descriptive: 5 replays a side, a verdict needs 6"
+    six = by_key(replay_verdict.rows_of({"k8s": k8s, "slurm": slurm}))
+    q = six["queue_p50_s:all"]
+    assert q.verdict == "ahead" and q.ahead() == "slurm" and q.p_holm < 0.05
