@@ -54,6 +54,8 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
     topology/tree is on the other side. preemption, priorities: render/replay_priority.py."""
     if not trace.jobs:
         raise ConfigError("the trace has no jobs", tip="poc scale show TRACE says what it holds")
+    if preemption not in rp.PREEMPTION_MODES:
+        raise ConfigError(f"preemption {preemption!r}", tip=f"one of {', '.join(rp.PREEMPTION_MODES)}")
     if not nk.is_up():
         raise ConfigError("the native Kubernetes cluster is not up",
                           tip="poc cluster up --k8s --provider native --emulated N")
@@ -119,6 +121,13 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
         raise ConfigError(f"the emulated Slurm cluster ({emulated.CONTAINER}) is not up",
                           tip="poc cluster up --slurm --emulated N")
     check_fits(trace, nodes, gpus, flag="--slurm")
+    conf = shell(["scontrol", "show", "config"], timeout=60).stdout
+    sched = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in conf.splitlines())
+             if k.strip() in SLURM_SETTINGS}
+    if preemption != "off" and sched.get("PreemptType") != "preempt/qos":
+        # a cluster started before preemption was configured would queue where Kubernetes preempts
+        raise ConfigError(f"the emulated Slurm cluster runs PreemptType={sched.get('PreemptType')}, and "
+                          "--preemption needs preempt/qos", tip="poc cluster down --slurm --emulated, then up again")
     classes = classes_of(trace, priorities)
     with_qos = preemption != "off"
     target = rsl.SlurmTarget(replay=rsl.slurm_name(f"{name[:40]}-{uuid.uuid4().hex[:6]}"), with_qos=with_qos)
@@ -142,9 +151,6 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
             left = remove_accounts(made, shell)
     finally:    # after the accounts: an association names the QOSes it may use
         qos_left = remove_qos(qos_made, qos_set, shell)
-    conf = shell(["scontrol", "show", "config"], timeout=60).stdout
-    sched = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in conf.splitlines())
-             if k.strip() in SLURM_SETTINGS}
     result["settings"] = {"nodes": nodes, "gpus_per_node": gpus, "job_name": target.replay, **sched,
                           "tenants": "each tenant an account in slurmdbd (associations enforced); equal_quotas as "
                                      "fair-share weights: shares = nominal GPUs, no GPU cap (borrowing unlimited); "

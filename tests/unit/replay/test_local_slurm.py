@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from harness.errors import BackendError
+from harness.errors import BackendError, ConfigError
 from harness.replay import local, slurm_tenancy
 from harness.replay.slurm import SlurmReplay
 from harness.scale.trace import NodeShape, Trace, TraceJob
@@ -140,3 +140,11 @@ def test_a_refused_qos_puts_back_what_was_made_and_says_why():
     assert fake.qos == {"normal"}
     assert ["sacctmgr", "-i", "modify", "qos", "where", "name=normal", "set", "priority=0", "preempt=",
             "preemptmode=cluster"] in fake.calls
+
+
+def test_preemption_on_a_cluster_started_without_preempt_qos_is_refused_before_anything_is_made():
+    fake = FakeSlurm()       # its scontrol show config has no PreemptType: a cluster from before preemption
+    with pytest.raises(ConfigError) as e:
+        local.replay_slurm(trace("a"), "n", timeout_s=5, say=lambda _: None, shell=fake, preemption="priority")
+    assert "preempt/qos" in e.value.message and "down --slurm --emulated" in e.value.tip
+    assert not [c for c in fake.calls if c[:2] == ["sacctmgr", "-i"]]
