@@ -75,7 +75,8 @@ def figures(platform: str, trace: tr.Trace, result: dict, total_gpus: int) -> di
     accepted, or no record): a replay that lost jobs says so beside its percentiles."""
     outs = outcomes_of(platform, trace, result)
     blocks = (k8s_records if platform == "k8s" else slurm_records).block_of(result["raw"])
-    return {**outcome.figures(outs, total_gpus, blocks), "jobs_without_record": len(trace.jobs) - len(outs)}
+    runtimes = {j.id: float(j.runtime_s) for j in trace.jobs}
+    return {**outcome.figures(outs, total_gpus, blocks, runtimes), "jobs_without_record": len(trace.jobs) - len(outs)}
 
 
 def save(where: Path, trace: tr.Trace, platform: str, result: dict, total_gpus: int, index: int = 1) -> dict:

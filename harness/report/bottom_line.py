@@ -137,7 +137,8 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
     def name(criterion: str, why: tuple[str, ...] | list[str] = ()) -> str:   # cost's placeholder price flagged
         said = [*why, flag] if criterion == "cost" and flag else list(why)
         return f"{criterion} ({'; '.join(said)})" if said else criterion
-    described = [r.criterion for r in rs if r.measured and not r.comps]
+    described = [r.criterion for r in rs if r.measured and not r.comps and not r.tested_apart]
+    apart = [(r.criterion, p, text) for r in rs for p, text in r.wins_apart]
     missing = [r.criterion for r in rs if not r.measured]
     out = []
     if wins:
@@ -146,12 +147,19 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
             if mine:
                 out.append(f"{_label(p)} is ahead on "
                            + "; on ".join(f"{name(r.criterion)}: {_cite(c)}" for r, c in mine) + ".")
+    elif apart:
+        out.append("No criterion tested on the campaign's runs shows a difference beyond its intervals.")
     elif not any(c.tested for r in rs for c in r.comps):
         out.append(f"Nothing separates Kubernetes and Slurm in this campaign, and it could not: no criterion has the "
                    f"{MIN_N} runs a side a test needs.")
     else:
         out.append("Nothing separates Kubernetes and Slurm in this campaign: no criterion it tested shows a "
                    "difference beyond its intervals.")
+    for p in (B, A):
+        mine = [(crit, text) for crit, q, text in apart if q == p]
+        for crit in dict.fromkeys(c for c, _ in mine):
+            out.append(f"{_label(p)} is ahead on {crit}, tested across replays of a job trace (apart from the "
+                       "runs): " + "; ".join(t for c, t in mine if c == crit) + ".")
     rest = []
     if same:
         rest.append(f"equivalent within ×{MARGIN:g} on {', '.join(map(name, same))}")

@@ -41,6 +41,10 @@ class Row:
     comps: list[Comparison] = field(default_factory=list)   # the comparisons behind it, for the reading and chart
     measured: bool = False
     settings: str = "–"
+    # verdicts drawn apart from the campaign's runs (queue at scale: across replays, their own Holm family):
+    # whether any was tested, and (platform ahead, what and where) for each that found one
+    tested_apart: bool = False
+    wins_apart: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, evidence: str, ratio: str = "–", ahead: str = "") -> None:
         self.measured = True
@@ -231,6 +235,7 @@ def _scale_row(row: Row, replays: list) -> None:
     each replay's report."""
     for ev, ratio, ahead in replay_verdict.decision_parts(replays):
         row.add(ev, ratio, ahead)
+    row.tested_apart, row.wins_apart = replay_verdict.decided(replays)
     if row.measured:
         row.settings = "emulated nodes (KWOK; slurmd --enable-multiple-slurmd): each replay's report names its settings"
 

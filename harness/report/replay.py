@@ -170,6 +170,12 @@ def write(where: Path, out: Path | None = None) -> Path:
             ("makespan (s)", lambda f: f["makespan_s"]),
             ("GPU utilisation, first submit to last end", lambda f: None if f["gpu_utilisation"] is None
              else f"{f['gpu_utilisation']:.1%}"),
+            ("GPU utilisation by the jobs' run times", lambda f: None if f.get("work_utilisation") is None
+             else f"{f['work_utilisation']:.1%}"),
+            ("GPUs held beyond a job's run time: median / most (s); share of GPU-seconds", lambda f: None
+             if not f.get("held_beyond_run") else "{m:g} / {x:g}; {s:.1%}".format(
+                 m=f["held_beyond_run"]["median_s"], x=f["held_beyond_run"]["max_s"],
+                 s=f["held_beyond_run"]["gpu_seconds_share"])),
             ("busiest 10 s: jobs placed per s", lambda f: f.get("placement_rate", {}).get("jobs_per_s")),
             ("busiest 10 s: nodes placed per s", lambda f: f.get("placement_rate", {}).get("nodes_per_s")),
             ("multi-node jobs in the fewest blocks they fit", lambda f: None if not f.get("placement") else

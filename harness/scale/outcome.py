@@ -89,6 +89,31 @@ def gpu_utilisation(outcomes: list[JobOutcome], total_gpus: int, t0: float, t1: 
     return held / (total_gpus * (t1 - t0))
 
 
+def work_utilisation(outcomes: list[JobOutcome], runtime_s: dict[str, float], total_gpus: int, t0: float,
+                     t1: float) -> float | None:
+    """The GPU-seconds of the jobs' own run times (the trace's ``runtime_s``, within each job's last run)
+    over what the cluster had in [t0, t1]: the allocation without what a platform holds beyond a job's
+    work. An emulated pod is Succeeded about a second after its run time (KWOK's completion step), a
+    Slurm job when its sleep ends, so allocated utilisation counts that second on one side only."""
+    if total_gpus <= 0 or t1 <= t0:
+        return None
+    work = sum(o.gpus * min(runtime_s.get(o.id, 0.0), o.end - o.start) for o in outcomes
+               if o.start is not None and o.end is not None)
+    return work / (total_gpus * (t1 - t0))
+
+
+def held_beyond_run(outcomes: list[JobOutcome], runtime_s: dict[str, float]) -> dict | None:
+    """How long the ended jobs held their GPUs beyond their run time: the median and the most per job (s),
+    and those GPU-seconds' share of all the GPU-seconds held."""
+    ended = [o for o in outcomes if o.start is not None and o.end is not None and o.id in runtime_s]
+    if not ended:
+        return None
+    extra = [max(0.0, (o.end - o.start) - runtime_s[o.id]) for o in ended]
+    held = sum(o.gpus * (o.end - o.start) for o in ended)
+    return {"median_s": nearest_rank(extra, 50), "max_s": max(extra),
+            "gpu_seconds_share": sum(o.gpus * e for o, e in zip(ended, extra, strict=True)) / held if held else 0.0}
+
+
 def utilisation_series(outcomes: list[JobOutcome], total_gpus: int, t0: float, t1: float,
                        step_s: float) -> list[tuple[float, float]]:
     """(seconds from t0, share of GPUs allocated) at every step: the utilisation-over-time curve."""
@@ -202,10 +227,11 @@ def preemptions(outcomes: list[JobOutcome]) -> dict:
     return {"events": sum(hit), "jobs": len(hit), "most_per_job": max(hit, default=0)}
 
 
-def figures(outcomes: list[JobOutcome], total_gpus: int, block_of: dict[str, str] | None = None) -> dict:
+def figures(outcomes: list[JobOutcome], total_gpus: int, block_of: dict[str, str] | None = None,
+            runtime_s: dict[str, float] | None = None) -> dict:
     """Every replay figure from the outcomes alone (so stored raw records re-derive them): queue times
-    per size class, makespan, GPU utilisation from the first submission to the last end, tenant shares,
-    and how many jobs ended in each state."""
+    per size class, makespan, GPU utilisation from the first submission to the last end (allocated, and
+    by the jobs' run times given ``runtime_s``), tenant shares, and how many jobs ended in each state."""
     ends = [o.end for o in outcomes if o.end is not None]
     t0 = min((o.submit for o in outcomes), default=0.0)
     t1 = max(ends, default=t0)
@@ -216,4 +242,6 @@ def figures(outcomes: list[JobOutcome], total_gpus: int, block_of: dict[str, str
             "makespan_s": makespan_s(outcomes), "gpu_utilisation": gpu_utilisation(outcomes, total_gpus, t0, t1),
             "tenant_gpu_share": tenant_shares(outcomes), "placement_rate": placement_rate(outcomes),
             "largest_jobs": largest_jobs(outcomes), "placement": placement(outcomes, block_of or {}),
-            "preemptions": preemptions(outcomes)}
+            "preemptions": preemptions(outcomes),
+            "work_utilisation": work_utilisation(outcomes, runtime_s or {}, total_gpus, t0, t1),
+            "held_beyond_run": held_beyond_run(outcomes, runtime_s or {})}

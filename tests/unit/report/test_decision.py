@@ -2,6 +2,7 @@
 "not measured" where the campaign has no data, and a reading built from the rows."""
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,3 +147,18 @@ def test_a_setting_the_runs_did_not_record_is_said_so_never_filled_in():
     assert text.startswith("Slurm: cred_expire not recorded, SlurmdTimeout 300 sec, sched_interval not recorded")
     assert "Kubernetes: JobSet maxRestarts not recorded" in text and "node-monitor-grace-period not recorded" in text
     assert bounds.settings_text("startup", {}, ("slurm", "k8s"), label) == "–"
+
+
+def test_verdicts_across_replays_open_the_report_and_the_row_is_no_longer_described_without_a_test():
+    """The committed 64-node replays, 6 a side: their verdicts are drawn apart from the runs (their own Holm
+    family) and the opening says so, instead of "nothing separates" and "described without a test"."""
+    from harness.report import replay_verdict
+    where = Path(__file__).parents[3] / "results" / "smoke-2026-12-05" / "smoke-poc" / "scale" / "verdict-64n"
+    tested, wins = replay_verdict.decided([where])
+    assert tested and {p for p, _ in wins} == {"slurm"}
+    assert any(t.startswith("queue p99, all jobs on 64 nodes (`verdict-64n`, ×2.27") for _, t in wins), wins
+    rows = decision.rows(_empty_table(), {}, [], [], replays=[where])
+    says, _, _ = bottom_line.paragraphs(rows, _empty_table(), {}, [])
+    assert says[0] == "No criterion tested on the campaign's runs shows a difference beyond its intervals."
+    assert says[1].startswith("Slurm is ahead on queue at scale, tested across replays of a job trace")
+    assert not any("queue at scale" in t for t in says if t.startswith(("Described", "Not measured")))

@@ -18,7 +18,7 @@ FIXTURES = Path(__file__).parents[2] / "fixtures" / "replay"
 
 def figs(p50: float, p99: float, util: float, makespan: float = 300.0) -> dict:
     return {"queue_s": {"all": {"p50_s": p50, "p99_s": p99}, "1": {"p50_s": p50, "p99_s": p99}},
-            "gpu_utilisation": util, "makespan_s": makespan}
+            "gpu_utilisation": util + 0.02, "work_utilisation": util, "makespan_s": makespan}
 
 
 def by_key(rows):
@@ -40,7 +40,7 @@ def test_separated_replays_give_a_verdict_for_the_side_that_is_ahead():
     q = rows["queue_p50_s:all"]
     assert q.verdict == "ahead" and q.ahead() == "slurm" and q.p_holm < 0.05
     assert q.ci[0] > 1                          # the interval of Kubernetes / Slurm is above 1 throughout
-    u = rows["gpu_utilisation"]
+    u = rows["work_utilisation"]
     assert u.verdict == "ahead" and u.ahead() == "slurm"   # higher utilisation is better
     assert "Slurm ahead (rank-sum, Holm p" in replay_verdict.verdict_text(q)
     # the family: Holm's adjustment is never below the raw p
@@ -114,7 +114,7 @@ def every_class(p50: float, p99: float, util: float) -> dict:
     """A replay's figures with all four size classes, as a synthetic trace at scale gives: 12 figures."""
     q = {"p50_s": p50, "p99_s": p99}
     return {"queue_s": {c: q for c in ("all", "1", "2-8", "9-64", ">64")}, "gpu_utilisation": util,
-            "makespan_s": 300.0}
+            "work_utilisation": util, "makespan_s": 300.0}
 
 
 def test_with_twelve_figures_five_replays_cannot_reach_a_verdict_so_six_are_asked_for():
