@@ -8,6 +8,7 @@ from harness.scale.outcome import (
     JobOutcome,
     figures,
     gpu_utilisation,
+    held_beyond_run,
     largest_jobs,
     makespan_s,
     nearest_rank,
@@ -17,6 +18,7 @@ from harness.scale.outcome import (
     tenant_shares,
     throughput,
     utilisation_series,
+    work_utilisation,
 )
 
 
@@ -130,3 +132,16 @@ def test_throughput_with_nothing_placed_or_nothing_at_all():
 def test_throughput_is_not_among_the_stored_figures():
     figs = figures([o("a", 1, 0, 1, 5)], total_gpus=8)
     assert "placement_rate" in figs and "throughput" not in figs and "offered_jobs_per_s" not in str(figs)
+
+
+def test_utilisation_by_run_time_leaves_out_what_a_job_held_past_its_run():
+    """Two 8-GPU jobs of 10 s on 16 GPUs over 20 s: one ended on time, one held its GPUs 2 s longer (an
+    emulated pod's completion lag). Allocated counts those 2 s; by run time does not."""
+    outs = [JobOutcome("a", "t", 1, 8, 0.0, 0.0, 10.0, "completed"),
+            JobOutcome("b", "t", 1, 8, 0.0, 8.0, 20.0, "completed"),
+            JobOutcome("c", "t", 1, 8, 0.0, None, None, "pending")]
+    runtime = {"a": 10.0, "b": 10.0, "c": 10.0}
+    assert gpu_utilisation(outs, 16, 0.0, 20.0) == (8 * 10 + 8 * 12) / (16 * 20)
+    assert work_utilisation(outs, runtime, 16, 0.0, 20.0) == (8 * 10 + 8 * 10) / (16 * 20)
+    assert held_beyond_run(outs, runtime) == {"median_s": 0.0, "max_s": 2.0, "gpu_seconds_share": 16 / 176}
+    assert work_utilisation(outs, runtime, 0, 0.0, 20.0) is None and held_beyond_run(outs[2:], runtime) is None
