@@ -233,9 +233,9 @@ def _scale_row(row: Row, replays: list) -> None:
     """Queue at the cluster's size: the campaign's replays of job traces on emulated nodes (one line per
     trace), verdicts only from MIN_N replays a side (replay_verdict.py); the settings they ran under are in
     each replay's report."""
-    for ev, ratio, ahead in replay_verdict.decision_parts(replays):
+    parts, row.tested_apart, row.wins_apart = replay_verdict.decision(replays)
+    for ev, ratio, ahead in parts:
         row.add(ev, ratio, ahead)
-    row.tested_apart, row.wins_apart = replay_verdict.decided(replays)
     if row.measured:
         row.settings = "emulated nodes (KWOK; slurmd --enable-multiple-slurmd): each replay's report names its settings"
 

@@ -171,34 +171,26 @@ def markdown(rs_: list[Row]) -> list[str]:
             *("| " + " | ".join(row) + " |" for row in body)]
 
 
-def decided(replay_dirs: list[Path]) -> tuple[bool, list[tuple[str, str]]]:
-    """For the report's opening: whether any decision-row figure was tested across replays, and each one
-    that found a platform ahead, as (platform, "figure on N nodes (`dir`, ×ratio, Holm p)")."""
-    tested, wins = False, []
-    for where in replay_dirs:
-        trace, stored = rs.load(where)
-        if not all(complete(stored, p) for p in (A, B)):
-            continue
-        first = rs.runs_of(stored, A)[0]
-        nodes = first.get("settings", {}).get("nodes") or (trace.shape.nodes if trace.shape else "?")
-        for r in rows(stored, trace):
-            if r.figure.key not in DECISION_KEYS or r.verdict == "few":
-                continue
-            tested = True
-            if r.verdict == "ahead":
-                wins.append((r.ahead(), f"{r.figure.label} on {nodes} nodes (`{where.name}`, {_ratio(r)}, "
-                                        f"Holm p {r.p_holm:.2g})"))
-    return tested, wins
-
-
 DECISION_KEYS = ("queue_p50_s:all", "queue_p99_s:all", "work_utilisation")
 
 
+def decided(replay_dirs: list[Path]) -> tuple[bool, list[tuple[str, str]]]:
+    """For the report's opening: whether any decision-row figure was tested across replays, and each one
+    that found a platform ahead, as (platform, "figure on N nodes (`dir`, ×ratio, Holm p)")."""
+    return decision(replay_dirs)[1:]
+
+
 def decision_parts(replay_dirs: list[Path]) -> list[tuple[str, str, str]]:
+    return decision(replay_dirs)[0]
+
+
+def decision(replay_dirs: list[Path]) -> tuple[list[tuple[str, str, str]], bool, list[tuple[str, str]]]:
     """The decision summary's "queue at scale" lines, one per replayed trace: (evidence, ratio, verdict).
     The evidence names the trace, the cluster, the compression and the replays a side; the figures are
-    the all-jobs queue p50 and p99 and the GPU utilisation, the verdicts those rows drew."""
-    out = []
+    the all-jobs queue p50 and p99 and the GPU utilisation by run time, the verdicts those rows drew; then,
+    for the opening, whether any was tested and those that found a platform ahead (`decided`). Each
+    replay directory is loaded and its figures drawn once for all of it."""
+    out, tested, wins = [], False, []
     for where in replay_dirs:
         trace, stored = rs.load(where)
         if not all(rs.runs_of(stored, p) for p in (A, B)):
@@ -222,4 +214,8 @@ def decision_parts(replay_dirs: list[Path]) -> list[tuple[str, str, str]]:
             ev = (f"{head if i == 0 else ''}{r.figure.label}: Slurm {_v(r.median[B], r.figure.unit)}{unit}, "
                   f"Kubernetes {_v(r.median[A], r.figure.unit)}{unit}")
             out.append((ev, _ratio(r), verdict_text(r)))
-    return out
+            tested = tested or r.verdict != "few"
+            if r.verdict == "ahead":
+                wins.append((r.ahead(), f"{r.figure.label} on {nodes} nodes (`{where.name}`, {_ratio(r)}, "
+                                        f"Holm p {r.p_holm:.2g})"))
+    return out, tested, wins
