@@ -352,7 +352,8 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 emit(own(cfg, slot.platform, run_id, kind_of(scenario)[1], store, make_own_backend,
                          clock=clock, sleep=sleep, progress=progress))
                 continue
-            spec = replace(job_spec(cfg, slot.platform, slot.planned), owner=store.token)
+            spec = replace(job_spec(cfg, slot.platform, slot.planned), owner=store.owner_id,
+                           owner_key=store.owner_key)
             emit(execute(ctx, spec, order=slot.to_json(cfg.seed, cfg.order)))
     finally:
         try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from .config import Config, Fault
+from .owner import OwnerKey, dir_mark
 
 WORKLOAD_SCRIPT = "ddp_train.py"
 RDZV_PORT = 29500
@@ -68,12 +69,24 @@ class JobSpec:
     # the script path the launch line names, relative to where the workload is shipped; the file
     # itself is always WORKLOAD_SCRIPT (the user-experience probe's entrypoint typo changes only this)
     entrypoint: str = WORKLOAD_SCRIPT
-    # the campaign's ownership token (Store.token): keys the run's directory on a shared filesystem;
-    # empty outside a campaign (render, validate, a backend used as a library)
+    # the campaign's public owner id (Store.owner_id, harness/owner.py): names the run's directory on a
+    # shared filesystem and labels its Kubernetes objects; empty outside a campaign (render, validate, a
+    # backend used as a library)
     owner: str = ""
+    # the campaign's secret key: makes the owner mark of each run directory (owner_mark); never rendered
+    owner_key: OwnerKey | None = field(default=None, repr=False, compare=False)
     # the workload's calibration options (config calibration): checked in the allocation before training
     calibration: tuple[str, ...] = ()
     checkpoint_keep: int = 0           # the newest N checkpoints stay (0: all)
+
+    @property
+    def owner_mark(self) -> str:
+        """What the owner mark of this run's directory holds: a keyed digest of the directory's path, good
+        for that directory alone (harness/owner.py). Without a key (a campaign of an older harness, a
+        test), the owner id itself, as marks were written then."""
+        if self.owner_key is None:
+            return self.owner
+        return dir_mark(self.owner_key, campaign_dir(self.campaign, self.owner), self.run_id)
 
     @property
     def world_size(self) -> int:
@@ -117,7 +130,7 @@ class JobSpec:
             "--precision", self.precision,
             "--gpus-per-node", str(self.gpus_per_node),
             *(["--simulated-gpus"] if self.simulated_gpus else []),
-            *(["--owner-mark", owner_mark, "--owner", self.owner] if owner_mark and self.owner else []),
+            *(["--owner-mark", owner_mark, "--owner", self.owner_mark] if owner_mark and self.owner else []),
             *self.calibration,
         ]
 
@@ -142,7 +155,7 @@ class Planned(NamedTuple):
 
 def campaign_dir(campaign: str, owner: str) -> str:
     """The campaign's directory name on a shared filesystem (Slurm's workdir, a Kubernetes checkpoint
-    volume): <campaign>-<token> in a campaign, so that two users' campaigns of one name (the default
+    volume): <campaign>-<owner id> in a campaign, so that two users' campaigns of one name (the default
     `smoke`) never share a run's directory or resume from each other's checkpoints."""
     return f"{campaign}-{owner}" if owner else campaign
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import secrets
 import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import redact
+from .. import owner, redact
 from ..errors import StoreError
 from ..fsutil import append_line, atomic_write, disk_error_tip, fsync_dir, write_synced
 from .reading import RAW_FILE, raw_bytes, read_runs
@@ -68,9 +67,11 @@ class Store:
         self.notes: list[str] = []  # what was kept aside or skipped (torn lines, corrupt handles), for the CLI to say
         self._noted: set[str] = set()   # each said once, however often the file is read again
         self.meta: dict = {}   # more for campaign.json (the CLI's config overrides), written by open()
-        # marks what this campaign makes on a shared cluster (its Slurm run directories): random, so two
-        # users' campaigns of one name never take each other's; kept in campaign.json, so --resume reuses it
-        self.token = ""
+        # what this campaign makes on a shared cluster carries its owner id and marks made with its key
+        # (harness/owner.py): the key lives in .owner-key (mode 0600) beside campaign.json, so --resume
+        # reuses it and no other user, nor anything stored or reported, ever holds it
+        self.owner_key: owner.OwnerKey | None = None
+        self.owner_id = ""
 
     # -- campaign -------------------------------------------------------------------------------------------------
     def open(self, config_hash: str, config: dict, resume: bool) -> list[dict]:
@@ -96,7 +97,6 @@ class Store:
             for note in set_aside_bad_lines(self.runs_path, self.runs_path.with_name(self.runs_path.name + ".torn")):
                 self.note(note)
         existing = read_runs(self.runs_path, self.note)
-        token = ""
         if meta_path.exists():
             try:
                 meta = json.loads(meta_path.read_bytes())
@@ -116,14 +116,27 @@ class Store:
                 raise StoreError(f"campaign {self.root} was started with another config "
                                  f"(hash {meta.get('config_hash')}, now {config_hash})",
                                  tip="resume with the same config, or start a new campaign")
-            if resume and isinstance(meta.get("token"), str) and meta["token"].isalnum():
-                token = meta["token"]
-        self.token = token or secrets.token_hex(4)
+        self.owner_key = self._owner_key()
+        self.owner_id = self.owner_key.id
         with _writing(meta_path):
             atomic_write(meta_path, json.dumps({"schema": SCHEMA_VERSION, "campaign": self.campaign,
-                                                "config_hash": config_hash, "token": self.token, "config": config,
+                                                "config_hash": config_hash, "owner": self.owner_id, "config": config,
                                                 **self.meta, "updated": time.time()}, indent=2) + "\n")
         return existing
+
+    def _owner_key(self) -> owner.OwnerKey:
+        with _writing(self.root / owner.KEY_FILE):
+            try:
+                return owner.load_or_create(self.root)
+            except owner.KeyFileError as exc:
+                raise StoreError(f"{exc}: the campaign's owner key must be yours alone",
+                                 tip=f"if the campaign is yours, `chmod 600 {self.root / owner.KEY_FILE}`; if the "
+                                     "file is damaged, start a new campaign (--campaign NAME)") from None
+
+    @property
+    def token(self) -> str:
+        """The campaign's public owner id (the name older callers knew it by)."""
+        return self.owner_id
 
     def note(self, text: str) -> None:
         if text not in self._noted:
@@ -202,7 +215,8 @@ class Store:
     def mark_inflight(self, handle_json: dict) -> None:
         path = self.root / "inflight" / f"{handle_json['run_id']}.json"
         with _writing(path):
-            atomic_write(path, json.dumps(handle_json))
+            # mode 0600: a handle names the run's owner mark, which proves the run's directory is ours
+            atomic_write(path, json.dumps(handle_json), mode=0o600)
             fsync_dir(path.parent)   # the journal entry must outlive a power cut, not only its bytes
 
     def clear_inflight(self, run_id: str) -> None:

@@ -67,7 +67,8 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
     t0 = clock()
     try:
         backend = make_backend(platform, m.cfg)
-        spec = dataclasses.replace(probe_spec(m, run_id), owner=getattr(store, "token", ""))
+        spec = dataclasses.replace(probe_spec(m, run_id), owner=getattr(store, "owner_id", ""),
+                                   owner_key=getattr(store, "owner_key", None))
         rendered = backend.render(spec)
         files.update({f"rendered/{k}": v for k, v in rendered.files.items()})
         c0 = backend.call_counts()

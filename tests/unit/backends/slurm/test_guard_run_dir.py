@@ -89,7 +89,7 @@ def test_the_run_directory_carries_the_campaign_token():
     assert run_dir(replace(spec, owner="aa11"), cfg.slurm) == "/shared/poc/smoke-aa11/slurm-clean-01"
 
 
-def test_a_campaigns_token_is_random_and_kept_across_resume(tmp_path):
+def test_a_campaigns_owner_id_is_random_and_kept_across_resume(tmp_path):
     a = Store(tmp_path, "c1")
     a.open("h1", {}, resume=False)
     a.append(record("r1"))
@@ -100,8 +100,9 @@ def test_a_campaigns_token_is_random_and_kept_across_resume(tmp_path):
     c = Store(tmp_path, "c2")
     c.open("h1", {}, resume=False)
     c.close()
-    assert len(a.token) == 8 and a.token.isalnum()
-    assert b.token == a.token and c.token != a.token
+    assert len(a.owner_id) == 16 and a.owner_id.isalnum()
+    assert b.owner_id == a.owner_id and c.owner_id != a.owner_id
+    assert b.owner_key == a.owner_key
 
 
 def test_a_stale_checkpoint_of_the_campaign_is_cleared_and_anothers_refused(tmp_path):
