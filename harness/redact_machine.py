@@ -7,6 +7,8 @@ results directory says nothing of where it was made and reads the same whoever m
     $CACHE_DIR  builds and images (harness/paths.py: $POC_CACHE_DIR)
     $RESULTS    the results directory a Store writes to (Machine.with_results)
     $HOME       the home directory
+    $DOCKER_ROOT  the Docker engine's data directory (/var/lib/docker: `docker inspect` of the local baseline's
+                containers names its overlay and log files there)
     $HOST       this machine's host name (socket.gethostname(), and its first label)
 
 A path is replaced only whole (/root/x, "/root", file:///root/x; not /rootfs, /data/root, /root.bak), the
@@ -33,6 +35,7 @@ from pathlib import Path
 from . import paths
 
 PATH_RULE, HOST_RULE = "machine_path", "host_name"
+DOCKER_ROOT = "/var/lib/docker"   # the engine's default data-root; the local clusters and baseline run on it
 HOST = "$HOST"
 # top-level system directories: a root that is one of them ($HOME=/tmp in a container) would rename
 # what every container and cluster prints, so it is never a root
@@ -128,7 +131,7 @@ def package_roots() -> tuple[tuple[str, str], ...]:
 def here(results: str | os.PathLike | None = None) -> Machine:
     """This machine as it is now: its package, state, cache and home directories, host name, and `results`."""
     roots = [*package_roots(), (str(paths.state_dir()), "$STATE_DIR"), (str(paths.cache_dir()), "$CACHE_DIR"),
-             (str(Path.home()), "$HOME")]
+             (str(Path.home()), "$HOME"), (DOCKER_ROOT, "$DOCKER_ROOT")]
     m = Machine(tuple(roots), host_names())
     return m.with_results(results) if results is not None else m
 

@@ -26,13 +26,13 @@ _SECRET_WORDS = ("token", "password", "passwd", "passphrase", "secret", "private
                  "authorization", "bearer", "credential", "cookie", "authprovider", "signature")
 # normalised names that are a secret only as a whole word (a registry's "auth": base64 user:password; a
 # connection string's Pwd=)
-_SECRET_KEYS = ("auth", "xamzsignature", "sig", "pwd", "pass")
+_SECRET_KEYS = ("auth", "xamzsignature", "sig", "pwd")
 # a name ending like this names where a secret is, or what kind, not the secret (secretName, secretKeyRef,
 # token_env: SLURM_JWT, password_file, SSH_KEY_PATH, authType)
 _REFERENCE_SUFFIXES = ("ref", "refs", "name", "names", "env", "file", "files", "path", "dir", "type", "mode")
 # counts and tools named after tokens, not tokens: tokens_per_step, max_tokens, tokenizer
 _COUNTED = re.compile(r"tokens|tokeniz")
-_UPPER_PASS = re.compile(r"(?:^|_)(?:PASS|PWD)(?:_|$)")   # DB_PASS, MYSQL_PWD; not PWD, the working directory
+_UPPER_PASS = re.compile(r"_(?:PASS|PWD)(?:_|$)|^PASS(?:_|$)")   # DB_PASS, MYSQL_PWD; not PWD, the working directory
 _LOWER_PASS = re.compile(r"(?i)[_-](?:pass|pwd)$")        # db_pass, mysql-pwd; not bypass
 
 
