@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import redact_machine
 from ..store import read_runs
 
 PROC_LOCKS = Path("/proc/locks")
@@ -53,6 +54,9 @@ def read(root: Path) -> CampaignView:
         pass
     except ValueError:
         notes.append(f"{root / 'campaign.json'} is not readable JSON")
+    if isinstance(meta, dict) and isinstance(meta.get("config"), dict):
+        # stored with this machine's paths as placeholders ($STATE_DIR/...): the platforms are reached with real ones
+        meta["config"] = redact_machine.here(root.parent).restore_all(meta["config"])
     records: dict[str, dict] = {}
     for rec in read_runs(root / "runs.jsonl", notes.append):
         records[str(rec.get("run_id"))] = rec

@@ -1,5 +1,9 @@
 """`poc`'s entry: parse, set up logging, run the command; the one place where known errors become
-`ERROR ...` / `TIP ...` and an exit code (the codes are listed in parser.EXIT_CODES)."""
+`ERROR ...` / `TIP ...` and an exit code (the codes are listed in parser.EXIT_CODES).
+
+What is printed here and every log line the harness writes (stderr, --log-file) passes through
+harness/redact.py first: an error may quote a platform's answer or a user's value, and either may hold a
+credential. Paths are left as they are: they are the user's own, shown to the user."""
 from __future__ import annotations
 
 import logging
@@ -7,13 +11,29 @@ import os
 import signal
 import sys
 
-from .. import __version__
+from .. import __version__, redact
 from ..errors import PocError
 from ..fsutil import disk_error_tip
 from .parser import build_parser
 from .run import EXIT_INTERRUPTED
 
 log = logging.getLogger("harness.cli")
+
+
+def _say(kind: str, text: str) -> None:
+    """One ERROR or TIP line on stderr, credentials replaced."""
+    print(f"{kind} {_clean(text)}", file=sys.stderr)
+
+
+def _clean(text: str) -> str:
+    return redact.scrub_text(str(text), redact.NOWHERE).data
+
+
+class _CleanFormatter(logging.Formatter):
+    """Log lines with credentials replaced (a message may quote a command line or a platform's answer)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _clean(super().format(record))
 
 
 def _on_sigterm(signum, frame):
@@ -29,7 +49,7 @@ def setup_logging(verbose: int, log_file: str | None) -> None:
         if getattr(h, "_poc", False):
             root.removeHandler(h)
             h.close()
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fmt = _CleanFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     err = logging.StreamHandler(sys.stderr)
     err.setLevel(level)
     err.setFormatter(fmt)
@@ -62,28 +82,28 @@ def main(argv: list[str] | None = None, *, campaign_fn=None, env=None, backend_f
     try:
         setup_logging(getattr(args, "verbose", 0), getattr(args, "log_file", None))
     except OSError as exc:
-        print(f"ERROR --log-file {exc.filename}: {exc.strerror}", file=sys.stderr)
-        print("TIP give a path in a directory that exists and is writable", file=sys.stderr)
+        _say("ERROR", f"--log-file {exc.filename}: {exc.strerror}")
+        _say("TIP", "give a path in a directory that exists and is writable")
         return 2
     log.info("poc %s (harness %s)", " ".join(sys.argv[1:] if argv is None else argv), __version__)
     try:
         return args.func(args)
     except PocError as exc:
-        print(f"ERROR {exc.message}", file=sys.stderr)
+        _say("ERROR", exc.message)
         if exc.tip:
-            print(f"TIP {exc.tip}", file=sys.stderr)
+            _say("TIP", exc.tip)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         left = getattr(exc, "left", None) or []
         if left:
             jobs = "; ".join(f"{h.get('platform')} {h.get('run_id')} ({' '.join(map(str, h.get('ids') or []))})"
                              for h in left)
-            print(f"ERROR interrupted: {len(left)} submitted job(s) may still be running: {jobs}; "
-                  "finished runs are kept", file=sys.stderr)
-            print("TIP the same command plus --resume cancels them first, then continues", file=sys.stderr)
+            _say("ERROR", f"interrupted: {len(left)} submitted job(s) may still be running: {jobs}; "
+                 "finished runs are kept")
+            _say("TIP", "the same command plus --resume cancels them first, then continues")
         else:
-            print("ERROR interrupted: submitted jobs were cancelled and finished runs are kept", file=sys.stderr)
-            print("TIP continue with the same command plus --resume", file=sys.stderr)
+            _say("ERROR", "interrupted: submitted jobs were cancelled and finished runs are kept")
+            _say("TIP", "continue with the same command plus --resume")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -92,6 +112,6 @@ def main(argv: list[str] | None = None, *, campaign_fn=None, env=None, backend_f
         tip = disk_error_tip(exc)
         if tip is None:
             raise
-        print(f"ERROR {exc.filename or 'a file'}: {exc.strerror}", file=sys.stderr)
-        print(f"TIP {tip}", file=sys.stderr)
+        _say("ERROR", f"{exc.filename or 'a file'}: {exc.strerror}")
+        _say("TIP", tip)
         return 1

@@ -6,6 +6,7 @@ import logging
 import sys
 from pathlib import Path
 
+from .. import redact
 from ..errors import ConfigError
 from . import common
 from .output import Out, RunCounter, asked_table, columns, emit, record_line, warn
@@ -81,6 +82,7 @@ def run_campaign(args, cfg, out: Out) -> int:
     log.info("campaign %s: config hash %s, overrides %s", cfg.campaign, cfg.config_hash(), applied or "none")
 
     def on_record(rec):
+        rec = redact.scrub(rec, redact.NOWHERE).data   # what is printed of a record: credentials out, as stored
         out.stop()
         if out.counter is not None:
             out.counter.record(rec)
@@ -103,11 +105,12 @@ def run_campaign(args, cfg, out: Out) -> int:
         warn(store.notes)
     all_runs = store.runs()
     warn(store.notes)
+    shown = redact.scrub(recs, redact.NOWHERE).data   # as printed: credentials out
     emit(args, {"campaign": cfg.campaign, "results": str(store.root), "overrides": applied,
                 "runs": [{k: r.get(k) for k in ("run_id", "platform", "scenario", "status", "error")} |
                          {"metrics": {k: v.get("value") for k, v in (r.get("metrics") or {}).items()}}
-                         for r in recs]},
-         asked_table(args, lambda: runs_table(recs)))
+                         for r in shown]},
+         asked_table(args, lambda: runs_table(shown)))
     ok = sum(1 for r in recs if r.get("status") == "ok")
     out.info(f"{ok}/{len(recs)} runs ok now; {len(all_runs)} records in {store.runs_path}")
     out.info(f"next: poc report {store.root}")

@@ -19,6 +19,7 @@ import gzip
 import json
 from pathlib import Path
 
+from .. import redact
 from ..errors import ConfigError
 from ..fsutil import atomic_write
 from ..scale import outcome
@@ -89,6 +90,9 @@ def save(where: Path, trace: tr.Trace, platform: str, result: dict, total_gpus: 
         raise ConfigError(f"{where} holds replays of another trace",
                           tip="repeat a replay with the same trace and --compress, or choose another --name")
     tr.save(trace, kept)
+    # the clusters' records as stored, secrets and this machine out (harness/redact.py); the figures are
+    # drawn from what is stored, as rederive draws them again
+    result = redact.scrub(result).data
     figs = figures(platform, trace, result, total_gpus)
     body = {**result, "total_gpus": total_gpus, "figures": figs}
     atomic_write(where / f"{run_name(platform, index)}.json", json.dumps(body, indent=1, sort_keys=True, default=str))

@@ -1,7 +1,8 @@
 """The results store: RESULTS_DIR/<campaign>/. campaign.py writes it (Store), reading.py reads it,
 record.py is the typed line of runs.jsonl (RunRecord).
 
-Layout:
+Layout (every file written through harness/redact.py: secrets out, this machine's paths and host name as
+placeholders; see campaign.py):
   campaign.json          schema version, config hash, the (redacted) config
   runs.jsonl             one line per finished run (ok or failed); append-only
   runs/<run_id>/         events.jsonl, rendered files, logs, scheduler facts, and raw.json.gz: the

@@ -1,5 +1,14 @@
 """A campaign's directory, written: campaign.json, runs.jsonl (RunRecord lines), runs/<run_id>/ and the
-in-flight journal, under the campaign's lock (the layout and the crash rules: harness/store/__init__.py)."""
+in-flight journal, under the campaign's lock (the layout and the crash rules: harness/store/__init__.py).
+
+Everything stored under the campaign passes through harness/redact.py on its way to disk (Store._clean,
+_clean_text): campaign.json, every runs.jsonl line (its error message, tip and traceback included), every
+artifact of a run whatever its kind (logs, events.jsonl, rendered files), and the raw evidence. Secrets are
+replaced by "<redacted>", this machine's paths and host name by placeholders ($HOME, $STATE_DIR, $RESULTS,
+$HOST, ...: harness/redact_machine.py). The raw evidence is cleaned exactly as the pipeline cleaned it before
+deriving stamps and audit answers from it (redact.scrub with this machine, no $RESULTS), so what `poc
+rederive` reads is what the figures came from. The in-flight journal is not results (mode 0600, read back
+to cancel): it is written as it is."""
 from __future__ import annotations
 
 import fcntl
@@ -11,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import owner, redact
+from .. import owner, redact, redact_machine
 from ..errors import StoreError
 from ..fsutil import append_line, atomic_write, disk_error_tip, fsync_dir, write_synced
 from .reading import RAW_FILE, raw_bytes, read_runs
@@ -58,7 +67,8 @@ def _writing(path: Path) -> Iterator[None]:
 
 
 class Store:
-    def __init__(self, results_dir: str | os.PathLike, campaign: str):
+    def __init__(self, results_dir: str | os.PathLike, campaign: str, machine: redact_machine.Machine | None = None):
+        """machine: whose paths and host name become placeholders in what is stored (None: this machine)."""
         self.root = Path(results_dir).expanduser() / campaign
         self.campaign = campaign
         self.runs_path = self.root / "runs.jsonl"
@@ -72,6 +82,17 @@ class Store:
         # reuses it and no other user, nor anything stored or reported, ever holds it
         self.owner_key: owner.OwnerKey | None = None
         self.owner_id = ""
+        # whose paths become placeholders in what is stored: this machine, and (but in the raw evidence, which
+        # is cleaned as the pipeline cleaned it) this results directory
+        self.raw_machine = redact_machine.here() if machine is None else machine
+        self.machine = self.raw_machine.with_results(self.root.parent)
+
+    def _clean(self, value: object) -> object:
+        """A structure as it is stored: secrets out, this machine's paths and host name as placeholders."""
+        return redact.scrub(value, self.machine).data
+
+    def _clean_text(self, text: str | bytes) -> str | bytes:
+        return redact.scrub_text(text, self.machine).data
 
     # -- campaign -------------------------------------------------------------------------------------------------
     def open(self, config_hash: str, config: dict, resume: bool) -> list[dict]:
@@ -119,9 +140,9 @@ class Store:
         self.owner_key = self._owner_key()
         self.owner_id = self.owner_key.id
         with _writing(meta_path):
-            atomic_write(meta_path, json.dumps({"schema": SCHEMA_VERSION, "campaign": self.campaign,
-                                                "config_hash": config_hash, "owner": self.owner_id, "config": config,
-                                                **self.meta, "updated": time.time()}, indent=2) + "\n")
+            meta = self._clean({"schema": SCHEMA_VERSION, "campaign": self.campaign, "config_hash": config_hash,
+                                "owner": self.owner_id, "config": config, **self.meta, "updated": time.time()})
+            atomic_write(meta_path, json.dumps(meta, indent=2) + "\n")
         return existing
 
     def _owner_key(self) -> owner.OwnerKey:
@@ -153,7 +174,7 @@ class Store:
         return self.root / "runs" / run_id
 
     def write_artifacts(self, run_id: str, files: dict[str, str | bytes]) -> Path:
-        """Write a run's files into a fresh directory and swap it in whole."""
+        """Write a run's files into a fresh directory and swap it in whole, each one cleaned (_clean_text)."""
         with _writing(self.root):
             return self._write_artifacts(run_id, files)
 
@@ -166,7 +187,7 @@ class Store:
             p = tmp / name
             p.parent.mkdir(parents=True, exist_ok=True)
             dirs.add(p.parent)
-            write_synced(p, content)   # durable before the record that points at it is appended
+            write_synced(p, self._clean_text(content))   # durable before the record that points at it is appended
         tmp.mkdir(parents=True, exist_ok=True)
         old_raw = final / RAW_FILE
         if run_id in self._raw_written and RAW_FILE not in files and old_raw.exists():
@@ -182,10 +203,12 @@ class Store:
     def write_raw(self, run_id: str, raw: dict) -> dict:
         """Store a run's raw scheduler evidence as runs/<run_id>/raw.json.gz, secrets removed first.
 
-        Returns what redaction removed ({"removed": n, "by_rule": {...}}), worth keeping in the record.
+        Returns what redaction removed ({"removed": n, "by_rule": {...}}, and "placeholders" when this
+        machine's paths or name were replaced), worth keeping in the record. Cleaned as the pipeline
+        cleaned it before deriving from it (this machine, no $RESULTS: see the module's doc).
         Either order with write_artifacts works: raw evidence written first survives the swap.
         Deterministic bytes (sorted keys, gzip mtime 0): the same evidence gives the same file."""
-        cleaned = redact.scrub(raw or {})
+        cleaned = redact.scrub(raw or {}, self.raw_machine)
         path = self.run_dir(run_id) / RAW_FILE
         with _writing(path):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -199,7 +222,11 @@ class Store:
         before anything is written."""
         if not isinstance(record, RunRecord):
             record = RunRecord.from_json(record)
-        line = record.to_line()
+        data = record.to_json()
+        cleaned = self._clean(data)
+        if "raw_evidence" in data:   # the harness's own counts by rule ("secret_key": 2), not a secret
+            cleaned["raw_evidence"] = data["raw_evidence"]
+        line = RunRecord.from_json(cleaned).to_line()
         with _writing(self.runs_path):
             self.root.mkdir(parents=True, exist_ok=True)
             note = append_line(self.runs_path, line, self.runs_path.with_name(self.runs_path.name + ".torn"))

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from support.paths import FIXTURES
 
 from harness import evidence
-from harness.redact import REDACTED, scrub
+from harness.redact import NOWHERE, REDACTED, scrub, scrub_text
 
 # Keys and strings that can never spell a secret word (no b, d, h, k, p, s, j, no "=" or ":"),
 # so that whatever the scrubber removes from a generated document was planted.
@@ -253,3 +253,73 @@ def test_urls_and_argv_without_credentials_are_left_alone():
              "docker run --user 0:0 --env GLOO_SOCKET_IFNAME=eth0 img"]
     for doc in clean:
         assert scrub(doc).data == doc and scrub(doc).removed == 0, doc
+
+
+def test_names_that_only_look_like_secrets_are_kept():
+    """What the figures and a reader need, with a secret word in its name: a toleration's key, topologyKey,
+    tokens_per_step (a count), token_env (where the token is), a Slurm record's empty WcKey=, a flag left false."""
+    doc = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}], "topologyKey": "kubernetes.io/hostname",
+           "tokens_per_step": 32768, "metrics": {"tokens_per_s": {"value": 1.5, "lo": 1.4, "hi": 1.6}},
+           "rest": {"token_env": "SLURM_JWT", "token_file": "<redacted>/jwt"}, "image_pull_secrets": [],
+           "MAX_TOKENS": 4096, "PWD": "/shared/poc", "slurm_settings": {"AuthInfo": "cred_expire=10",
+                                                                        "AuthType": "auth/munge"}}
+    assert scrub(doc, NOWHERE).data == doc and scrub(doc, NOWHERE).removed == 0
+    texts = ["            - key: node.kubernetes.io/not-ready\n                  topologyKey: kubernetes.io/hostname\n",
+             '"tokens_per_step": args.batch * dims["seq_len"]}}', "d = min((low, high), key=lambda c: abs(c))",
+             "JobId=4 UserId=root(0) WcKey= Cluster=emulated SubmitTime=2026-12-07T02:08:57",
+             "automountServiceAccountToken: false", "a basic setup and bearer service", "bypass: on",
+             "-v $STATE_DIR/slurm/secrets/db.pass:/run/poc-secrets/db.pass:ro", "mkdir -p /shared/poc/r1",
+             "ssh -p 34723 poc@127.0.0.1", "mysql -h slurmdbd -P 3306 --protocol tcp"]
+    for text in texts:
+        assert scrub_text(text, NOWHERE).data == text, text
+
+
+REVIEW_MISSED = {   # shapes the review found surviving everywhere, as each appears in a command line or log
+    "gcp api key": "curl https://maps.example/api?ll=1 -H 'X-Goog: AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW'",
+    "gitlab runner token": "gitlab-runner register --url https://gl --registration glrt-t1_ab12CD34ef56GH78ij90",
+    "stripe": "charge with sk_live_51H8xYzAbCdEfGhIjKlMnOpQr now",
+    "pypi": "twine upload -p pypi-AgEIcHlwaS5vcmcCJDEyMzQ1Njc4LTkwYWItY2RlZi0xMjM0LTU2Nzg5MGFiY2RlZgACKlszLCJh",
+    "vault": "VAULT_ADDR=https://v export hvs.CAESIJx7Yq3nL0pQ8rS2tU4vW6xY8zA1bC3dE5fG7hI9jK1lM3nO5pQ",
+    "google refresh": "refreshing with 1//0gAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_AbCd",
+    "telegram": "GET https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0/sendMessage",
+    "age": "AGE-SECRET-KEY-1QQPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE6MU",
+    "mysql -pX": "mysql -u slurm -pS3cretPw0rd -h slurmdbd slurm_acct_db",
+    "mysql -p X": "mysqldump -u root -p S3cretPw0rd slurm_acct_db",
+    "pass:X": "openssl enc -aes-256-cbc -pass pass:S3cretPw0rd -in a -out b",
+    "sshpass -p after options": "sshpass -e -v -p S3cretPw0rd ssh poc@login1",
+}
+
+
+@pytest.mark.parametrize("name", list(REVIEW_MISSED))
+def test_the_shapes_the_review_found_missed_are_caught(name):
+    text = REVIEW_MISSED[name]
+    out = scrub_text(text, NOWHERE)
+    secret = {"mysql -pX": "S3cretPw0rd", "mysql -p X": "S3cretPw0rd", "pass:X": "S3cretPw0rd",
+              "sshpass -p after options": "S3cretPw0rd"}.get(name)
+    assert out.removed >= 1, (name, out.data)
+    if secret:
+        assert secret not in out.data, out.data
+
+
+def test_a_password_argument_in_an_argv_list_needs_its_tool():
+    assert scrub(["mysql", "-u", "root", "-pS3cret", "db"], NOWHERE).data == ["mysql", "-u", "root", "-p" + REDACTED,
+                                                                              "db"]
+    assert scrub(["/usr/bin/sshpass", "-p", "S3cret", "ssh", "h"], NOWHERE).data[2] == REDACTED
+    assert scrub(["redis-cli", "-a", "S3cret", "ping"], NOWHERE).data[2] == REDACTED
+    for argv in (["mkdir", "-p", "/shared/poc"], ["ssh", "-p", "22", "h"], ["docker", "run", "-p", "8080:80", "img"]):
+        assert scrub(argv, NOWHERE).data == argv, argv
+
+
+def test_credentials_in_json_quoted_inside_a_message():
+    text = ('sbatch: error: {"script": "#!/bin/bash\\nmysql -u slurm -pS3cretPw0rd\\n", '
+            '"env": {\\"auths\\": {\\"r\\": {\\"auth\\": \\"ZGVwbG95OlMzY3JldA==\\"}}}, '
+            '"args": ["--api-key", "S3cretApiKey99"]}')
+    out = scrub_text(text, NOWHERE).data
+    assert "S3cretPw0rd" not in out and "ZGVwbG95OlMzY3JldA" not in out and "S3cretApiKey99" not in out, out
+
+
+def test_a_pem_block_in_a_log_goes_alone():
+    text = ("loaded key\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+            "-----END OPENSSH PRIVATE KEY-----\nstep 5\n")
+    out = scrub_text(text, NOWHERE)
+    assert out.data == "loaded key\n<redacted>\nstep 5\n" and out.by_rule == {"pem": 1}

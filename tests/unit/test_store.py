@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from support.fakes import record
 
@@ -180,3 +182,51 @@ def test_events_are_read_plain_or_compressed(tmp_path):
     (tmp_path / "b" / "events.jsonl.gz").write_bytes(gzip.compress(line.encode()))
     assert load_events(tmp_path / "a") == load_events(tmp_path / "b") != []
     assert load_events(tmp_path / "c") is None
+
+
+# -- every write cleaned (harness/redact.py) -------------------------------------------------------------------------
+
+def test_every_write_takes_secrets_and_this_machine_out(tmp_path):
+    """campaign.json, a record (its error's message, tip and traceback too), every artifact and the raw evidence:
+    secrets replaced, this machine's paths and host name as placeholders; the results directory is $RESULTS
+    everywhere but in the raw evidence, which is cleaned exactly as the pipeline cleaned it before deriving."""
+    import gzip
+
+    from harness.redact_machine import Machine
+    from harness.store import load_raw
+
+    m = Machine((("/home/alice", "$HOME"), ("/home/alice/.local/state/k8s-slurm-poc", "$STATE_DIR")), ("alice-ws",))
+    s = Store(tmp_path, "c1", machine=m)
+    token = "ghp_" + "Ab1" * 12
+    s.open("h", {"fabric": {"env": {"NCCL_SOCKET_IFNAME": "eth0", "WANDB_API_KEY": "0123abcd" * 5}},
+                 "kubernetes": {"checkpoint_host_path": "/home/alice/.local/state/k8s-slurm-poc/k8s-native/ckpt"}},
+           resume=False)
+    meta = json.loads((s.root / "campaign.json").read_text())
+    assert meta["config"] == {"fabric": {"env": {"NCCL_SOCKET_IFNAME": "eth0", "WANDB_API_KEY": "<redacted>"}},
+                              "kubernetes": {"checkpoint_host_path": "$STATE_DIR/k8s-native/ckpt"}}
+    s.append(record("r1", "failed", error={"stage": "submit", "message": f"push with {token} refused",
+                                           "tip": f"see {tmp_path}/c1/runs/r1/logs", "traceback": f"x {token}"},
+                    environment={"harness_host": "alice-ws", "hostname": "alice-ws"},
+                    raw_evidence={"removed": 2, "by_rule": {"secret_key": 2}}))
+    line = s.runs_path.read_text()
+    rec = json.loads(line)
+    assert token not in line and rec["error"]["message"] == "push with <redacted> refused"
+    assert rec["error"]["tip"] == "see $RESULTS/c1/runs/r1/logs" and rec["environment"]["harness_host"] == "$HOST"
+    assert rec["raw_evidence"] == {"removed": 2, "by_rule": {"secret_key": 2}}   # the harness's own counts, kept
+    s.write_artifacts("r1", {"logs/w-0.log": f"login as alice-ws with {token}\n",
+                             "events.jsonl": json.dumps({"kind": "note", "host": "alice-ws", "tokens_per_step": 512,
+                                                         "text": f"Bearer {token}"}) + "\n",
+                             "rendered/job.sbatch": b"#SBATCH --chdir=/home/alice/poc\nexport HF_TOKEN=hf_x\n"})
+    run = s.run_dir("r1")
+    assert (run / "logs" / "w-0.log").read_text() == "login as $HOST with <redacted>\n"
+    assert json.loads((run / "events.jsonl").read_text()) == {"kind": "note", "host": "$HOST",
+                                                             "tokens_per_step": 512, "text": "Bearer <redacted>"}
+    assert (run / "rendered" / "job.sbatch").read_bytes() == b"#SBATCH --chdir=$HOME/poc\nexport HF_TOKEN=<redacted>\n"
+    summary = s.write_raw("r1", {"pod": {"hostPath": "/home/alice/x", "node": "alice-ws", "token": token},
+                                 "results": f"{tmp_path}/c1"})
+    assert summary == {"removed": 1, "by_rule": {"secret_key": 1},
+                       "placeholders": {"host_name": 1, "machine_path": 1}}
+    assert load_raw(run) == {"pod": {"hostPath": "$HOME/x", "node": "$HOST", "token": "<redacted>"},
+                             "results": f"{tmp_path}/c1"}
+    assert token.encode() not in gzip.decompress((run / "raw.json.gz").read_bytes())
+    s.close()

@@ -1,15 +1,19 @@
 """The committed smoke campaigns regenerate their reports from the files alone, with no cluster; the
-2026-12-03 smoke and UX-audit campaigns also re-derive every stored metric (and the UX-audit one every
-audit answer and mistake probe) from their raw evidence with no mismatch; so does the upgrade drills
-campaign, every drill figure included, and the serving campaign, every serve_* figure."""
+2026-12-03 and 2026-12-05 smoke and UX-audit campaigns also re-derive every stored metric (and the UX-audit one
+every audit answer and mistake probe) from their raw evidence with no mismatch; so does the upgrade drills
+campaign, every drill figure included, and the serving campaign, every serve_* figure. What the figures are
+derived from is already as the store writes it: cleaning it again (harness/redact.py) changes nothing."""
 import collections
 import csv
+import gzip
+import json
 import re
 
 import pytest
 from support.paths import RESULTS
 
-from harness import provenance, rederive
+from harness import provenance, redact, rederive
+from harness.redact_machine import Machine, here
 from harness.report.document import build
 from harness.store import load_results
 
@@ -44,7 +48,7 @@ def test_committed_campaign_regenerates(tmp_path, stored):
     assert stamp.sub("", paths["report.md"].read_text()) == stamp.sub("", committed_md)
 
 
-@pytest.mark.parametrize("stored", [NEW, UX], ids=lambda p: p.name)
+@pytest.mark.parametrize("stored", [NEW, UX, RESULTS / "smoke-2026-12-05"], ids=lambda p: p.name)
 def test_new_campaign_rederives_from_its_raw_evidence_alone(stored):
     checks = rederive.check(stored)
     totals = rederive.totals(checks)
@@ -165,3 +169,29 @@ def test_every_answer_came_from_a_replica_and_two_replicas_shared_the_load():
             assert anonymous <= ({503} if r["platform"] == "slurm" else set()), (r["run_id"], name, anonymous)
         two = collections.Counter(phases["two_replicas"]["load"]["log"]["replica"])
         assert len(two) == 2 and min(two.values()) / sum(two.values()) > 0.4, (r["run_id"], two)
+
+
+def test_what_the_figures_are_derived_from_is_already_clean():
+    """runs.jsonl, campaign.json, raw.json.gz and events of every committed campaign, scrubbed again with the
+    store's rules and this machine's and the makers' paths and host name: nothing changes. So the secret rules
+    take nothing a figure depends on (time-stamps, ids, node names, the hashes the audit derives again) from
+    real evidence, and no machine path or host name is left in it."""
+    m = here()
+    maker = Machine((*m.roots, ("/work/main", "$CHECKOUT"), ("/root", "$HOME")), (*m.hosts, "vm"))
+    changed = []
+    for f in sorted(RESULTS.rglob("*")):
+        if "scale" in f.parts or "report" in f.parts or not f.is_file():
+            continue
+        if f.name == "raw.json.gz":
+            data = json.loads(gzip.decompress(f.read_bytes()))
+            got = redact.scrub(data, maker)
+            if got.data != data or got.removed:
+                changed.append(f"{f.relative_to(RESULTS)}: {got.summary()}")
+        elif f.name in ("runs.jsonl", "campaign.json") or f.name.startswith("events.jsonl"):
+            text = (gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes()).decode()
+            docs = [json.loads(text)] if f.name == "campaign.json" else \
+                [json.loads(line) for line in text.splitlines() if line.strip()]
+            got = redact.scrub(docs, maker)
+            if got.data != docs:
+                changed.append(f"{f.relative_to(RESULTS)}: {got.summary()}")
+    assert changed == [], changed[:10]
