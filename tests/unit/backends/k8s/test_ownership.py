@@ -321,7 +321,7 @@ def test_serving_objects_are_deleted_only_with_the_owner_label_and_the_recorded_
     assert {k for k in server.objects} == {("Deployment", "k8s-clean-01-serve"), ("Service", "k8s-clean-01-serve"),
                                            ("ConfigMap", "k8s-clean-01-serve-scripts")}
     # the same objects, this campaign's and recorded: deleted, each by its uid
-    for kind, o in objs.items():
+    for o in objs.values():
         o["metadata"]["labels"] = lab
     h.data["serving"]["uids"] = {k: o["metadata"]["uid"] for k, o in objs.items()}
     be.cancel(Handle.from_json(h.to_json()))
