@@ -36,7 +36,7 @@ from ..base import (
     no_journal,
     require_destructive_allowed,
 )
-from . import cleanup, evidence_raw, faults, ownership, preflight
+from . import cleanup, evidence_raw, faults, ownership, preflight, records
 from . import state as st
 from .api import CONFLICT, JOBSETS, K8sClient, api_message, is_connection_error, retry_webhook
 from .logfollow import Followers
@@ -486,43 +486,11 @@ class KubernetesBackend(Backend):
             return []
         return ownership.delete_serving_objects(self.client, sv, owner=owner, campaign=campaign, run_id=run_id)[1]
 
-    def _checked_record(self, handle: Handle) -> None:
-        """Refuse (BackendError, touching nothing) a record that names no cluster, another cluster, or a
-        file outside this backend's checkpoint root: cancel acts on what the record names, and a record
-        is a file on disk (damaged, copied from another machine, edited)."""
-        d, run_id = handle.data, handle.run_id
-        if not d.get("cluster"):
-            raise BackendError(f"run {run_id}'s in-flight record names no cluster (an older harness, or a damaged "
-                               "record): not cancelled, so nothing on any cluster or disk is touched",
-                               tip=f"delete its objects by hand where it ran (kubectl delete jobset -n "
-                                   f"{d.get('namespace')} {d.get('name')}, if that JobSet carries this campaign's "
-                                   f"poc/owner label), then remove the record inflight/{run_id}.json")
-        diff = identity.differences(d["cluster"], self.cluster_identity())
-        if diff:
-            raise BackendError(f"run {run_id}'s in-flight record was made on another Kubernetes cluster "
-                               f"({'; '.join(diff)}): not cancelled here, nothing touched",
-                               tip="point kubernetes.kubeconfig/context at the cluster the campaign ran on, "
-                                   "then run `poc cleanup` or --resume again")
-        ownership.check_owner(d.get("owner") or "")
-        if d.get("ledger") and os.path.normpath(str(d["ledger"])) != os.path.normpath(
-                str(Path(self.checkpoint_root) / LEDGER)):
-            raise BackendError(f"run {run_id}'s in-flight record names the lost-node ledger {d['ledger']!r}, not "
-                               f"this cluster's ({Path(self.checkpoint_root) / LEDGER}): refused, nothing touched",
-                               tip="the record was damaged or edited; remove it from inflight/ after checking "
-                                   "the cluster's nodes by hand")
-        if self._on_volume(handle):
-            owner = d.get("owner") or ""
-            try:
-                cleanup.host_path_dir(self.checkpoint_root, d["checkpoint_path"],
-                                      campaign_dir(d.get("campaign") or "", owner), run_id)
-            except BackendError as exc:
-                raise BackendError(f"run {run_id}'s in-flight record: {exc.message}",
-                                   tip="nothing was cancelled or removed; the record was damaged or edited, or the "
-                                       "config's checkpoint root changed since (kubernetes.checkpoint_host_path)"
-                                   ) from None
-
     def cancel(self, handle: Handle) -> None:
-        self._checked_record(handle)
+        # a record is a file on disk: one naming no cluster, another cluster, another ledger or a path
+        # outside the checkpoint root is refused before anything is touched (records.py)
+        records.check(handle, self.cluster_identity(), checkpoint_root=self.checkpoint_root,
+                      ledger=str(Path(self.checkpoint_root) / LEDGER), on_volume=self._on_volume(handle))
         d = handle.data
         ns, name = d["namespace"], d["name"]
         owner, campaign = d.get("owner") or "", d.get("campaign") or ""
