@@ -188,8 +188,9 @@ def rbac_objects(k: Kubernetes, *, node_faults: bool = False, serving: bool = Fa
     return out
 
 
-def rbac_note(k: Kubernetes) -> str:
-    """YAML comment lines for rbac.yaml: how to bind the Role to a person or a group instead."""
+def rbac_note(k: Kubernetes, node_faults: bool = False) -> str:
+    """YAML comment lines for rbac.yaml: how to bind the Role (and, with node_faults, the ClusterRole and
+    its admission policy) to a person or a group instead."""
     ns, r = k.namespace, HARNESS_ROLE
     return (f"# The Role {r} holds exactly what the harness does in namespace {ns}; the RoleBinding below gives\n"
             f"# it to the ServiceAccount {r}. To give it to a user or a group instead (a cluster admin runs):\n"
@@ -198,7 +199,7 @@ def rbac_note(k: Kubernetes) -> str:
             f"# Check: kubectl auth can-i create jobsets.jobset.x-k8s.io -n {ns} --as=NAME\n"
             "# The harness needs no cluster-wide rights: without them preflight records nodes, CRDs and\n"
             "# ClusterQueues as not visible (kubernetes.create_cluster_role: true adds a ClusterRole for them).\n"
-            f"# A ClusterRole {cluster_role_name(k)} below (node rights of a lose_node fault) is given to a user or\n"
-            f"# group the same way (kubectl create clusterrolebinding NAME --clusterrole={cluster_role_name(k)}\n"
-            "# --user=NAME); its ValidatingAdmissionPolicy narrows every identity any ClusterRoleBinding binds to\n"
-            "# it to the fault's own taints and annotation on nodes.\n")
+            + (f"# The ClusterRole {cluster_role_name(k)} below (node rights of a lose_node fault) is given to a user\n"
+               f"# or group the same way (kubectl create clusterrolebinding NAME --clusterrole={cluster_role_name(k)}\n"
+               "# --user=NAME); its ValidatingAdmissionPolicy narrows every identity any ClusterRoleBinding binds\n"
+               "# to it to the fault's own taints and annotation on nodes.\n" if node_faults else ""))

@@ -155,6 +155,13 @@ def test_two_users_one_campaign_name_one_namespace_touch_only_their_own(tmp_path
         a_pod = rc.cleanup_pod(a_cfg.kubernetes, worker_ref(), "no-such-claim", campaign_dir(name, alice.owner_id),
                                RUN, alice.owner_id, a_spec.owner_mark)
         core.create_namespaced_pod(ns, a_pod)                # pending for ever: its claim is missing
+        # the Jobs JobSet makes from the template carry her owner label too (what the drill's evidence selects)
+        batch = client.BatchV1Api(api)
+        deadline = time.monotonic() + 60
+        while not batch.list_namespaced_job(ns, label_selector=f"poc/owner={alice.owner_id},"
+                                            f"jobset.sigs.k8s.io/jobset-name={RUN}").items:
+            assert time.monotonic() < deadline, "no Job of Alice's JobSet carries her poc/owner label"
+            time.sleep(1)
         alices = _uids(core, apps, co, ns)
         assert set(alices) == {f"JobSet/{RUN}", f"ConfigMap/{RUN}-workload", f"Deployment/{RUN}-serve",
                                f"Service/{RUN}-serve", f"ConfigMap/{RUN}-serve-scripts", f"Pod/{RUN}-cleanup"}

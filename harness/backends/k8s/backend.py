@@ -149,7 +149,7 @@ class KubernetesBackend(Backend):
                  "workload-configmap.yaml": rj.to_yaml([job.configmap]),
                  "kueue.yaml": rj.to_yaml(o for o in setup if o["apiVersion"].startswith("kueue")
                                           or o["kind"] == "Namespace"),
-                 "rbac.yaml": rj.rbac_note(self.cfg) + rj.to_yaml(
+                 "rbac.yaml": rj.rbac_note(self.cfg, self.node_faults) + rj.to_yaml(
                      o for o in setup if o["apiVersion"].startswith(("rbac", "v1", "admissionregistration"))
                      and o["kind"] != "Namespace")}
         return Rendered("k8s", files, payload=job)

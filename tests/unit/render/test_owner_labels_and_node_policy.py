@@ -91,5 +91,7 @@ def test_the_node_policy_lets_the_harness_change_only_its_own_taints_and_mark_no
 
 
 def test_rbac_yaml_says_how_to_bind_the_clusterrole_and_that_the_policy_follows():
-    note = rj.rbac_note(config.Kubernetes(namespace="team-a", local_queue="q"))
+    k = config.Kubernetes(namespace="team-a", local_queue="q")
+    note = rj.rbac_note(k, node_faults=True)
     assert "--clusterrole=poc-harness-team-a" in note and "narrows every identity" in note
+    assert "clusterrolebinding" not in rj.rbac_note(k)     # no ClusterRole below without the fault
