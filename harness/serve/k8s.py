@@ -265,7 +265,11 @@ class K8sServe:
         """What faults.restore reads: the nodes this serving took down (kept for restore and teardown)."""
         if self.fault_handle is None:
             s = self._s
-            data = {"namespace": s.namespace, "name": s.name, "lost_nodes": [], "downed_links": [], "cordoned": []}
+            # the campaign's owner id and the Deployment's uid make the cordon's mark this serving's alone
+            uid = (((self.train.data.get("serving") or {}).get("uids") or {}).get("Deployment")
+                   if self.train is not None else None)
+            data = {"namespace": s.namespace, "name": s.name, "owner": self.owner, "campaign": self.campaign,
+                    "uid": uid, "lost_nodes": [], "downed_links": [], "cordoned": []}
             if self.power is not None and self.ledger:
                 data["ledger"] = self.ledger
             self.fault_handle = Handle("k8s", s.name, [f"{s.namespace}/{s.name}"], self.clock(), data=data)

@@ -135,10 +135,11 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
 
 
 def cordon_mark(h: Handle) -> str:
-    """The cordon annotation's value: campaign/run id/JobSet uid, as far as the handle knows them. Run ids
-    repeat across campaigns and users; the uid of the object the run made never does, so a cordon is
-    undone only by the run that made it."""
-    return "/".join(p for p in (h.data.get("campaign"), h.run_id, h.data.get("uid")) if p)
+    """The cordon annotation's value: the campaign's owner id (its name in a record without one)/run id/the
+    uid of the object the run made, as far as the handle knows them. Names and run ids repeat across
+    campaigns and users; the owner id and the uid never do, so a cordon is undone only by the run that
+    made it."""
+    return "/".join(p for p in (h.data.get("owner") or h.data.get("campaign"), h.run_id, h.data.get("uid")) if p)
 
 
 def held_node(client: K8sClient, h: Handle, pod: dict, node: str | None) -> None:

@@ -343,3 +343,15 @@ def test_k8s_serving_restore_stops_naming_the_cordon_on_the_training_handle():
     assert s.restore()["restored"] == ["poc-n2"]
     assert nodes["poc-n2"]["spec"]["unschedulable"] is False and not nodes["poc-n2"]["spec"].get("taints")
     assert train.data["cordoned"] == [] and train.data["cordon_marks"] == {}
+
+
+def test_k8s_the_cordon_mark_is_the_campaigns_owner_id_not_its_name():
+    """Two users' campaigns of one name, the same run id: their marks differ by the owner id, so neither's
+    restore lifts the other's cordon."""
+    a, b = k8s_handle(), k8s_handle()
+    for h, owner in ((a, "aa11"), (b, "bb22")):
+        h.data.update(campaign="smoke-poc", owner=owner, uid=None)
+    assert faults.cordon_mark(a) == "aa11/k8s-clean-01" and faults.cordon_mark(a) != faults.cordon_mark(b)
+    nodes = {"n": node("n", annotations={faults.CORDONED_BY: faults.cordon_mark(a)}, taints=[faults.CORDON_TAINT])}
+    assert faults.uncordon(FakeClient([], nodes), b, "n") == "cordoned by run aa11/k8s-clean-01: left"
+    assert nodes["n"]["spec"]["taints"] == [faults.CORDON_TAINT]
