@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from ..backends.base import Handle
+from ..backends.k8s import ownership
 from ..backends.k8s.api import JOBSETS, WORKLOADS, K8sClient, parse_time
 from ..clusters.k8s.layout import (
     APISERVER_PORT,
@@ -349,8 +350,12 @@ class K8sDrill:
     def _objects(self, h: Handle) -> dict:
         from kubernetes import client as kc
         c, ns, name = self.backend.client, h.data["namespace"], h.data["name"]
-        sel = f"{rj.JOBSET_NAME_LABEL}={name}"
+        owner = ownership.check_owner(h.data.get("owner") or "")
+        # the run's own Jobs and pods: its JobSet's name and the campaign's owner label
+        sel = f"{rj.JOBSET_NAME_LABEL}={name}" + (f",{rj.OWNER_LABEL}={owner}" if owner else "")
         js = c.get("GET JobSet", JOBSETS, name, ns, missing_ok=True)
+        if js is not None and h.data.get("uid") and js.get("metadata", {}).get("uid") != h.data["uid"]:
+            js = None   # the name is another JobSet's now
         jobs = c.to_dict(c.call("LIST Jobs", kc.BatchV1Api(c.api).list_namespaced_job,
                                 ns, label_selector=sel))["items"]
         pods = c.to_dict(c.call("LIST Pods", c.core().list_namespaced_pod, ns, label_selector=sel))["items"]

@@ -2,9 +2,11 @@
 
 A real cluster's PVC is reachable only from a pod, so the harness runs one short pod per run, after
 the run is collected: the run's image, the whole claim mounted at CKPT_MOUNT, and the owned-directory
-command (render/owned_dir.py) on <CKPT_MOUNT>/<campaign>/<run_id>, its words passed as arguments: the
-directory goes only when the owner mark the run's pods wrote in it is the campaign's token, else the pod
-exits MARK_NOT_OURS and touches nothing. It is placed and permitted like
+command (render/owned_dir.py) on <CKPT_MOUNT>/<campaign dir>/<run_id>, its words passed as arguments: the
+directory goes only when the owner mark the run's pods wrote in it is the run's (spec.owner_mark, a keyed
+digest of that directory's path), else the pod exits MARK_NOT_OURS and touches nothing. The pod carries
+the campaign's poc/owner label: the harness deletes a pod of its name only when that label is the
+campaign's (backends/k8s/cleanup.py). It is placed and permitted like
 the run's pods (tolerations, nodeSelector, priority class, service account, pull secrets, pod
 labels), so it lands where the run could and passes the same admission policies. It carries no
 Kueue queue label: it is not a workload to admit, and it asks for little.
@@ -34,7 +36,11 @@ def cleanup_target(campaign: str, run_id: str) -> str:
     return f"{rj.CKPT_MOUNT}/{campaign}/{run_id}"
 
 
-def cleanup_pod(k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str, owner: str = "") -> dict:
+def cleanup_pod(k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str, owner: str = "",
+                mark: str | None = None, mode: str = "remove") -> dict:
+    """campaign: the campaign's directory name (spec.campaign_dir); owner: its public owner id (the pod's
+    poc/owner label); mark: the run directory's owner mark (spec.owner_mark; the owner id when None, as
+    marks were written before there was a key)."""
     pod = k.pod
     spec: dict = {
         "restartPolicy": "Never",
@@ -45,7 +51,7 @@ def cleanup_pod(k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str,
             "name": "cleanup",
             "image": image,
             "imagePullPolicy": k.image_pull_policy,
-            "command": owned_dir_argv("remove", cleanup_target(campaign, run_id), owner),
+            "command": owned_dir_argv(mode, cleanup_target(campaign, run_id), owner if mark is None else mark),
             "resources": {"requests": dict(REQUESTS), "limits": dict(REQUESTS)},
             "volumeMounts": [{"name": "run", "mountPath": rj.CKPT_MOUNT}],
         }],
@@ -53,6 +59,10 @@ def cleanup_pod(k: Kubernetes, image: str, pvc: str, campaign: str, run_id: str,
     }
     spec.update(rj.placement(pod))
     labels = {**pod.labels, "poc/campaign": campaign, "poc/run-id": run_id, "poc/role": "cleanup"}
+    if owner:
+        if not rj.OWNER_ID.match(owner):
+            raise ValueError(f"owner id {owner[:80]!r} is not an owner id: refusing to label a pod with it")
+        labels[rj.OWNER_LABEL] = owner
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(run_id), "namespace": k.namespace, "labels": labels},
             "spec": spec}

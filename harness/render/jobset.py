@@ -138,9 +138,22 @@ def rdzv_endpoint(spec: JobSpec) -> str:
     return f"{spec.run_id}-{REPLICATED_JOB}-0-0.{spec.run_id}:{spec.rdzv_port}"
 
 
+OWNER_LABEL = "poc/owner"
+# what an owner id looks like (harness/owner.py: 16 hex; 8 in campaigns of an older harness): it goes into
+# labels and label selectors, so nothing else is ever pasted into one
+OWNER_ID = re.compile(r"^[0-9a-f]{1,63}$")
+
+
 def labels(spec: JobSpec) -> dict[str, str]:
+    """Every object the run makes carries these; poc/owner (the campaign's public owner id, harness/owner.py)
+    is what the harness's deletes, selectors and cleanups require (backends/k8s/ownership.py)."""
     out = {k: v for k, v in spec.labels}
     out["poc/platform"] = spec.platform
+    if spec.owner:
+        if not OWNER_ID.match(spec.owner):
+            raise ConfigError(f"owner id {spec.owner[:80]!r} is not an owner id (hex digits)",
+                              "the campaign's owner id comes from its .owner-key (harness/owner.py)")
+        out[OWNER_LABEL] = spec.owner
     # a label value allows no ':' ("drill:restart" -> "drill-restart")
     out["poc/scenario"] = re.sub(r"[^A-Za-z0-9.-]+", "-", spec.scenario.replace("_", "-"))
     return out

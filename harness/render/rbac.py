@@ -79,53 +79,80 @@ def cluster_rules(reads: bool, node_faults: bool) -> list[dict]:
     return rules
 
 
-# What lose_node changes on a node (backends/k8s/faults.py): the cordon (spec.unschedulable), its own
-# annotation naming the run, and the out-of-service taint that lets the pod GC release the lost pods.
+# What lose_node changes on a node (backends/k8s/faults.py): its own NoSchedule taint (the harness's cordon,
+# never spec.unschedulable, which stays the operator's), its own annotation naming the run, and the
+# out-of-service taint that lets the pod GC release the lost pods.
 CORDON_ANNOTATION = "poc/cordoned-by-run"
+CORDON_TAINT_KEY = "poc/lost-node"
 OUT_OF_SERVICE_KEY = "node.kubernetes.io/out-of-service"
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 
 
+def cluster_role_name(k: Kubernetes) -> str:
+    return f"{HARNESS_ROLE}-{k.namespace}"
+
+
+def bound_expression(k: Kubernetes) -> str:
+    """CEL: the request's user is bound to the harness's ClusterRole by the ClusterRoleBinding in `params`
+    (a User, one of the user's Groups, or a ServiceAccount), or is the harness's ServiceAccount itself."""
+    ns, role = k.namespace, cluster_role_name(k)
+    sa = f"system:serviceaccount:{ns}:{HARNESS_ROLE}"
+    return (f"request.userInfo.username == '{sa}' || ("
+            f"params.roleRef.kind == 'ClusterRole' && params.roleRef.name == '{role}' && "
+            "params.?subjects.orValue([]).exists(s, "
+            "(s.kind == 'User' && s.name == request.userInfo.username) || "
+            "(s.kind == 'Group' && s.name in request.userInfo.?groups.orValue([])) || "
+            "(s.kind == 'ServiceAccount' && request.userInfo.username == "
+            "'system:serviceaccount:' + s.?namespace.orValue('') + ':' + s.name)))")
+
+
 def node_patch_policy(k: Kubernetes) -> list[dict]:
     """RBAC cannot narrow `patch` on nodes to some fields, and the node a lose_node fault takes is known only
-    then: this ValidatingAdmissionPolicy (GA since Kubernetes 1.30) lets the harness's ServiceAccount change
-    only what the fault changes, and nothing else on any node (labels, other annotations, other taints,
-    the rest of the spec). It applies to that ServiceAccount's requests alone."""
-    ns, name = k.namespace, f"{HARNESS_ROLE}-{k.namespace}-node-fault"
+    then: this ValidatingAdmissionPolicy (GA since Kubernetes 1.30) lets every identity that holds the
+    harness's ClusterRole change only what the fault changes, and nothing else on any node (labels, other
+    annotations, other taints, spec.unschedulable, the rest of the spec).
+
+    Who holds it: the harness's ServiceAccount, and every User, Group or ServiceAccount that any
+    ClusterRoleBinding binds to the ClusterRole (an admin's `kubectl create clusterrolebinding
+    --clusterrole=poc-harness-NS --user=NAME` included). The policy's parameters are the cluster's
+    ClusterRoleBindings (paramKind, every one selected): the API server evaluates the validations once per
+    binding and ANDs them, and a binding that does not bind the requester to this ClusterRole passes them."""
+    name = f"{HARNESS_ROLE}-{k.namespace}-node-fault"
     keep = f"k == '{CORDON_ANNOTATION}'"
-    others = f"t.key != '{OUT_OF_SERVICE_KEY}'"
+    others = f"t.key != '{OUT_OF_SERVICE_KEY}' && t.key != '{CORDON_TAINT_KEY}'"
     same_spec = " && ".join(f"object.spec.?{f} == oldObject.spec.?{f}"
-                            for f in ("podCIDR", "podCIDRs", "providerID", "configSource", "externalID"))
+                            for f in ("unschedulable", "podCIDR", "podCIDRs", "providerID", "configSource",
+                                      "externalID"))
+    checks = [
+        ("object.metadata.?labels.orValue({}) == oldObject.metadata.?labels.orValue({})",
+         "the harness may not change a node's labels"),
+        (f"variables.newAnn.all(k, {keep} || (k in variables.oldAnn && variables.oldAnn[k] == variables.newAnn[k]))"
+         f" && variables.oldAnn.all(k, {keep} || k in variables.newAnn)",
+         f"the harness may change only the {CORDON_ANNOTATION} annotation of a node"),
+        (f"object.spec.?taints.orValue([]).filter(t, {others}) == "
+         f"oldObject.spec.?taints.orValue([]).filter(t, {others})",
+         f"the harness may add or remove only the {CORDON_TAINT_KEY} and {OUT_OF_SERVICE_KEY} taints"),
+        (same_spec + " && object.metadata.?finalizers == oldObject.metadata.?finalizers"
+                     " && object.metadata.?ownerReferences == oldObject.metadata.?ownerReferences",
+         "the harness may not change a node's spec (spec.unschedulable, the cordon, is the operator's) beyond its "
+         "own taints"),
+    ]
     return [
         {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
          "spec": {
              "failurePolicy": "Fail",
+             "paramKind": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding"},
              "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                                      "operations": ["UPDATE"], "resources": ["nodes"]}]},
-             "matchConditions": [{"name": "the-harness",
-                                  "expression": f"request.userInfo.username == "
-                                                f"'system:serviceaccount:{ns}:{HARNESS_ROLE}'"}],
-             "variables": [{"name": "newAnn", "expression": "object.metadata.?annotations.orValue({})"},
+             "variables": [{"name": "bound", "expression": bound_expression(k)},
+                           {"name": "newAnn", "expression": "object.metadata.?annotations.orValue({})"},
                            {"name": "oldAnn", "expression": "oldObject.metadata.?annotations.orValue({})"}],
-             "validations": [
-                 {"expression": "object.metadata.?labels.orValue({}) == oldObject.metadata.?labels.orValue({})",
-                  "message": "the harness may not change a node's labels", "reason": "Forbidden"},
-                 {"expression": f"variables.newAnn.all(k, {keep} || (k in variables.oldAnn && "
-                                f"variables.oldAnn[k] == variables.newAnn[k])) && "
-                                f"variables.oldAnn.all(k, {keep} || k in variables.newAnn)",
-                  "message": f"the harness may change only the {CORDON_ANNOTATION} annotation of a node",
-                  "reason": "Forbidden"},
-                 {"expression": f"object.spec.?taints.orValue([]).filter(t, {others}) == "
-                                f"oldObject.spec.?taints.orValue([]).filter(t, {others})",
-                  "message": f"the harness may add or remove only the {OUT_OF_SERVICE_KEY} taint",
-                  "reason": "Forbidden"},
-                 {"expression": same_spec + " && object.metadata.?finalizers == oldObject.metadata.?finalizers"
-                                " && object.metadata.?ownerReferences == oldObject.metadata.?ownerReferences",
-                  "message": "the harness may change only spec.unschedulable (the cordon) of a node's spec",
-                  "reason": "Forbidden"},
-             ]}},
+             "validations": [{"expression": f"!variables.bound || ({expr})", "message": msg, "reason": "Forbidden"}
+                             for expr, msg in checks]}},
         {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
-         "spec": {"policyName": name, "validationActions": ["Deny"]}},
+         # every ClusterRoleBinding is a parameter: whichever binds the requester to the ClusterRole narrows it
+         "spec": {"policyName": name, "validationActions": ["Deny"],
+                  "paramRef": {"selector": {}, "parameterNotFoundAction": "Allow"}}},
     ]
 
 
@@ -149,11 +176,11 @@ def rbac_objects(k: Kubernetes, *, node_faults: bool = False, serving: bool = Fa
     rules = cluster_rules(k.create_cluster_role, node_faults)
     if rules:
         out += [
-            {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": {"name": f"{HARNESS_ROLE}-{ns}"},
+            {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": {"name": cluster_role_name(k)},
              "rules": rules},
-            {"apiVersion": RBAC_API, "kind": "ClusterRoleBinding", "metadata": {"name": f"{HARNESS_ROLE}-{ns}"},
+            {"apiVersion": RBAC_API, "kind": "ClusterRoleBinding", "metadata": {"name": cluster_role_name(k)},
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                         "name": f"{HARNESS_ROLE}-{ns}"},
+                         "name": cluster_role_name(k)},
              "subjects": subject},
         ]
     if node_faults:   # `patch` on nodes is every field of every node: the policy narrows it to the fault's own
@@ -161,8 +188,9 @@ def rbac_objects(k: Kubernetes, *, node_faults: bool = False, serving: bool = Fa
     return out
 
 
-def rbac_note(k: Kubernetes) -> str:
-    """YAML comment lines for rbac.yaml: how to bind the Role to a person or a group instead."""
+def rbac_note(k: Kubernetes, node_faults: bool = False) -> str:
+    """YAML comment lines for rbac.yaml: how to bind the Role (and, with node_faults, the ClusterRole and
+    its admission policy) to a person or a group instead."""
     ns, r = k.namespace, HARNESS_ROLE
     return (f"# The Role {r} holds exactly what the harness does in namespace {ns}; the RoleBinding below gives\n"
             f"# it to the ServiceAccount {r}. To give it to a user or a group instead (a cluster admin runs):\n"
@@ -170,4 +198,8 @@ def rbac_note(k: Kubernetes) -> str:
             f"#   kubectl -n {ns} create rolebinding {r}-group --role={r} --group=GROUP\n"
             f"# Check: kubectl auth can-i create jobsets.jobset.x-k8s.io -n {ns} --as=NAME\n"
             "# The harness needs no cluster-wide rights: without them preflight records nodes, CRDs and\n"
-            "# ClusterQueues as not visible (kubernetes.create_cluster_role: true adds a ClusterRole for them).\n")
+            "# ClusterQueues as not visible (kubernetes.create_cluster_role: true adds a ClusterRole for them).\n"
+            + (f"# The ClusterRole {cluster_role_name(k)} below (node rights of a lose_node fault) is given to a user\n"
+               f"# or group the same way (kubectl create clusterrolebinding NAME --clusterrole={cluster_role_name(k)}\n"
+               "# --user=NAME); its ValidatingAdmissionPolicy narrows every identity any ClusterRoleBinding binds\n"
+               "# to it to the fault's own taints and annotation on nodes.\n" if node_faults else ""))

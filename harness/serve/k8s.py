@@ -15,9 +15,15 @@ Faults:
   replica, and only on a node where a running pod of this Deployment is: on the native cluster a
   power loss (clusters/native_power.py, noted in the backend's ledger first so a crashed campaign's
   node comes back at the next preflight); elsewhere a cordon plus deletion of this Deployment's pods
-  there, the cordon named with its mark on the training run's handle and journalled first, so
-  `poc cleanup` or --resume uncordons it after a crash. restore() undoes it with faults.restore
-  (power on, out-of-service taint off, uncordon).
+  there, the cordon (the harness's own taint, never spec.unschedulable) named with its mark on the
+  training run's handle and journalled first, so `poc cleanup` or --resume lifts it after a crash.
+  restore() undoes it with faults.restore (power on, out-of-service taint off, the harness's cordon
+  taint off; an operator's cordon stays).
+
+Every object deploy() makes carries the campaign's poc/owner label; the training run's handle records
+them with their uids, and every delete (a leftover of the run, teardown, a crashed campaign's cancel)
+takes only an object that carries that label and, where recorded, that uid (backends/k8s/ownership.py).
+A name taken by another user's object refuses the deploy, nothing touched.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..backends.base import Handle
-from ..backends.k8s import faults
+from ..backends.k8s import faults, ownership
 from ..backends.k8s.api import K8sClient, parse_time
 from ..backends.k8s.evidence_raw import slim
 from ..backends.k8s.state import get, items
@@ -53,6 +59,8 @@ class K8sServe:
         self.fault_handle: Handle | None = None
         self.train: Handle | None = None
         self.how: list[str] = []
+        self.owner = self.campaign = ""     # the training run's campaign: its owner id labels every object
+        self.left: list[str] = []           # objects of the serving's names that were not ours: left
 
     # ------------------------------------------------------------------ names
     @property
@@ -62,7 +70,14 @@ class K8sServe:
         return self.serving
 
     def _selector(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self._s.selector.items())
+        """The Deployment's pods, and only the campaign's own (poc/owner): a fault or a force-delete never
+        reaches another user's replica of a run of the same id."""
+        return ownership.selector(self.owner, self.campaign, **self._s.selector)
+
+    def _names(self, uids: dict | None = None) -> dict:
+        s = self._s
+        return {"namespace": s.namespace, "deployment": s.name, "service": s.name,
+                "configmap": s.of("ConfigMap")["metadata"]["name"], "uids": dict(uids or {})}
 
     def _apps(self):
         from kubernetes import client as k
@@ -77,6 +92,7 @@ class K8sServe:
         s = rs.render_serving(spec, self.cfg, self.image, self.checkpoint_root, self.checkpoint_pvc,
                               port=self.port, kueue_pods=self.kueue_pods)
         self.serving, self.train = s, train
+        self.owner, self.campaign = ownership.check_owner(spec.owner), spec.campaign
         if self.local and not self.checkpoint_pvc:
             ckpts = sorted(Path(s.checkpoint_path, "ckpt").glob("ckpt-*.pt"))
             if not ckpts:
@@ -84,17 +100,22 @@ class K8sServe:
                                    tip="the serving run's training must write one (checkpoint_every <= steps) "
                                        "and its files must still be there (serve before cleanup)")
         core, apps, ns, c = self.client.core(), self._apps(), s.namespace, self.client
-        self._delete_objects(wait_s=60)   # a leftover of the same run (a resumed campaign) goes first
+        # a name taken by someone else's object (another user's run of the same id) refuses the deploy,
+        # nothing touched; a leftover of this campaign's run (a resumed campaign) goes first
+        ownership.refuse_serving_names_not_ours(c, self._names(), owner=self.owner, campaign=self.campaign,
+                                                run_id=spec.run_id)
+        self._delete_objects(wait_s=60)
         cm, dep, svc = s.of("ConfigMap"), s.of("Deployment"), s.of("Service")
         # on the training run's handle (journalled again by the session): a crashed campaign's cancel on
-        # --resume deletes these too
-        train.data["serving"] = {"namespace": ns, "deployment": s.name, "service": s.name,
-                                 "configmap": cm["metadata"]["name"]}
-        c.call("CREATE ConfigMap", core.create_namespaced_config_map, ns, cm)
+        # --resume deletes these too, each only by its uid and while it carries the campaign's owner label
+        train.data["serving"] = sv = self._names()
+        uid = ownership.uid_of
+        sv["uids"]["ConfigMap"] = uid(c.to_dict(c.call("CREATE ConfigMap", core.create_namespaced_config_map, ns, cm)))
         t0 = self.clock()
-        c.call("CREATE Deployment", apps.create_namespaced_deployment, ns, dep)
+        sv["uids"]["Deployment"] = uid(c.to_dict(c.call("CREATE Deployment", apps.create_namespaced_deployment, ns,
+                                                        dep)))
         t1 = self.clock()
-        c.call("CREATE Service", core.create_namespaced_service, ns, svc)
+        sv["uids"]["Service"] = uid(c.to_dict(c.call("CREATE Service", core.create_namespaced_service, ns, svc)))
         self.how = [f"CREATE ConfigMap {ns}/{cm['metadata']['name']} (serve_model.py, ddp_train.py)",
                     f"CREATE Deployment {ns}/{s.name} (replicas 1, readiness /readyz, liveness /healthz)",
                     f"CREATE Service {ns}/{s.name} (ClusterIP, port {s.port})"]
@@ -218,14 +239,14 @@ class K8sServe:
         self.train.data.setdefault("cordon_marks", {})[node] = mark
         journal()
         t = self.clock()
-        self.client.call("PATCH node (cordon)", core.patch_node, node,
-                         {"metadata": {"annotations": {faults.CORDONED_BY: mark}},
-                          "spec": {"unschedulable": True}})
-        gone = [get(p, "metadata", "name") for p in self._pods() if get(p, "spec", "nodeName") == node]
-        for pname in gone:
-            self.client.call("DELETE pod", core.delete_namespaced_pod, pname, ns, grace_period_seconds=0)
-        return {"t": t, "node": node, "replica": name, "deleted": gone,
-                "how": f"cordon {node} + delete this Deployment's pods there (no power control on this cluster)"}
+        faults.cordon(self.client, node, mark)
+        gone = [p for p in self._pods() if get(p, "spec", "nodeName") == node]
+        for p in gone:   # the campaign's own replicas there (the selector), each by its uid
+            self.client.call("DELETE pod", core.delete_namespaced_pod, get(p, "metadata", "name"), ns,
+                             body=ownership.delete_options(get(p, "metadata", "uid"), grace_s=0))
+        return {"t": t, "node": node, "replica": name, "deleted": [get(p, "metadata", "name") for p in gone],
+                "how": f"cordon {node} (taint {faults.CORDON_TAINT['key']}:NoSchedule) + delete this Deployment's "
+                       "pods there (no power control on this cluster)"}
 
     def _held(self, pod: dict, node: str | None) -> None:
         """Only a node where a running pod of this very Deployment is, and not cordoned by someone else."""
@@ -235,16 +256,20 @@ class K8sServe:
             raise BackendError(f"lose_node refused: pod {get(pod, 'metadata', 'name')} is not a running replica "
                                f"of {self._s.name}", tip="the fault touches only nodes the run holds")
         n = self.client.to_dict(self.client.call("GET node", self.client.core().read_node, node))
-        mark = (get(n, "metadata", "annotations", default={}) or {}).get(faults.CORDONED_BY)
-        if get(n, "spec", "unschedulable") and mark != faults.cordon_mark(self._handle()):
-            raise BackendError(f"lose_node refused: node {node} is already cordoned",
-                               tip="restoring it would undo someone else's cordon; drop the node_loss fault")
+        taken = faults.taken_by_other(n, faults.cordon_mark(self._handle()))
+        if taken:
+            raise BackendError(f"lose_node refused: node {node} is already {taken}",
+                               tip="the fault takes only a node nobody else has cordoned; drop the node_loss fault")
 
     def _handle(self) -> Handle:
         """What faults.restore reads: the nodes this serving took down (kept for restore and teardown)."""
         if self.fault_handle is None:
             s = self._s
-            data = {"namespace": s.namespace, "name": s.name, "lost_nodes": [], "downed_links": [], "cordoned": []}
+            # the campaign's owner id and the Deployment's uid make the cordon's mark this serving's alone
+            uid = (((self.train.data.get("serving") or {}).get("uids") or {}).get("Deployment")
+                   if self.train is not None else None)
+            data = {"namespace": s.namespace, "name": s.name, "owner": self.owner, "campaign": self.campaign,
+                    "uid": uid, "lost_nodes": [], "downed_links": [], "cordoned": []}
             if self.power is not None and self.ledger:
                 data["ledger"] = self.ledger
             self.fault_handle = Handle("k8s", s.name, [f"{s.namespace}/{s.name}"], self.clock(), data=data)
@@ -301,6 +326,7 @@ class K8sServe:
             return {"removed": removed, "errors": errors}
         try:
             removed += self._delete_objects(wait_s=60)
+            errors += self.left
         except (PocError, OSError) as exc:
             errors.append(getattr(exc, "message", str(exc)))
         left = []
@@ -311,28 +337,25 @@ class K8sServe:
         return {"removed": removed, "errors": errors, "pods_left": left}
 
     def _delete_objects(self, wait_s: float) -> list[str]:
-        """Delete Deployment, Service, ConfigMap (those that exist) and wait for the pods to go."""
-        s, c, core, apps, ns = self._s, self.client, self.client.core(), self._apps(), self._s.namespace
-        done = []
-        fg = {"propagation_policy": "Background", "grace_period_seconds": 5}
-        if c.call("DELETE Deployment", apps.delete_namespaced_deployment, s.name, ns, missing_ok=True, **fg):
-            done.append(f"Deployment/{s.name}")
-        if c.call("DELETE Service", core.delete_namespaced_service, s.name, ns, missing_ok=True):
-            done.append(f"Service/{s.name}")
-        cm = s.of("ConfigMap")["metadata"]["name"]
-        if c.call("DELETE ConfigMap", core.delete_namespaced_config_map, cm, ns, missing_ok=True):
-            done.append(f"ConfigMap/{cm}")
+        """Delete Deployment, Service, ConfigMap (those that exist and are this campaign's run's: its owner
+        label, and the uids deploy() recorded) and wait for the run's pods to go."""
+        c, core, ns = self.client, self.client.core(), self._s.namespace
+        recorded = ((self.train.data.get("serving") or {}).get("uids") if self.train is not None else None) or {}
+        done, self.left = ownership.delete_serving_objects(
+            c, self._names(recorded), owner=self.owner, campaign=self.campaign,
+            run_id=self._s.selector[rs.RUN_LABEL], grace_s=5)
         deadline = self.clock() + wait_s
         while self.clock() < deadline:
             pods = self._pods()
             if not pods:
                 break
-            stuck = [get(p, "metadata", "name") for p in pods if get(p, "metadata", "deletionTimestamp")
+            stuck = [p for p in pods if get(p, "metadata", "deletionTimestamp")
                      and get(p, "spec", "nodeName") in (self.fault_handle.data.get("lost_nodes", [])
                                                         if self.fault_handle else [])]
-            for name in stuck:   # on a powered-off node no kubelet confirms: force, as the pod GC would
-                c.call("DELETE pod (force)", core.delete_namespaced_pod, name, ns, grace_period_seconds=0,
-                       missing_ok=True)
+            for p in stuck:   # on a powered-off node no kubelet confirms: force, as the pod GC would
+                c.call("DELETE pod (force)", core.delete_namespaced_pod, get(p, "metadata", "name"), ns,
+                       missing_ok=True, conflict_ok=True,
+                       body=ownership.delete_options(get(p, "metadata", "uid"), grace_s=0))
             self.sleep(1)
         return done
 

@@ -62,12 +62,12 @@ def cfg_of(campaign_name: str, **over) -> config.Config:
 
 
 def checkpoint_dir(results: Path, campaign_name: str, run_id: str) -> Path:
-    """A run's hostPath sub-path on the native cluster (this machine): <campaign>-<token>/<run_id>, the
-    token the campaign's store drew (campaign.json)."""
+    """A run's hostPath sub-path on the native cluster (this machine): <campaign>-<owner id>/<run_id>, the
+    owner id of the campaign's key (campaign.json)."""
     from harness.paths import NATIVE_K8S_CLUSTER, cluster_state_dir
     from harness.spec import campaign_dir
-    token = json.loads((results / campaign_name / "campaign.json").read_text())["token"]
-    return cluster_state_dir(NATIVE_K8S_CLUSTER) / "checkpoints" / campaign_dir(campaign_name, token) / run_id
+    owner = json.loads((results / campaign_name / "campaign.json").read_text())["owner"]
+    return cluster_state_dir(NATIVE_K8S_CLUSTER) / "checkpoints" / campaign_dir(campaign_name, owner) / run_id
 
 
 def run_campaign(cfg: config.Config, results: Path) -> tuple[list[dict], float]:

@@ -173,6 +173,10 @@ class K8sClient:
         from kubernetes import client
         return client.CustomObjectsApi(self.api)
 
+    def apps(self):
+        from kubernetes import client
+        return client.AppsV1Api(self.api)
+
     def own_core(self):
         """A CoreV1Api on a client (and connection pool) of its own: for one long-lived log stream,
         or for kubernetes.stream(), which patches the client it is given."""

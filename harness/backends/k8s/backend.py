@@ -36,7 +36,7 @@ from ..base import (
     no_journal,
     require_destructive_allowed,
 )
-from . import cleanup, evidence_raw, faults, ownership, preflight
+from . import cleanup, evidence_raw, faults, ownership, preflight, records
 from . import state as st
 from .api import CONFLICT, JOBSETS, K8sClient, api_message, is_connection_error, retry_webhook
 from .logfollow import Followers
@@ -149,7 +149,7 @@ class KubernetesBackend(Backend):
                  "workload-configmap.yaml": rj.to_yaml([job.configmap]),
                  "kueue.yaml": rj.to_yaml(o for o in setup if o["apiVersion"].startswith("kueue")
                                           or o["kind"] == "Namespace"),
-                 "rbac.yaml": rj.rbac_note(self.cfg) + rj.to_yaml(
+                 "rbac.yaml": rj.rbac_note(self.cfg, self.node_faults) + rj.to_yaml(
                      o for o in setup if o["apiVersion"].startswith(("rbac", "v1", "admissionregistration"))
                      and o["kind"] != "Namespace")}
         return Rendered("k8s", files, payload=job)
@@ -176,30 +176,40 @@ class KubernetesBackend(Backend):
     # ------------------------------------------------------------------ submit
     def intent(self, spec: JobSpec, rendered: Rendered) -> Handle:
         job: rj.K8sJob = rendered.payload
-        return Handle("k8s", spec.run_id, [f"{job.namespace}/{job.name}"], time.time(),
-                      data={"intent": True, "namespace": job.namespace, "name": job.name, "uid": None,
-                            "configmap": job.configmap["metadata"]["name"], "campaign": spec.campaign,
-                            "owner": spec.owner, "cluster": self.cluster_identity(), "lost_nodes": [], "cordoned": []})
+        data = {"intent": True, "namespace": job.namespace, "name": job.name, "uid": None,
+                "configmap": job.configmap["metadata"]["name"], "campaign": spec.campaign, "owner": spec.owner,
+                "owner_mark": spec.owner_mark, "cluster": self.cluster_identity(),
+                "checkpoint_path": job.checkpoint_path, "checkpoint_pvc": job.checkpoint_pvc,
+                "lost_nodes": [], "cordoned": []}
+        return Handle("k8s", spec.run_id, [f"{job.namespace}/{job.name}"], time.time(), data=data)
 
     def submit(self, spec: JobSpec, rendered: Rendered) -> Handle:
         job: rj.K8sJob = rendered.payload
         c = self.client
         core, ns = c.core(), job.namespace
+        owner = ownership.check_owner(spec.owner)
+        self.looks.owner = owner     # the watches select the campaign's own objects
         # a resumed campaign re-runs from scratch: remove a leftover of the same run and its checkpoints,
-        # only if it is this campaign's own (ownership.py); someone else's of the same name is refused
-        left = c.get("GET JobSet", JOBSETS, job.name, ns, missing_ok=True)
-        if left is not None:
-            if not ownership.is_ours(left, spec.campaign, spec.run_id):
-                raise ownership.not_ours("JobSet", job.name, ns, left, spec.campaign)
-            self._delete_run(ns, job.name, ownership.uid_of(left), spec.campaign, wait_s=120)
+        # only if it is this campaign's own (its poc/owner label, ownership.py); someone else's of the same
+        # name (another user's campaign of the same name included) is refused, nothing touched
         cm = job.configmap["metadata"]["name"]
-        self._delete_configmap(ns, cm, spec.campaign, spec.run_id)
-        # the run's checkpoint sub-path, made afresh with the campaign's mark (a resumed run would
+        left = c.get("GET JobSet", JOBSETS, job.name, ns, missing_ok=True)
+        if left is not None and not ownership.is_ours(left, owner, spec.campaign, spec.run_id):
+            raise ownership.not_ours("JobSet", job.name, ns, left, spec.campaign)
+        left_cm = c.call("GET ConfigMap", core.read_namespaced_config_map, cm, ns, missing_ok=True)
+        if left_cm is not None and not ownership.is_ours(c.to_dict(left_cm), owner, spec.campaign, spec.run_id):
+            raise ownership.not_ours("ConfigMap", cm, ns, c.to_dict(left_cm), spec.campaign)
+        if left is not None:
+            self._delete_run(ns, job.name, ownership.uid_of(left), owner, spec.campaign, wait_s=120)
+        if left_cm is not None:
+            self._delete_configmap(ns, cm, owner, spec.campaign, spec.run_id, ownership.uid_of(c.to_dict(left_cm)))
+        # the run's checkpoint sub-path, made afresh with the run's owner mark (a resumed run would
         # otherwise resume from the interrupted attempt's checkpoints); refused when not the campaign's
         cleanup.prepare_run_dir(c, self.cfg, self.image, pvc=job.checkpoint_pvc, local=self.local,
                                 checkpoint_root=self.checkpoint_root, path=job.checkpoint_path,
-                                campaign=campaign_dir(spec.campaign, spec.owner), run_id=spec.run_id, owner=spec.owner)
-        c.call("CREATE ConfigMap", core.create_namespaced_config_map, ns, job.configmap)
+                                campaign=campaign_dir(spec.campaign, owner), run_id=spec.run_id, owner=owner,
+                                mark=spec.owner_mark)
+        made_cm = c.to_dict(c.call("CREATE ConfigMap", core.create_namespaced_config_map, ns, job.configmap))
         from kubernetes.client.rest import ApiException
         co = c.custom()
         stamp: dict = {}
@@ -214,7 +224,8 @@ class KubernetesBackend(Backend):
         try:
             created = retry_webhook(create, 30)
         except ApiException as exc:
-            c.call("DELETE ConfigMap", core.delete_namespaced_config_map, cm, ns, missing_ok=True)
+            c.call("DELETE ConfigMap", core.delete_namespaced_config_map, cm, ns, missing_ok=True, conflict_ok=True,
+                   body=ownership.delete_options(ownership.uid_of(made_cm)))
             raise SubmitError(f"the API server refused the JobSet: HTTP {exc.status}: {api_message(exc)}",
                               tip="check the rendered jobset.yaml (`poc render --platform k8s`); "
                                   "a webhook error means the JobSet or Kueue controller is down") from None
@@ -225,7 +236,8 @@ class KubernetesBackend(Backend):
                               tip="is the cluster up? `poc cluster status --k8s`") from None
         self._runs[spec.run_id] = _RunState()
         data = {"namespace": ns, "name": job.name, "uid": created["metadata"]["uid"], "configmap": cm,
-                "campaign": spec.campaign, "owner": spec.owner, "cluster": self.cluster_identity(),
+                "configmap_uid": ownership.uid_of(made_cm), "campaign": spec.campaign, "owner": owner,
+                "owner_mark": spec.owner_mark, "cluster": self.cluster_identity(),
                 "nodes": spec.nodes, "checkpoint_path": job.checkpoint_path, "checkpoint_pvc": job.checkpoint_pvc,
                 "submit_returned": stamp["after"], "lost_nodes": [], "cordoned": []}
         if self.power is not None:
@@ -419,9 +431,11 @@ class KubernetesBackend(Backend):
         return [e for f in sorted((Path(h.data["checkpoint_path"]) / "events").glob("*.jsonl"))
                 for e in evmod.parse_lines(f.read_text(errors="replace").splitlines())]
 
-    def _delete_run(self, ns: str, name: str, uid: str | None, campaign: str, wait_s: float = 90) -> None:
-        """Delete the run's JobSet (that object: its uid is a precondition) and wait until it and its pods
-        are gone. A JobSet of the same name with another uid is someone else's: left alone."""
+    def _delete_run(self, ns: str, name: str, uid: str | None, owner: str, campaign: str,
+                    wait_s: float = 90) -> None:
+        """Delete the run's JobSet (that object: its uid, from an object that passed the owner check, is a
+        precondition) and wait until it and its pods are gone. A JobSet of the same name with another uid
+        is someone else's: left alone."""
         c = self.client
         gone = c.call("DELETE JobSet", c.custom().delete_namespaced_custom_object, *JOBSETS[:2], ns,
                       JOBSETS.plural, name, body=ownership.delete_options(uid, "Foreground"), missing_ok=True,
@@ -429,66 +443,87 @@ class KubernetesBackend(Backend):
         if gone is CONFLICT:
             return
         # wait until it and its pods are gone, so the next run's queue time does not include this teardown
-        selector = f"{rj.JOBSET_NAME_LABEL}={name}" + (f",{ownership.CAMPAIGN_LABEL}={campaign}" if campaign else "")
+        sel = ownership.selector(owner, campaign, **{rj.JOBSET_NAME_LABEL: name})
         deadline = time.time() + wait_s
         while time.time() < deadline:
             js = c.get("GET JobSet", JOBSETS, name, ns, missing_ok=True)
-            pods = c.call("LIST pods", c.core().list_namespaced_pod, ns, label_selector=selector).items
+            pods = c.call("LIST pods", c.core().list_namespaced_pod, ns, label_selector=sel).items
             if (js is None or (uid and ownership.uid_of(js) != uid)) and not pods:
                 return
             time.sleep(1)
 
-    def _delete_configmap(self, ns: str, name: str, campaign: str, run_id: str) -> None:
-        """The run's workload ConfigMap, only while it is this campaign's (by its labels and uid)."""
+    def _delete_configmap(self, ns: str, name: str, owner: str, campaign: str, run_id: str,
+                          uid: str | None = None) -> str:
+        """The run's workload ConfigMap, only while it is this campaign's (its poc/owner label) and, when
+        a uid is known (the journal's), that very object; the delete carries its uid."""
         core = self.client.core()
-        cm = self.client.call("GET ConfigMap", core.read_namespaced_config_map, name, ns, missing_ok=True)
-        if cm is None or not ownership.is_ours(self.client.to_dict(cm), campaign, run_id):
-            return
-        self.client.call("DELETE ConfigMap", core.delete_namespaced_config_map, name, ns, missing_ok=True,
-                         conflict_ok=True, body=ownership.delete_options(ownership.uid_of(cm)))
+        return ownership.delete_if_ours(self.client, "ConfigMap", core.read_namespaced_config_map,
+                                        core.delete_namespaced_config_map, name, ns, owner=owner, campaign=campaign,
+                                        run_id=run_id, uid=uid)
 
     def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:
         """The run's checkpoint sub-path, once collected, unless keep_run_files keeps it (cleanup.py)."""
         d = handle.data
         pvc, path = d.get("checkpoint_pvc"), d.get("checkpoint_path") or ""
-        campaign = campaign_dir(d.get("campaign") or "", d.get("owner") or "")   # the directory's name
+        owner = ownership.check_owner(d.get("owner") or "")
+        campaign = campaign_dir(d.get("campaign") or "", owner)   # the directory's name
         where = f"pvc {pvc}:{path}" if pvc else path
         if (why := keep_reason(ok, keep)) is not None:
             return {"removed": [], "kept": [where], "reason": why}
         if pvc:
             return cleanup.run_cleanup_pod(self.client, self.cfg, self.image, pvc, campaign, handle.run_id,
-                                           owner=d.get("owner") or "")
+                                           owner=owner, mark=owner_mark_of(d))
         if self._on_volume(handle):
-            return cleanup.remove_host_path(self.checkpoint_root, path, campaign, handle.run_id, d.get("owner") or "")
+            return cleanup.remove_host_path(self.checkpoint_root, path, campaign, handle.run_id, owner_mark_of(d))
         return {"removed": [], "kept": [where],
                 "reason": "a hostPath on the cluster's nodes is not reachable from here; remove it on each node"}
 
-    def _delete_serving(self, sv: dict | None) -> None:
-        """The serving scenario's objects named on the training run's handle (harness/serve/k8s.py)."""
+    def _delete_serving(self, sv: dict | None, owner: str, campaign: str, run_id: str) -> list[str]:
+        """The serving scenario's objects named on the training run's handle (harness/serve/k8s.py), each
+        only while it is this campaign's run's (poc/owner and poc/run-id) and, where the handle recorded
+        one, that very object (its uid); what was left and why."""
         if not sv:
-            return
-        from kubernetes import client as k
-        core, apps, ns = self.client.core(), k.AppsV1Api(self.client.api), sv["namespace"]
-        self.client.call("DELETE Deployment", apps.delete_namespaced_deployment, sv["deployment"], ns,
-                         missing_ok=True, propagation_policy="Background")
-        self.client.call("DELETE Service", core.delete_namespaced_service, sv["service"], ns, missing_ok=True)
-        self.client.call("DELETE ConfigMap", core.delete_namespaced_config_map, sv["configmap"], ns, missing_ok=True)
+            return []
+        return ownership.delete_serving_objects(self.client, sv, owner=owner, campaign=campaign, run_id=run_id)[1]
 
     def cancel(self, handle: Handle) -> None:
-        ns, name = handle.data["namespace"], handle.data["name"]
-        if handle.data.get("intent") and not handle.data.get("uid"):   # the uid never reached the journal
-            handle.data["uid"] = ownership.own_uid(self.client.get("GET JobSet", JOBSETS, name, ns, missing_ok=True),
-                                                   handle.data.get("campaign") or "", handle.run_id)
-            if handle.data["uid"] is None:
+        # a record is a file on disk: one naming no cluster, another cluster, another ledger or a path
+        # outside the checkpoint root is refused before anything is touched (records.py)
+        records.check(handle, self.cluster_identity(), checkpoint_root=self.checkpoint_root,
+                      ledger=str(Path(self.checkpoint_root) / LEDGER), on_volume=self._on_volume(handle))
+        d = handle.data
+        ns, name = d["namespace"], d["name"]
+        owner, campaign = d.get("owner") or "", d.get("campaign") or ""
+        refused = None
+        js = self.client.get("GET JobSet", JOBSETS, name, ns, missing_ok=True) if name else None
+        if d.get("intent") and not d.get("uid"):   # the uid never reached the journal
+            d["uid"] = ownership.own_uid(js, owner, campaign, handle.run_id)
+            if d["uid"] is None:
                 name = ""   # none there, or someone else's of that name: no JobSet to delete
+        elif js is None or (d.get("uid") and ownership.uid_of(js) != d["uid"]):
+            name = ""       # gone, or the name is someone else's object now: nothing of the run's to delete
+        elif not ownership.is_ours(js, owner, campaign, handle.run_id):
+            # the journal's own JobSet without the campaign's owner label (an older harness made it): a
+            # campaign with an owner id never deletes such an object; the record stays, and the tip says how
+            refused, name = ownership.not_ours("JobSet", name, ns, js, campaign, cls=BackendError), ""
         try:
             faults.restore(self.client, handle, power=self.power)
         finally:
-            campaign = handle.data.get("campaign") or ""
             if name:
-                self._delete_run(ns, name, handle.data.get("uid"), campaign)
-            self._delete_configmap(ns, handle.data["configmap"], campaign, handle.run_id)
-            self._delete_serving(handle.data.get("serving"))
+                self._delete_run(ns, name, d.get("uid"), owner, campaign)
+            self._delete_configmap(ns, d["configmap"], owner, campaign, handle.run_id, d.get("configmap_uid"))
+            self._delete_serving(d.get("serving"), owner, campaign, handle.run_id)
             if self._on_volume(handle):
-                # the checkpoints are spent; the event files beside them stay for collect()
-                shutil.rmtree(Path(handle.data["checkpoint_path"]) / "ckpt", ignore_errors=True)
+                # the checkpoints are spent; the event files beside them stay for collect(). Only inside the
+                # run's own directory (checked above) and only while its owner mark is the run's
+                run_dir = Path(d["checkpoint_path"])
+                if cleanup.mark_is(run_dir, owner_mark_of(d)):
+                    shutil.rmtree(run_dir / "ckpt", ignore_errors=True)
+        if refused is not None:
+            raise refused
+
+
+def owner_mark_of(data: dict) -> str:
+    """The run directory's owner mark a handle names: "owner_mark", or in a record of an older harness its
+    owner id (marks were the owner then)."""
+    return data.get("owner_mark") or data.get("owner") or ""

@@ -4,27 +4,39 @@ lose_node on the native cluster is a power loss (harness/clusters/native_power.p
 cordon plus eviction of this run's pods on the node. Either way, what the fault changes outside the
 job is written into the handle and persisted (journal) before it happens, and ``restore`` undoes it.
 
-Shared clusters (``held_node``): the node must be where a Running pod of this very JobSet (its uid)
-runs, and not already cordoned by someone else (the harness's uncordon would undo theirs). Other
-users' pods on the node are no reason to refuse: a cordon only stops new placements, and only this
-JobSet's pods are evicted; the node is marked with CORDONED_BY so that ``restore`` uncordons only a
-cordon of this run, and does nothing to a node that is already back.
+The harness's cordon is a NoSchedule taint of its own (CORDON_TAINT) plus the CORDONED_BY annotation
+naming the run, never spec.unschedulable: that field is the operator's. An operator who cordons or
+drains the node after the fault sets spec.unschedulable (a `kubectl cordon` of a node the harness had
+cordoned through spec.unschedulable would change nothing, and could not be told from the harness's
+own), so ``restore`` removes only the harness's taint and mark and leaves an operator's cordon in
+place, saying so (a warning, and the handle's "nodes_left").
+
+Shared clusters (``held_node``): the node must be where a Running pod of this very JobSet (its uid and
+the campaign's poc/owner label) runs, and not already cordoned by someone else. Other users' pods on
+the node are no reason to refuse: a cordon only stops new placements, and only this JobSet's pods are
+evicted.
 """
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
 from ...errors import BackendError, PocError
 from ...render import jobset as rj
-from ...render.rbac import CORDON_ANNOTATION, OUT_OF_SERVICE_KEY
+from ...render.rbac import CORDON_ANNOTATION, CORDON_TAINT_KEY, OUT_OF_SERVICE_KEY
 from ..base import FaultRecord, Handle, Journal
-from .api import K8sClient, parse_time
+from . import ownership
+from .api import CONFLICT, K8sClient, parse_time
 from .evidence_raw import JOBSET_UID_LABEL, note_node
 from .state import RESTART_LABEL, get, items
 
+log = logging.getLogger(__name__)
+
 CORDONED_BY = CORDON_ANNOTATION   # node annotation: which run's lose_node cordoned it
+CORDON_TAINT = {"key": CORDON_TAINT_KEY, "value": "lost", "effect": "NoSchedule"}   # the harness's cordon
 OUT_OF_SERVICE = {"key": OUT_OF_SERVICE_KEY, "value": "nodeshutdown", "effect": "NoExecute"}
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"   # what the node controller adds for a cordon
 RECOVERY_CHAIN = ("node-monitor grace period -> NotReady + unreachable taint -> toleration_seconds -> "
                   "eviction (a failed Job) -> JobSet restart; the lost node's pods stay Terminating "
                   "(no kubelet confirms), so once the node is NotReady the harness adds the out-of-service "
@@ -37,12 +49,26 @@ def pod_of(client: K8sClient, h: Handle, ev: dict) -> dict:
     att = (ev.get("attempt") or [0])[0]
     core = client.core()
     pods = client.call("LIST pods", core.list_namespaced_pod, h.data["namespace"],
-                       label_selector=f"{rj.JOBSET_NAME_LABEL}={h.data['name']},{RESTART_LABEL}={att}").items
+                       label_selector=run_selector(h, **{RESTART_LABEL: str(att)})).items
     for p in map(client.to_dict, pods):
+        if not of_this_jobset(p, h):
+            continue
         if ev.get("host") in (get(p, "spec", "hostname"), get(p, "metadata", "name")) or \
                 (get(p, "spec", "hostNetwork") and ev.get("host") == get(p, "spec", "nodeName")):
             return p
     raise BackendError(f"no pod of {h.data['name']} has host name {ev.get('host')!r} (attempt {att})")
+
+
+def run_selector(h: Handle, **more: str) -> str:
+    """The run's own pods: its JobSet's name and the campaign's poc/owner label (ownership.selector)."""
+    return ownership.selector(h.data.get("owner") or "", h.data.get("campaign") or "",
+                              **{rj.JOBSET_NAME_LABEL: h.data["name"]}, **more)
+
+
+def of_this_jobset(pod: dict, h: Handle) -> bool:
+    """A pod of the very JobSet the run made (its uid, where the pod and the handle both name one)."""
+    uid = (get(pod, "metadata", "labels", default={}) or {}).get(JOBSET_UID_LABEL)
+    return not (uid and h.data.get("uid") and uid != h.data["uid"])
 
 
 def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, *, power=None) -> FaultRecord:
@@ -65,7 +91,8 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
                            acted_at=time.time())
     if kind == "delete_pod":
         t = time.time()
-        client.call("DELETE pod", core.delete_namespaced_pod, name, ns)
+        client.call("DELETE pod", core.delete_namespaced_pod, name, ns,
+                    body=ownership.delete_options(get(pod, "metadata", "uid")))
         return FaultRecord(kind, t, target, {"how": "DELETE pod (default grace period)",
                                              "grace_s": get(pod, "spec", "terminationGracePeriodSeconds")},
                            acted_at=time.time())
@@ -89,26 +116,30 @@ def inject(client: K8sClient, h: Handle, kind: str, ev: dict, journal: Journal, 
         journal(h)
         note_node(client, h, node, "before the fault")
         t = time.time()
-        client.call("PATCH node (cordon)", core.patch_node, node,
-                    {"metadata": {"annotations": {CORDONED_BY: cordon_mark(h)}}, "spec": {"unschedulable": True}})
+        cordon(client, node, cordon_mark(h))
         evicted = []
         for p in map(client.to_dict, client.call(
                 "LIST pods on node", core.list_namespaced_pod, ns, field_selector=f"spec.nodeName={node}",
-                label_selector=f"{rj.JOBSET_NAME_LABEL}={h.data['name']}").items):
+                label_selector=run_selector(h)).items):
+            if not of_this_jobset(p, h):
+                continue
             pname = get(p, "metadata", "name")
-            body = k.V1Eviction(metadata=k.V1ObjectMeta(name=pname, namespace=ns))
+            body = k.V1Eviction(metadata=k.V1ObjectMeta(name=pname, namespace=ns),
+                                delete_options=ownership.delete_options(get(p, "metadata", "uid")))
             client.call("CREATE eviction", core.create_namespaced_pod_eviction, pname, ns, body)
             evicted.append(pname)
-        return FaultRecord(kind, t, target, {"how": "cordon + evict this run's pods on the node", "evicted": evicted},
+        return FaultRecord(kind, t, target, {"how": f"cordon (taint {CORDON_TAINT_KEY}:NoSchedule) + evict this "
+                                                    "run's pods on the node", "evicted": evicted},
                            acted_at=time.time())
     raise BackendError(f"fault {kind!r} is not available on Kubernetes", tip="use kill_rank, delete_pod or lose_node")
 
 
 def cordon_mark(h: Handle) -> str:
-    """The cordon annotation's value: campaign/run id/JobSet uid, as far as the handle knows them. Run ids
-    repeat across campaigns and users; the uid of the object the run made never does, so a cordon is
-    undone only by the run that made it."""
-    return "/".join(p for p in (h.data.get("campaign"), h.run_id, h.data.get("uid")) if p)
+    """The cordon annotation's value: the campaign's owner id (its name in a record without one)/run id/the
+    uid of the object the run made, as far as the handle knows them. Names and run ids repeat across
+    campaigns and users; the owner id and the uid never do, so a cordon is undone only by the run that
+    made it."""
+    return "/".join(p for p in (h.data.get("owner") or h.data.get("campaign"), h.run_id, h.data.get("uid")) if p)
 
 
 def held_node(client: K8sClient, h: Handle, pod: dict, node: str | None) -> None:
@@ -126,11 +157,57 @@ def held_node(client: K8sClient, h: Handle, pod: dict, node: str | None) -> None
                      + (f" on node {node}" if node else " and on no node"),
                      tip="the fault is aimed at a node where the run's pod is running; choose another at_step")
     n = client.to_dict(client.call("GET node", client.core().read_node, node))
-    mark = (get(n, "metadata", "annotations", default={}) or {}).get(CORDONED_BY)
-    if get(n, "spec", "unschedulable") and mark != cordon_mark(h):
-        raise refuse(f"node {node} is already cordoned" + (f" (by run {mark})" if mark else " by someone else"),
-                     tip="the harness would undo that cordon when it restores the node; wait until it is "
-                         "uncordoned, or drop the lose_node fault")
+    taken = taken_by_other(n, cordon_mark(h))
+    if taken:
+        raise refuse(f"node {node} is already {taken}",
+                     tip="the fault takes only a node nobody else has cordoned; wait until it is back, or drop "
+                         "the lose_node fault")
+
+
+def _mark(n: dict) -> str | None:
+    return (get(n, "metadata", "annotations", default={}) or {}).get(CORDONED_BY)
+
+
+def _has_cordon_taint(n: dict) -> bool:
+    return any(t.get("key") == CORDON_TAINT_KEY for t in items(n, "spec", "taints"))
+
+
+def taken_by_other(n: dict, mark: str) -> str | None:
+    """Why the node is someone else's to leave alone (cordoned by an operator, or lost by another run);
+    None when it is schedulable or cordoned by the run of this mark."""
+    other = _mark(n)
+    if get(n, "spec", "unschedulable"):
+        return "cordoned (spec.unschedulable)" + (f"; run {other} also marked it" if other and other != mark else "")
+    if _has_cordon_taint(n) and other != mark:
+        return f"cordoned by run {other}" if other else f"tainted {CORDON_TAINT_KEY} by someone else"
+    return None
+
+
+def _patch_node(client: K8sClient, what: str, node: str, change) -> dict | None:
+    """PATCH node with change(node) -> patch body (or None: nothing to do), guarded by the node's
+    resourceVersion (a concurrent change of its taints is never overwritten: read again, up to 5 times).
+    The node as read before the patch; None when the node is gone."""
+    core = client.core()
+    for _ in range(5):
+        n = client.call("GET node", core.read_node, node, missing_ok=True)
+        if n is None:
+            return None
+        n = client.to_dict(n)
+        body = change(n)
+        if body is None:
+            return n
+        body.setdefault("metadata", {})["resourceVersion"] = get(n, "metadata", "resourceVersion")
+        if client.call(what, core.patch_node, node, body, conflict_ok=True) is not CONFLICT:
+            return n
+    raise BackendError(f"{what} {node}: the node kept changing (5 conflicts in a row)", tip="try again")
+
+
+def cordon(client: K8sClient, node: str, mark: str) -> None:
+    """The harness's cordon: its own NoSchedule taint and the CORDONED_BY mark (spec.unschedulable untouched)."""
+    _patch_node(client, "PATCH node (cordon)", node, lambda n: {
+        "metadata": {"annotations": {CORDONED_BY: mark}},
+        "spec": {"taints": [*(t for t in items(n, "spec", "taints") if t.get("key") != CORDON_TAINT_KEY),
+                            CORDON_TAINT]}})
 
 
 def ledger_path(h: Handle) -> Path:
@@ -153,9 +230,9 @@ def remediate(client: K8sClient, h: Handle, pods: list[dict], clock=time.time) -
         if _ready(n):
             continue   # the node controller has not noticed yet (node-monitor grace period)
         note_node(client, h, node, "node controller noticed (remediation)", n)
-        taints = items(n, "spec", "taints")
-        if not any(t.get("key") == OUT_OF_SERVICE["key"] for t in taints):
-            client.call("PATCH node taints", core.patch_node, node, {"spec": {"taints": [*taints, OUT_OF_SERVICE]}})
+        _patch_node(client, "PATCH node taints", node, lambda n: None if any(
+            t.get("key") == OUT_OF_SERVICE["key"] for t in items(n, "spec", "taints")) else
+            {"spec": {"taints": [*items(n, "spec", "taints"), OUT_OF_SERVICE]}})
         evicted = [t for p in stuck if (t := parse_time(get(p, "metadata", "deletionTimestamp"))) is not None]
         done[node] = {"out_of_service_at": clock(), "evicted_at": min(evicted, default=None)}
 
@@ -178,18 +255,23 @@ def restore(client: K8sClient, h: Handle, *, power=None, ready_wait_s: float = 9
         power.power_on(lost, list(h.data.get("downed_links") or []))
     h.data["downed_links"] = []
     for node in lost:
-        n = client.call("GET node", core.read_node, node, missing_ok=True)
-        if n is not None:
-            n = client.to_dict(n)
-            taints = [t for t in items(n, "spec", "taints") if t.get("key") != OUT_OF_SERVICE["key"]]
-            client.call("PATCH node taints", core.patch_node, node, {"spec": {"taints": taints or None}})
+        _patch_node(client, "PATCH node taints", node, lambda n: None if not any(
+            t.get("key") == OUT_OF_SERVICE["key"] for t in items(n, "spec", "taints")) else
+            {"spec": {"taints": [t for t in items(n, "spec", "taints") if t.get("key") != OUT_OF_SERVICE["key"]]
+                      or None}})
         deadline = clock() + ready_wait_s
         while clock() < deadline:
             n = client.call("GET node", core.read_node, node, missing_ok=True)
             n = client.to_dict(n) if n is not None else None
-            if n is not None and _ready(n) and not any(str(t.get("key", "")).startswith("node.kubernetes.io/")
-                                                       for t in items(n, "spec", "taints")):
+            # an operator's cordon (spec.unschedulable, and the node controller's taint for it) is theirs:
+            # the node is back without it going
+            if n is not None and _ready(n) and not any(
+                    str(t.get("key", "")).startswith("node.kubernetes.io/") and not (
+                        t.get("key") == UNSCHEDULABLE_TAINT and get(n, "spec", "unschedulable"))
+                    for t in items(n, "spec", "taints")):
                 note_node(client, h, node, "restored", n)
+                if get(n, "spec", "unschedulable"):
+                    _left(h, node, "cordoned (spec.unschedulable) by someone else since the fault: left cordoned")
                 break
             sleep(1)
     h.data["lost_nodes"] = []
@@ -202,25 +284,45 @@ def restore(client: K8sClient, h: Handle, *, power=None, ready_wait_s: float = 9
         power.Ledger(ledger_path(h)).drop(h.run_id)
 
 
+def _left(h: Handle, node: str, why: str) -> None:
+    """A node the run's restore leaves as it is for someone else's sake: said, and kept on the handle."""
+    h.data.setdefault("nodes_left", {})[node] = why
+    log.warning("node %s left as it is (%s): the harness undoes only its own cordon", node, why)
+
+
 def uncordon(client: K8sClient, h: Handle, node: str) -> str:
-    """Undo this run's cordon of node; what was done. Idempotent: a node that is gone, already
-    schedulable, or cordoned by someone else (no CORDONED_BY mark of this run) is left as it is."""
-    core = client.core()
-    n = client.call("GET node", core.read_node, node, missing_ok=True)
+    """Undo this run's cordon of node (its taint and mark); what was done. Idempotent: a node that is gone,
+    already schedulable, or cordoned by someone else (no CORDONED_BY mark of this run) is left as it is.
+    spec.unschedulable is never changed: set, it is an operator's cordon or drain (also after the fault;
+    an older harness's cordon, too, is left for a person to lift), and the node stays cordoned."""
+    ours = (h.data.get("cordon_marks") or {}).get(node) or cordon_mark(h)
+    # a node another part of the run cordoned (a serving replica's node loss) carries that part's mark
+    done: list[str] = []
+
+    def change(n: dict) -> dict | None:
+        done.clear()
+        mark = _mark(n)
+        if mark is not None and mark != ours:
+            done.append(f"cordoned by run {mark}: left")
+            return None
+        if mark is None:
+            # the journal is written before the cordon: a crash in between leaves no cordon of ours
+            done.append("not cordoned by this run: left" if get(n, "spec", "unschedulable") or _has_cordon_taint(n)
+                        else "already schedulable")
+            return None
+        done.append("uncordoned")
+        return {"metadata": {"annotations": {CORDONED_BY: None}},
+                "spec": {"taints": [t for t in items(n, "spec", "taints") if t.get("key") != CORDON_TAINT_KEY]
+                         or None}}
+
+    n = _patch_node(client, "PATCH node (uncordon)", node, change)
     if n is None:
         return "node gone"
-    n = client.to_dict(n)
-    mark = (get(n, "metadata", "annotations", default={}) or {}).get(CORDONED_BY)
-    # a node another part of the run cordoned (a serving replica's node loss) carries that part's mark
-    ours = (h.data.get("cordon_marks") or {}).get(node) or cordon_mark(h)
-    if mark is not None and mark != ours:
-        return f"cordoned by run {mark}: left"
-    if mark is None:
-        # the journal is written before the cordon: a crash in between leaves no cordon of ours
-        return "not cordoned by this run: left" if get(n, "spec", "unschedulable") else "already schedulable"
-    client.call("PATCH node (uncordon)", core.patch_node, node,
-                {"metadata": {"annotations": {CORDONED_BY: None}}, "spec": {"unschedulable": False}})
-    return "uncordoned"
+    if get(n, "spec", "unschedulable") and done[0] in ("uncordoned", "not cordoned by this run: left"):
+        why = "cordoned (spec.unschedulable) by an operator, or by an older harness's run: left cordoned"
+        _left(h, node, why)
+        return ("taint and mark removed; " if done[0] == "uncordoned" else "") + why
+    return done[0]
 
 
 def restore_ledger(client: K8sClient, power, ledger) -> list[str]:

@@ -110,8 +110,10 @@ class Looks:
     """One consistent look at several runs' JobSets, Workloads and Pods: from the watch caches when
     they are in sync, else one list per kind and namespace. Keys are (namespace, JobSet name)."""
 
-    def __init__(self, client: K8sClient, use_watches: bool = True):
+    def __init__(self, client: K8sClient, use_watches: bool = True, owner: str = ""):
         self.client, self.use_watches = client, use_watches
+        # the campaign's owner id (set by the backend's submit): the watches and lists select its objects only
+        self.owner = owner
         self._watches: dict[str, tuple[Watched, Watched, Watched]] = {}
         self.stats = {"from_watches": 0, "from_lists": 0}
 
@@ -121,10 +123,10 @@ class Looks:
             co, core = c.custom(), c.core()
             self._watches[ns] = (
                 Watched(f"jobsets/{ns}", co.list_namespaced_custom_object, (*JOBSETS[:2], ns, JOBSETS.plural),
-                        {"label_selector": "poc/platform=k8s"}, t, count=c.count),
+                        {"label_selector": self._selector()}, t, count=c.count),
                 Watched(f"workloads/{ns}", co.list_namespaced_custom_object, (*WORKLOADS[:2], ns, WORKLOADS.plural),
                         {}, t, count=c.count),
-                Watched(f"pods/{ns}", core.list_namespaced_pod, (ns,), {"label_selector": "poc/platform=k8s"}, t,
+                Watched(f"pods/{ns}", core.list_namespaced_pod, (ns,), {"label_selector": self._selector()}, t,
                         convert=c.to_dict, keep_gone=True, count=c.count))
         return self._watches[ns]
 
@@ -141,13 +143,17 @@ class Looks:
         pods: dict = {}
         for ns in sorted({ns for ns, _ in keys}):
             names = sorted(n for k_ns, n in keys if k_ns == ns)
-            sel = f"{rj.JOBSET_NAME_LABEL} in ({','.join(names)})"
-            j_items = c.list("LIST jobsets", JOBSETS, ns, label_selector="poc/platform=k8s")
+            sel = f"{rj.JOBSET_NAME_LABEL} in ({','.join(names)})" + (
+                f",{rj.OWNER_LABEL}={self.owner}" if self.owner else "")
+            j_items = c.list("LIST jobsets", JOBSETS, ns, label_selector=self._selector())
             w_items = c.list("LIST workloads", WORKLOADS, ns)
             p_items = [c.to_dict(p) for p in c.call("LIST pods", c.core().list_namespaced_pod, ns,
                                                      label_selector=sel).items]
             _file(ns, set(names), j_items, w_items, p_items, js, wl, pods)
         return js, wl, pods
+
+    def _selector(self) -> str:
+        return "poc/platform=k8s" + (f",{rj.OWNER_LABEL}={self.owner}" if self.owner else "")
 
     def _from_watches(self, keys: list[Key]) -> tuple[dict, dict, dict] | None:
         """None when a cache is out of sync or lacks a run's JobSet (just created, or gone)."""

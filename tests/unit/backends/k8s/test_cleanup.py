@@ -197,33 +197,58 @@ def test_cleanup_pod_is_placed_and_permitted_like_the_run():
 
 
 class PodApi:
-    """The few CoreV1Api calls the cleanup pod needs; phases as the API would report them."""
+    """The few CoreV1Api calls the cleanup pod needs: one pod name, with uids and labels, and uid
+    preconditions on delete as the API server has them; phases as the API would report them."""
 
     def __init__(self, phases):
-        self.phases, self.log, self.exists = list(phases), [], False
+        self.phases, self.log = list(phases), []
+        self.pod: dict | None = None
         self.exit_code = 1
         self.conditions: list[dict] = []
+        self.uids = (f"pod-uid-{n}" for n in range(1, 100))
+
+    @property
+    def exists(self) -> bool:
+        return self.pod is not None
+
+    def put(self, labels: dict) -> dict:
+        """A pod of the cleanup pod's name made by someone (not through the harness's create)."""
+        self.pod = {"metadata": {"name": "k8s-clean-01-cleanup", "uid": next(self.uids), "labels": dict(labels)}}
+        return self.pod
 
     def create_namespaced_pod(self, ns, body, _request_timeout=None):
+        from kubernetes.client.rest import ApiException
+        if self.pod is not None:
+            raise ApiException(status=409, reason="AlreadyExists")
         self.log.append(("create", body["metadata"]["name"]))
-        self.exists = True
+        self.put(body["metadata"]["labels"])
+        return dict(self.pod)
 
     def read_namespaced_pod(self, name, ns, _request_timeout=None):
         if not self.exists:
             from kubernetes.client.rest import ApiException
             raise ApiException(status=404)
         phase = self.phases.pop(0) if len(self.phases) > 1 else self.phases[0]
+        meta = dict(self.pod["metadata"])
         if phase in ("Succeeded", "Failed"):
             code = 0 if phase == "Succeeded" else self.exit_code
-            return {"status": {"phase": phase, "containerStatuses": [{"state": {"terminated": {"exitCode": code}}}]}}
-        return {"status": {"phase": phase, "conditions": self.conditions}}
+            return {"metadata": meta, "status": {"phase": phase, "containerStatuses": [
+                {"state": {"terminated": {"exitCode": code}}}]}}
+        return {"metadata": meta, "status": {"phase": phase, "conditions": self.conditions}}
 
     def read_namespaced_pod_log(self, name, ns, _request_timeout=None):
         return "rm: cannot remove '/poc-run/camp/k8s-clean-01': Permission denied\n"
 
-    def delete_namespaced_pod(self, name, ns, grace_period_seconds=None, _request_timeout=None):
-        self.log.append(("delete", name))
-        self.exists = False
+    def delete_namespaced_pod(self, name, ns, body=None, _request_timeout=None):
+        from kubernetes.client.rest import ApiException
+        if self.pod is None:
+            raise ApiException(status=404)
+        pre = getattr(body, "preconditions", None)
+        uid = self.pod["metadata"]["uid"]
+        if pre is not None and pre.uid != uid:
+            raise ApiException(status=409, reason="Conflict")
+        self.log.append(("delete", name, pre.uid if pre is not None else None))
+        self.pod = None
 
 
 class Client:
@@ -240,20 +265,24 @@ class Client:
     def to_dict(self, o):
         return o
 
-    def call(self, what, fn, *a, missing_ok=False, **kw):
+    def call(self, what, fn, *a, missing_ok=False, conflict_ok=False, **kw):
         from kubernetes.client.rest import ApiException
+
+        from harness.backends.k8s.api import CONFLICT
         try:
             return fn(*a, _request_timeout=1, **kw)
         except ApiException as exc:
             if missing_ok and exc.status == 404:
                 return None
+            if conflict_ok and exc.status == 409:
+                return CONFLICT
             raise
 
 
-def _pod_run(phases, timeout_s=30):
+def _pod_run(phases, timeout_s=30, api=None, owner=""):
     k = config.from_mapping({"platforms": ["k8s"], "kubernetes": {"image": "img:1"}}).kubernetes
-    api, clock = PodApi(phases), SimClock(0.0)
-    return api, lambda: kc.run_cleanup_pod(Client(api), k, "img:1", "ckpt", "camp", "k8s-clean-01",
+    api, clock = api or PodApi(phases), SimClock(0.0)
+    return api, lambda: kc.run_cleanup_pod(Client(api), k, "img:1", "ckpt", "camp", "k8s-clean-01", owner=owner,
                                            timeout_s=timeout_s, clock=clock, sleep=clock.sleep)
 
 
@@ -273,6 +302,16 @@ def test_the_cleanup_pods_command_removes_only_a_directory_with_the_campaigns_ma
     assert removed or rc_ == owned_dir.MARK_NOT_OURS
 
 
+def test_the_cleanup_pod_checks_the_runs_keyed_mark_and_carries_the_owner_label():
+    k = config.from_mapping({"platforms": ["k8s"], "kubernetes": {"image": "img:1"}}).kubernetes
+    pod = rc.cleanup_pod(k, "img:1", "ckpt", "camp-aa11", "k8s-clean-01", "aa11", mark="f00d" * 8)
+    assert pod["spec"]["containers"][0]["command"] == owned_dir.owned_dir_argv(
+        "remove", "/poc-run/camp-aa11/k8s-clean-01", "f00d" * 8)
+    assert pod["metadata"]["labels"]["poc/owner"] == "aa11"
+    with pytest.raises(ValueError, match="not an owner id"):
+        rc.cleanup_pod(k, "img:1", "ckpt", "camp", "k8s-clean-01", "x,poc/run-id=y")
+
+
 def test_a_cleanup_pod_that_finds_another_owner_keeps_the_directory():
     api, go = _pod_run(["Failed"])
     api.exit_code = owned_dir.MARK_NOT_OURS
@@ -281,11 +320,37 @@ def test_a_cleanup_pod_that_finds_another_owner_keeps_the_directory():
     assert "owner mark" in out["reason"] and not api.exists
 
 
-def test_cleanup_pod_runs_to_success_and_is_deleted():
+def test_cleanup_pod_runs_to_success_and_is_deleted_by_its_uid():
     api, go = _pod_run(["Pending", "Running", "Succeeded"])
     out = go()
     assert out["removed"] == ["pvc ckpt:/poc-run/camp/k8s-clean-01"] and out["pod"] == "k8s-clean-01-cleanup"
-    assert [x[0] for x in api.log] == ["delete", "create", "delete"] and not api.exists
+    assert api.log == [("create", "k8s-clean-01-cleanup"), ("delete", "k8s-clean-01-cleanup", "pod-uid-1")]
+    assert not api.exists
+
+
+@pytest.mark.parametrize("labels", [
+    {"poc/campaign": "camp", "poc/run-id": "k8s-clean-01", "poc/role": "cleanup", "poc/owner": "bb22"},  # another user
+    {"poc/campaign": "camp", "poc/run-id": "k8s-clean-01", "poc/role": "cleanup"},      # an older harness's
+    {"app": "theirs"},                                                                 # not the harness's at all
+])
+def test_a_pod_of_the_cleanup_pods_name_that_is_not_this_campaigns_is_left_and_refused(labels):
+    """Two users, one namespace, the same run id: the other's cleanup pod is neither deleted nor adopted."""
+    api = PodApi(["Pending"])
+    theirs = api.put(labels)
+    _, go = _pod_run(["Pending"], api=api, owner="aa11")
+    with pytest.raises(BackendError, match="not this campaign's") as e:
+        go()
+    assert "kubectl delete pod -n poc k8s-clean-01-cleanup" in e.value.tip
+    assert api.pod is theirs and api.log == []          # not deleted, nothing created
+
+
+def test_this_campaigns_leftover_cleanup_pod_is_deleted_by_its_uid_first():
+    api = PodApi(["Succeeded"])
+    old = api.put({"poc/campaign": "camp", "poc/run-id": "k8s-clean-01", "poc/role": "cleanup", "poc/owner": "aa11"})
+    _, go = _pod_run(["Succeeded"], api=api, owner="aa11")
+    assert go()["removed"]
+    assert api.log[0] == ("delete", "k8s-clean-01-cleanup", old["metadata"]["uid"])
+    assert [x[0] for x in api.log] == ["delete", "create", "delete"] and api.log[2][2] != old["metadata"]["uid"]
 
 
 @pytest.mark.parametrize("phases, match", [(["Failed"], "failed after .*Permission denied"),

@@ -56,7 +56,9 @@ class FakeApiServer:
 
     def create_namespaced_config_map(self, ns, body, _request_timeout=None):
         self.log.append(("CREATE", "ConfigMap", body["metadata"]["name"]))
-        self.objects[("ConfigMap", body["metadata"]["name"])] = body
+        made = dict(body, metadata={**body["metadata"], "uid": "cm-1"})
+        self.objects[("ConfigMap", body["metadata"]["name"])] = made
+        return made
 
     def delete_namespaced_config_map(self, name, ns, body=None, _request_timeout=None):
         self.objects.pop(("ConfigMap", name), None)
@@ -67,18 +69,19 @@ class FakeApiServer:
         argv = [a.replace(rj.CKPT_MOUNT, str(self.claim), 1) if a.startswith(rj.CKPT_MOUNT + "/") else a
                 for a in body["spec"]["containers"][0]["command"]]
         self.pod_exit[name] = subprocess.run(argv, check=False).returncode
-        self.objects[("Pod", name)] = body
+        self.objects[("Pod", name)] = made = dict(body, metadata={**body["metadata"], "uid": "pod-1"})
+        return made
 
     def read_namespaced_pod(self, name, ns, _request_timeout=None):
-        self._get("Pod", name)
+        pod = self._get("Pod", name)
         code = self.pod_exit[name]
-        return {"status": {"phase": "Succeeded" if code == 0 else "Failed",
-                           "containerStatuses": [{"state": {"terminated": {"exitCode": code}}}]}}
+        return {"metadata": pod["metadata"], "status": {"phase": "Succeeded" if code == 0 else "Failed",
+                "containerStatuses": [{"state": {"terminated": {"exitCode": code}}}]}}
 
     def read_namespaced_pod_log(self, name, ns, _request_timeout=None):
         return ""
 
-    def delete_namespaced_pod(self, name, ns, grace_period_seconds=None, _request_timeout=None):
+    def delete_namespaced_pod(self, name, ns, body=None, _request_timeout=None):
         if ("Pod", name) in self.objects:
             self.log.append(("DELETE", "Pod", name))
             del self.objects[("Pod", name)]
@@ -172,7 +175,7 @@ def test_on_a_pvc_a_directory_that_is_not_the_campaigns_refuses_the_submit(tmp_p
     with pytest.raises(SubmitError) as e:
         be.submit(spec, be.render(spec))
     assert e.value.message == (f"the run's checkpoint directory pvc team-ckpt:smoke-{TOKEN}/{RUN} exists and is not "
-                               f"this campaign's (its owner mark is another campaign's, or it has none): the run "
+                               f"this campaign's (its owner mark is not this run's, or it has none): the run "
                                "would resume from (and write into) someone "
                                "else's checkpoints")
     assert e.value.tip.startswith("nothing was removed or submitted") and "claim team-ckpt" in e.value.tip
@@ -200,7 +203,7 @@ def test_on_this_machines_hostpath_the_same_rule_applies_without_a_pod(tmp_path)
 def test_on_this_machines_hostpath_another_campaigns_directory_refuses_the_submit(tmp_path):
     be, spec, server = hostpath_backend(tmp_path)
     d = leftover(tmp_path, THEIRS)
-    with pytest.raises(SubmitError, match=r"not this campaign's \(its owner mark is another campaign's") as e:
+    with pytest.raises(SubmitError, match=r"not this campaign's \(its owner mark is not this run's") as e:
         be.submit(spec, be.render(spec))
     assert f"rm -rf {d}" in e.value.tip
     assert (d / "ckpt" / "ckpt-20.pt").read_bytes() == b"old" and (d / OWNER_MARK).read_text() == THEIRS
@@ -214,3 +217,26 @@ def test_a_hostpath_on_a_real_clusters_nodes_is_left_to_the_pods(tmp_path):
     be.submit(spec, be.render(spec))
     assert (d / "ckpt" / "ckpt-20.pt").exists()
     assert [x[:2] for x in server.log] == [("CREATE", "ConfigMap"), ("CREATE", "JobSet")]
+
+
+def test_with_the_campaigns_key_the_directory_and_the_pods_hold_the_runs_keyed_mark(tmp_path):
+    """A campaign with an owner key: prepare writes spec.owner_mark (a keyed digest of the directory's
+    path, not the public owner id), the JobSet's pods are told the same mark, and the handle records it
+    for the cleanup, which removes the directory only with it."""
+    from harness.owner import OwnerKey
+    key = OwnerKey.new()
+    be, spec, server = pvc_backend(tmp_path)
+    spec = replace(spec, owner=key.id, owner_key=key)
+    assert spec.owner_mark not in (key.id, "")
+    h = be.submit(spec, be.render(spec))
+    d = server.claim / f"smoke-{key.id}" / RUN
+    assert (d / OWNER_MARK).read_text() == spec.owner_mark
+    prepare = server.log[0][3]
+    assert prepare[4:] == ["prepare", f"{rj.CKPT_MOUNT}/smoke-{key.id}/{RUN}", spec.owner_mark]
+    cmd = server.objects[("JobSet", RUN)]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"][0]["command"]
+    assert cmd[cmd.index("--owner") + 1] == spec.owner_mark and key.secret not in " ".join(cmd)
+    assert h.data["owner_mark"] == spec.owner_mark and h.data["owner"] == key.id
+    server.log.clear()
+    assert be.cleanup(h, ok=True, keep="never")["removed"] and not d.exists()
+    assert server.log[0][3][4:] == ["remove", f"{rj.CKPT_MOUNT}/smoke-{key.id}/{RUN}", spec.owner_mark]
