@@ -388,10 +388,24 @@ def held_squeue(argv):
     return 0, (guard_fix / f"squeue_{node}.txt").read_text(), ""
 
 
+REASONS = FIX / "trixie" / "node_reasons"   # sinfo's answers for one node, recorded (README.md there)
+
+
+def recorded(name: str) -> str:
+    return (REASONS / f"{name}.txt").read_text()
+
+
+def show_config(argv):
+    """scontrol as recorded: `show config` (SlurmUser = slurm) and nothing for an update."""
+    if argv[1:3] == ["show", "config"]:
+        return 0, (FIX / "trixie" / "scontrol_show_config.txt").read_text(), ""
+    return 0, "", ""
+
+
 def docker_backend(sinfo=(0, "idle\n", ""), **kw):
     cfg = config.from_mapping({"platforms": ["slurm"]})
     docker = Docker()
-    be = SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue}),
+    be = SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue, "scontrol": show_config}),
                       docker={"login": "l", "controller": "ctl", "nodes": {"c2": "poc-slurm-c2"}},
                       docker_runner=docker, sleep=lambda _s: None, allow_destructive_faults=True, **kw)
     return be, docker
@@ -472,8 +486,8 @@ def test_cancel_waits_for_the_node_and_resumes_it_through_the_controller():
     clock = Clock()
 
     def sinfo(argv):
-        if "%E" in argv:
-            return 0, "Not responding\n", ""   # slurmctld's own reason for a node that went away
+        if "%u|%E" in argv:
+            return 0, recorded("slurmctld_not_responding_uE"), ""   # slurmctld's own, for a node that went away
         clock.now += 2   # each look and its sleep
         return 0, next(answers), ""
 
@@ -490,8 +504,8 @@ def test_a_node_that_does_not_come_back_fails_cancel_and_stays_recorded():
     clock = Clock()
 
     def sinfo(argv):
-        if "%E" in argv:
-            return 0, "Not responding\n", ""
+        if "%u|%E" in argv:
+            return 0, recorded("slurmctld_not_responding_uE"), ""
         clock.now += 2
         return 0, "down*\n", ""
 
@@ -504,11 +518,13 @@ def test_a_node_that_does_not_come_back_fails_cancel_and_stays_recorded():
 
 
 def _node_answers(clock, states, reason):
-    """sinfo for one node: %T answers from `states` (the last one repeats), %E always `reason`."""
+    """sinfo for one node: %T answers from `states` (the last one repeats), %u|%E always `reason`
+    ("user|text"; a bare text is set by root)."""
     states = list(states)
+    reason = reason if "|" in reason else f"root|{reason}"
 
     def sinfo(argv):
-        if "%E" in argv:
+        if "%u|%E" in argv:
             return 0, reason + "\n", ""
         clock.now += 2
         return 0, (states.pop(0) if len(states) > 1 else states[0]) + "\n", ""
@@ -523,7 +539,7 @@ def test_an_operators_drain_on_the_restarted_node_is_left_as_it_is_and_said(capl
     with caplog.at_level("WARNING"):
         be.cancel(h)
     assert docker.ran == [["docker", "start", "poc-slurm-c2"]]           # started, never resumed
-    assert h.data["nodes_left"] == {"c2": "drained, reason 'maint window'"}
+    assert h.data["nodes_left"] == {"c2": "drained, reason 'maint window' set by root"}
     assert h.data["lost_nodes"] == [] and clock.now - 1000.0 < 30          # said at once, not after the wait
     assert "node c2 left as it is" in caplog.text
     be.cancel(h)                                                           # a second cleanup does nothing more
@@ -533,15 +549,20 @@ def test_an_operators_drain_on_the_restarted_node_is_left_as_it_is_and_said(capl
 def _operator_backend(sinfo):
     """A cluster where the run itself sets node states (no containers): scontrol through the transport."""
     cfg = config.from_mapping({"platforms": ["slurm"]})
-    return SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue}), docker=None,
-                        sleep=lambda _s: None, allow_destructive_faults=True)
+    return SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue, "scontrol": show_config}),
+                        docker=None, sleep=lambda _s: None, allow_destructive_faults=True)
 
 
 @pytest.mark.parametrize(("reason", "resumed"), [
-    ("poc-lose-node job 10", True),            # the run's own mark
-    ("Not responding", True),                  # slurmctld's, after the node went
-    ("poc-lose-node job 11", False),           # another run's mark
-    ("maint window", False),                   # an operator's
+    ("poc-lose-node job 10", True),                    # the run's own mark
+    ("poc-lose-node job 10 ", True),                   # sinfo's trailing blank is no other reason
+    ("poc-lose-node job 11", False),                   # another run's mark
+    ("poc-lose-node job 100", False),                  # one that begins like the run's
+    ("maint window", False),                           # an operator's
+    # the harness set the reason itself: even slurmctld's words, exactly and by SlurmUser, are not its mark
+    ("slurm|Not responding", False),
+    ("root|Not responding", False),                    # an operator's, in slurmctld's words
+    ("root|Not responding, PSU swapped", False),       # an operator's that begins like slurmctld's
 ])
 def test_a_node_set_down_is_resumed_only_while_the_reason_on_it_is_the_faults(reason, resumed):
     be = _operator_backend(_node_answers(Clock(), ["down"], reason))

@@ -2,6 +2,8 @@
 there: the real shell script (owned_dir.OWNED_DIR_SCRIPT) on a real directory, through LocalTransport."""
 from __future__ import annotations
 
+import stat
+
 import pytest
 from support.fakes import record
 
@@ -108,12 +110,14 @@ def test_a_campaigns_owner_id_is_random_and_kept_across_resume(tmp_path):
 def test_a_stale_checkpoint_of_the_campaign_is_cleared_and_anothers_refused(tmp_path):
     mine = planted(tmp_path / "ckpt" / "camp-aa11" / "r1", "aa11")
     (mine / "ckpt-10.pt").write_text("from the interrupted attempt")
-    guard.clear_checkpoint_dir(T, str(mine), "aa11")
-    assert not mine.exists()       # the workload makes it again, with the mark, at its first checkpoint
-    guard.clear_checkpoint_dir(T, str(mine), "aa11")     # none there: nothing to do
+    guard.prepare_checkpoint_dir(T, str(mine), "aa11")
+    # made afresh now, this user's alone with the mark in it: nobody can plant a checkpoint while the job queues
+    assert sorted(p.name for p in mine.iterdir()) == [owned_dir.OWNER_MARK]
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o700 and (mine / owned_dir.OWNER_MARK).read_text() == "aa11"
+    guard.prepare_checkpoint_dir(T, str(mine), "aa11")     # again: the same
     theirs = planted(tmp_path / "ckpt" / "camp-aa11" / "r2", "bb22")
     with pytest.raises(BackendError, match="resume from someone else's checkpoints"):
-        guard.clear_checkpoint_dir(T, str(theirs), "aa11")
+        guard.prepare_checkpoint_dir(T, str(theirs), "aa11")
     assert (theirs / "theirs.txt").read_text() == "live"
 
 
