@@ -147,11 +147,12 @@ def test_a_checkpoint_planted_while_the_job_queues_is_never_loaded(cluster, shar
     (rec,) = campaign(cfg, ["slurm"], store, lambda p: be, resume=False)
     (tried,) = attack.acted
     print(f"\nthe co-user's plant: rc {tried.returncode}: {tried.stderr.strip().splitlines()[-1:]}")
-    assert tried.returncode != 0 and "Permission denied" in tried.stderr    # the directory is the user's alone
-    assert rec["status"] == "ok", rec.get("error")
     events = load_events(store.run_dir(RUN_ID)) or []
     loaded = [e for e in events if e["kind"] == "checkpoint_loaded"]
+    # before the fix: both ranks loaded ckpt-24.pt (step 24 of 24) and the run was recorded ok
     assert loaded and all(e["step"] == 0 and e["path"] is None for e in loaded), loaded
+    assert tried.returncode != 0 and "Permission denied" in tried.stderr    # the directory is the user's alone
+    assert rec["status"] == "ok", rec.get("error")
     assert max(e["step"] for e in events if e["kind"] == "step") == WORKLOAD["steps"]
     assert [e["step"] for e in events if e["kind"] == "checkpoint_saved" and e["rank"] == 0] == [5, 10, 15, 20]
 
