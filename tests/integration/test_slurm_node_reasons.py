@@ -41,11 +41,24 @@ def state() -> str:
 
 
 def back(timeout: float = 60) -> str:
-    """The node's state once it takes jobs again (a resumed node may read idle* until slurmd answers)."""
-    deadline = time.monotonic() + timeout
-    while (now := state()) != "idle" and time.monotonic() < deadline:
+    """The node's state once it takes jobs again (a resumed node may read idle* until slurmd answers),
+    and has stayed so a few seconds: slurmd's answer to a resume is a registration, and a registration
+    that lands after the next `state=down` brings the node back by itself (ReturnToService=2)."""
+    deadline, idle_since = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        now = state()
+        idle_since = (idle_since or time.monotonic()) if now == "idle" else None
+        if idle_since is not None and time.monotonic() - idle_since >= 5:
+            return now
         time.sleep(1)
-    return now
+    return state()
+
+
+def set_state(how: str, reason: str, seen: str) -> None:
+    """The node set `how` with `reason` (as root: an operator, or the fault), and still so 3 s later."""
+    scontrol("update", f"nodename={NODE}", f"state={how}", f"reason={reason}")
+    time.sleep(3)
+    assert state() == seen, f"{NODE} did not stay {seen} (sinfo: {state()!r})"
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +85,7 @@ def restore(sched, h: Handle) -> None:
 
 
 def test_a_node_in_two_partitions_set_down_with_the_runs_mark_is_resumed(two_partitions):
-    scontrol("update", f"nodename={NODE}", "state=down", f"reason={guard.lost_node_mark(JOB)}")
-    assert state() == "down"
+    set_state("down", guard.lost_node_mark(JOB), "down")
     h = lost()
     restore(two_partitions, h)
     assert back() == "idle" and "nodes_left" not in h.data and h.data["lost_nodes"] == []
@@ -85,8 +97,8 @@ def test_a_node_in_two_partitions_set_down_with_the_runs_mark_is_resumed(two_par
     ("down", f"{guard.lost_node_mark(JOB)}0", "down"),     # begins like the run's own mark (job 42420)
 ])
 def test_an_operators_reason_set_after_the_fault_is_left_with_the_node(two_partitions, how, reason, seen):
-    scontrol("update", f"nodename={NODE}", f"state={how}", f"reason={reason}")
     try:
+        set_state(how, reason, seen)
         h = lost()
         restore(two_partitions, h)
         assert state() == seen                                       # as the operator left it
