@@ -1,6 +1,7 @@
-"""Shared-cluster safety on Slurm: a lose_node fault may take down only a node this run holds alone,
-and a run's directory is removed only under slurm.workdir/<campaign>[-<token>]/<run_id>, and only
-while the owner mark the harness wrote in it is its campaign's.
+"""Shared-cluster safety on Slurm: a lose_node fault may take down only a node this run holds alone, and
+brings it back only while the reason on it is still the fault's (restorable); a run's directory is made
+and removed only as slurm.workdir/<campaign>[-<owner id>]/<run_id> (and slurm.checkpoint_dir's likewise),
+only while it is this user's and holds the run's owner mark (render/owned_dir.py).
 
 A node set DOWN (or its container killed) kills every job on it. Slurm's select/cons_tres packs
 jobs that do not ask for whole nodes onto the same node (recorded here: a 1-node job placed on c1
