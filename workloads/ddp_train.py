@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hmac
+import inspect
 import itertools
 import json
 import math
@@ -34,6 +36,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -998,21 +1001,176 @@ def rlimits() -> dict:
 
 
 def write_owner_mark(path: str, owner: str) -> None:
-    """The run directory's owner mark, once: every rank tries, the first creates it (O_EXCL), and a mark
-    already there (a restart's, or another campaign's) is left as it is: the harness removes the directory
-    only when the mark is its campaign's token."""
+    """The run directory's owner mark (mode 0600), once: every rank tries, the first creates it (O_EXCL),
+    and a mark already there (the harness's, a restart's, another campaign's) is left as it is. Never
+    through a symbolic link, and never in a directory another user owns: a mark written there would hand
+    them the value that makes their directory pass for this run's."""
     if not path or not owner:
         return
+    where = os.path.dirname(path) or "."
     try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.makedirs(where, mode=0o700, exist_ok=True)
+        dfd = os.open(where, DIR_FLAGS)
+    except OSError as exc:
+        print(f"poc-workload: could not write the owner mark {path}: {exc}", file=sys.stderr, flush=True)
+        return
+    try:
+        if os.fstat(dfd).st_uid != os.geteuid():
+            print(f"poc-workload: not writing the owner mark in {where}: another user owns it", file=sys.stderr,
+                  flush=True)
+            return
+        fd = os.open(os.path.basename(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                     dir_fd=dfd)
     except FileExistsError:
         return
     except OSError as exc:
         print(f"poc-workload: could not write the owner mark {path}: {exc}", file=sys.stderr, flush=True)
         return
+    finally:
+        os.close(dfd)
     with os.fdopen(fd, "w") as f:
         f.write(owner)
+
+
+# ------------------------------------------------------------------ loading a checkpoint safely
+# On a shared file system a co-user who can reach the checkpoint directory could plant a checkpoint in it,
+# and torch.load without weights_only unpickles it: any code they like, run as this user (torch 2.4's
+# default; 2.6 made weights_only the default). So a checkpoint is loaded only from a directory shown to be
+# the run's own, and only as tensors and plain values.
+CHECKPOINT_REFUSED = 5   # every rank's exit status when it will not load from (or start over in) the directory
+CKPT_NAME = re.compile(r"ckpt-(\d+)\.pt")
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+CKPT_TIP = ("nothing was loaded; if the directory is yours (made by an older harness, or changed by hand), remove "
+            "it and run again; else someone else can write where this run keeps its checkpoints: use a directory "
+            "only you can write (slurm.workdir, slurm.checkpoint_dir)")
+
+
+class CheckpointRefused(Exception):
+    """The run's checkpoints cannot be trusted: a directory that is not its own, or a checkpoint that does
+    not load as tensors and plain values. The run stops (loudly) rather than load it or start over in it:
+    starting over would go on writing checkpoints where someone else can read and replace them, and would
+    hide that they could."""
+
+
+def _own(st: os.stat_result, what: str) -> None:
+    if st.st_uid != os.geteuid():
+        raise CheckpointRefused(f"{what} is owned by uid {st.st_uid}, not this job's uid {os.geteuid()}")
+    if st.st_mode & 0o022:
+        raise CheckpointRefused(f"{what} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})")
+
+
+def _open_own_dir(name: str, what: str, dir_fd: int | None = None) -> int | None:
+    """A descriptor of the directory `name` (relative to dir_fd if given) once it is shown to be this
+    user's and writable by no one else; None when it does not exist. Never through a symbolic link."""
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:   # ELOOP: a symbolic link; ENOTDIR: something else
+        raise CheckpointRefused(f"{what} is not a directory of its own ({exc.strerror})") from None
+    try:
+        _own(os.fstat(fd), what)
+    except CheckpointRefused:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_mark(dir_fd: int, name: str, where: str, owner: str) -> None:
+    try:   # O_NONBLOCK: a FIFO planted as the mark is refused below instead of hanging the read
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise CheckpointRefused(f"{where} holds no owner mark") from None
+    except OSError as exc:
+        raise CheckpointRefused(f"the owner mark in {where} cannot be read safely ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise CheckpointRefused(f"the owner mark in {where} is not a file")
+        _own(st, f"the owner mark in {where}")
+        text = f.read(4096).decode("utf-8", errors="replace")
+    if not hmac.compare_digest(text.encode(), owner.encode()):
+        raise CheckpointRefused(f"the owner mark in {where} is not this run's")
+
+
+def checkpoint_dir_fd(ckpt_dir: str, mark_path: str = "", owner: str = "") -> int | None:
+    """A descriptor of the run's checkpoint directory once it is shown to be the run's own; None when there
+    is none (a fresh start); CheckpointRefused when it is there and not the run's own.
+
+    Its own: owned by this job's uid and writable by no one else, and where the harness gave the run's owner
+    mark (mark_path, owner), every directory from the one holding the mark down to it likewise, and the mark
+    exactly the one given. Everything is opened without following a symbolic link and read through these
+    descriptors, so a directory swapped in after the check is never the one read."""
+    if not ckpt_dir:
+        return None
+    if not (mark_path and owner):
+        return _open_own_dir(ckpt_dir, f"the checkpoint directory {ckpt_dir}")
+    top = os.path.dirname(os.path.normpath(mark_path)) or "."
+    rel = os.path.relpath(os.path.normpath(ckpt_dir), top)
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        raise CheckpointRefused(f"the checkpoint directory {ckpt_dir} is not in {top}, which holds the owner mark")
+    top_fd = _open_own_dir(top, f"the run's directory {top}")
+    if top_fd is None:
+        return None
+    fd: int | None = os.dup(top_fd)
+    try:
+        for part in [] if rel == os.curdir else rel.split(os.sep):
+            below = _open_own_dir(part, f"{part}/ in {top}", dir_fd=fd)
+            os.close(fd)
+            fd = below
+            if fd is None:
+                return None
+        # there is a directory to load from: it is this run's only under this run's mark
+        _check_mark(top_fd, os.path.basename(mark_path), top, owner)
+        found, fd = fd, None
+        return found
+    finally:
+        os.close(top_fd)
+        if fd is not None:
+            os.close(fd)
+
+
+def safe_load(torch, fd: int, load_kwargs: dict):
+    """torch.load of the open checkpoint file fd with weights_only=True: tensors and plain values, never an
+    object a pickle names. A torch without weights_only (before 1.13) is refused: it can only unpickle."""
+    if "weights_only" not in inspect.signature(torch.load).parameters:
+        raise CheckpointRefused(f"torch {getattr(torch, '__version__', '?')} has no torch.load(weights_only=...): "
+                                "a checkpoint cannot be read without unpickling whatever it holds")
+    proc = f"/proc/self/fd/{fd}"   # the file already opened and checked, by a name mmap can use
+    try:
+        if os.path.exists(proc):
+            return torch.load(proc, weights_only=True, **load_kwargs)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return torch.load(f, weights_only=True, **{k: v for k, v in load_kwargs.items() if k != "mmap"})
+    except Exception as exc:   # noqa: BLE001 - whatever torch raised, the refusal says it in one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise CheckpointRefused(f"the checkpoint does not load as tensors and plain values: {first}") from None
+
+
+def load_newest_checkpoint(torch, dir_fd: int, ckpt_dir: str, load_kwargs: dict):
+    """(state, path, bytes) of the newest checkpoint in the checked directory dir_fd, or None."""
+    found = sorted((int(m.group(1)), n) for n in os.listdir(dir_fd) if (m := CKPT_NAME.fullmatch(n)))
+    if not found:
+        return None
+    name = found[-1][1]
+    path = os.path.join(ckpt_dir, name)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as exc:
+        raise CheckpointRefused(f"{path} cannot be opened safely ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise CheckpointRefused(f"{path} is not a file of this job's uid {os.geteuid()}")
+        return safe_load(torch, fd, load_kwargs), path, st.st_size
+    finally:
+        os.close(fd)
+
+
+def refuse_checkpoint(ev: Events, exc: CheckpointRefused) -> int:
+    ev.emit("workload_error", error="checkpoint", message=str(exc), tip=CKPT_TIP)
+    print(f"poc-workload: ERROR {exc}", file=sys.stderr, flush=True)
+    return CHECKPOINT_REFUSED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1041,8 +1199,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus-per-node", type=int, default=0)
     ap.add_argument("--simulated-gpus", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--owner-mark", default="", help="file to hold the campaign's token (its run directory's owner)")
-    ap.add_argument("--owner", default="")
+    ap.add_argument("--owner-mark", default="",
+                    help="the owner mark's file, in the directory that holds (or is) --ckpt-dir")
+    ap.add_argument("--owner", default="", help="the run's owner mark: a checkpoint is loaded only under it")
     ap.add_argument("--calibrate", action="store_true", help="check the allocation before training (calibration)")
     ap.add_argument("--calibrate-min-ratio", type=float, default=0.5)
     ap.add_argument("--calibrate-min-memlock-kib", type=int, default=0)
@@ -1075,6 +1234,20 @@ def run(args, ev: Events) -> int:
                 gpus=torch.cuda.device_count(), **gpus)
         print(f"poc-workload: ERROR {exc}", file=sys.stderr, flush=True)
         return 2
+    # Before the rendezvous too, so every rank stops at once: the checkpoint directory, if there is one,
+    # must be the run's own before anything is read from it (its descriptor is what is read later).
+    try:
+        ckpt_fd = checkpoint_dir_fd(args.ckpt_dir, args.owner_mark, args.owner)
+    except CheckpointRefused as exc:
+        return refuse_checkpoint(ev, exc)
+    try:
+        return train(args, ev, torch, dist, backend, device, gpus, ckpt_fd)
+    finally:
+        if ckpt_fd is not None:
+            os.close(ckpt_fd)
+
+
+def train(args, ev: Events, torch, dist, backend: str, device, gpus: dict, ckpt_fd: int | None) -> int:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     comm = {"backend": backend, "env": comm_env(),
@@ -1125,22 +1298,25 @@ def run(args, ev: Events) -> int:
     opt = w["optimizer"](ddp.parameters())
 
     start_step = 0
-    path = newest_checkpoint(args.ckpt_dir)
-    if path:
-        t0 = time.perf_counter()
-        state = torch.load(path, **w["load"])
+    t0 = time.perf_counter()
+    try:   # every rank reads the same files: all stop alike
+        found = None if ckpt_fd is None else load_newest_checkpoint(torch, ckpt_fd, args.ckpt_dir, w["load"])
+    except CheckpointRefused as exc:
+        return refuse_checkpoint(ev, exc)
+    if found:
+        state, path, size = found
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start_step = int(state["step"])
-        del state
+        del state, found
         ev.emit("checkpoint_loaded", step=start_step, path=path, load_s=time.perf_counter() - t0,
-                bytes=os.path.getsize(path), fs=fs_type(path))
+                bytes=size, fs=fs_type(path))
     else:
         ev.emit("checkpoint_loaded", step=0, path=None, load_s=0.0)
 
     def save_checkpoint(step: int, why: str) -> None:
         t1 = time.perf_counter()
-        os.makedirs(args.ckpt_dir, exist_ok=True)
+        os.makedirs(args.ckpt_dir, mode=0o700, exist_ok=True)   # only this user's: see checkpoint_dir_fd
         final = os.path.join(args.ckpt_dir, f"ckpt-{step}.pt")
         tmp = final + f".tmp-{ev.pid}"
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, **w["ckpt_extra"]}, tmp)

@@ -123,21 +123,21 @@ def entrypoint_path(spec: JobSpec, rdir: str) -> str:
 
 
 def ckpt_dir(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
-    """slurm.checkpoint_dir/<campaign>-<token>/<run_id> (a parallel file system, say), keyed as the run
+    """slurm.checkpoint_dir/<campaign>-<owner id>/<run_id> (a parallel file system, say), keyed as the run
     directory is so that no other campaign, nor a later one of the same name, resumes from it; else the
-    run directory's ckpt/. The batch script does not create it: the workload does at its first
-    checkpoint (with the campaign's owner mark), and a directory it cannot create fails the job with
-    python's own PermissionError/OSError."""
+    run directory's ckpt/. The backend makes it at submit (mode 0700, with the run's owner mark); a
+    directory the job cannot write fails it with python's own PermissionError/OSError."""
     if cfg.checkpoint_dir:
         return f"{cfg.checkpoint_dir.rstrip('/')}/{campaign_dir(spec.campaign, spec.owner)}/{spec.run_id}"
     return f"{rdir}/ckpt"
 
 
-def owner_mark(spec: JobSpec, cfg: Slurm, rdir: str) -> str | None:
-    """Where the workload writes the campaign's owner mark: in a checkpoint directory of its own, which
-    the backend clears at submit and removes after the run only while the mark is the campaign's
-    (the run directory gets its mark from the backend, which makes it)."""
-    return f"{ckpt_dir(spec, cfg, rdir)}/{OWNER_MARK}" if cfg.checkpoint_dir else None
+def owner_mark(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
+    """The owner mark over the run's checkpoints: in the checkpoint directory under slurm.checkpoint_dir,
+    else in the run directory that holds ckpt/. The backend writes it at submit; the workload is given
+    its path and value, and before it loads a checkpoint checks that the directory holding it is its own
+    (this mark, its uid, writable by no one else: a checkpoint a co-user planted is never loaded)."""
+    return f"{ckpt_dir(spec, cfg, rdir) if cfg.checkpoint_dir else rdir}/{OWNER_MARK}"
 
 
 def container_binds(cfg: Slurm) -> list[str]:

@@ -25,6 +25,7 @@ from harness import config
 from harness.backends.factory import make_backend
 from harness.clusters import slurm_docker
 from harness.errors import TransportError
+from harness.owner import dir_mark, load_or_create
 from harness.pipeline import campaign
 from harness.store import Store
 from harness.transports import SshTransport
@@ -133,11 +134,14 @@ def test_clean_run_over_local_transport_beside_a_same_named_campaign(cluster, tm
         assert_one_command_per_poll(rec)
         assert rec["run_id"] == first["run_id"] and rec["scheduler"]["info"]["run_dir"] != theirs
         assert_run_dir_removed(rec)
-        token = json.loads((tmp_path / "a" / "results" / "itest-local" / "campaign.json").read_text())["token"]
-        assert theirs.endswith(f"/itest-local-{token}/{first['run_id']}")
+        owner_id = json.loads((tmp_path / "a" / "results" / "itest-local" / "campaign.json").read_text())["owner"]
+        assert theirs.endswith(f"/itest-local-{owner_id}/{first['run_id']}")
+        # the first campaign's mark: a keyed digest of its directory's path, which the second cannot make
+        key = load_or_create(tmp_path / "a" / "results" / "itest-local")
         left = slurm_docker.run(slurm_docker.login_exec_argv(
             ["sh", "-c", 'cat "$1/.poc-owner"; echo; ls "$1"', "sh", theirs])).stdout.split()
-        assert left[0] == token and {"job.sbatch", "events"} <= set(left), left
+        assert left[0] == dir_mark(key, f"itest-local-{owner_id}", first["run_id"]), left
+        assert {"job.sbatch", "events"} <= set(left), left
     finally:
         slurm_docker.run(slurm_docker.login_exec_argv(["rm", "-rf", "--", str(Path(theirs).parent)]))
 

@@ -24,6 +24,7 @@ from _poc import wait_for, wait_slurm_nodes_free
 from harness import config
 from harness.backends.factory import make_backend
 from harness.clusters import slurm_docker
+from harness.owner import dir_mark
 from harness.pipeline import campaign
 from harness.render.local import workload_script
 from harness.render.owned_dir import OWNER_MARK
@@ -71,13 +72,14 @@ def test_usr1_checkpoints_and_a_resumed_run_ignores_the_stale_checkpoint(cluster
     first = Store(results, cfg.campaign)
     first.open(cfg.config_hash(), cfg.redacted(), False)
     token = first.token
-    first.close()
     run_id = "slurm-clean-01"
+    mark = dir_mark(first.owner_key, f"site-job-{token}", run_id)   # the run's owner mark (spec.owner_mark)
+    first.close()
     ckpt = f"{cluster}/site-job-{token}/{run_id}"
     rdir = f"/shared/poc/site-job-{token}/{run_id}"
-    # what an interrupted attempt of this run left: its checkpoint (not loadable) and the campaign's mark
+    # what an interrupted attempt of this run left: its checkpoint (not loadable) and the run's mark
     login(["sh", "-c", 'mkdir -p "$1" && printf %s "$2" > "$1/$3" && echo stale > "$1/ckpt-30.pt"', "sh",
-           ckpt, token, OWNER_MARK], check=True)
+           ckpt, mark, OWNER_MARK], check=True)
 
     store = Store(results, cfg.campaign)
     out: dict = {}

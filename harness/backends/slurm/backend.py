@@ -26,6 +26,7 @@ Where the numbers come from (Slurm's own clocks, epoch seconds):
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import time
 
@@ -55,6 +56,7 @@ from . import connect, gpus, guard, partition_fit, records
 from . import eventfiles as ef
 from .scheduler import CliScheduler, Scheduler, counting
 
+log = logging.getLogger(__name__)
 _TAIL_OUTPUTS = 'for f in "$1"/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; tail -c 200000 "$f"; }; done; true'
 _RUNNING_OR_AFTER = {JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED,
                      JobState.CANCELLED, JobState.TIMEOUT}
@@ -73,6 +75,12 @@ def recovery_settings(cfg: Slurm, conf: dict[str, str]) -> dict:
     return {"restart": "requeue", "max_restarts": cfg.max_restarts, "torchrun_max_restarts": 0,
             "by": "the batch script's scontrol requeue after a failed srun; sbatch --requeue for a node failure",
             **{k: conf.get(k) for k in REQUEUE_SETTINGS}}
+
+
+def owner_mark(data: dict) -> str:
+    """The owner mark a handle's directories hold: "owner_mark" (spec.owner_mark); a handle journalled
+    before marks were keyed has only "owner", which was then the mark itself."""
+    return data.get("owner_mark") or data.get("owner") or ""
 
 
 class SlurmBackend(Backend):
@@ -175,12 +183,13 @@ class SlurmBackend(Backend):
         # as preflight read it: asking here would add a command to what a user's submit costs (ux probes
         # count them); a backend that skipped preflight records none, and is then not compared
         cluster = self._identity
-        # a resumed campaign re-runs from scratch; a directory another campaign owns is left alone
-        guard.prepare_run_dir(self.t, job.run_dir, spec.owner)
+        # a resumed campaign re-runs from scratch; a directory another campaign (or user) owns is left alone
+        mark = spec.owner_mark
+        guard.prepare_run_dir(self.t, job.run_dir, mark)
         ckpt = guard.own_checkpoint_dir(self.cfg.checkpoint_dir, job.ckpt_dir, campaign_dir(spec.campaign, spec.owner),
                                         spec.run_id)
         if ckpt:
-            guard.clear_checkpoint_dir(self.t, ckpt, spec.owner)
+            guard.prepare_checkpoint_dir(self.t, ckpt, mark)
         self._put(job.workload_path, workload_script().read_text())
         self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
         submitted = time.time()
@@ -188,14 +197,17 @@ class SlurmBackend(Backend):
             job_id = self.sched.submit(job.script, job.run_dir)
         except SubmitError as exc:   # an impossible GPU request: say what the nodes have
             # nothing will run in the run directory: it goes (the rendered files are in the results)
-            self.t.run(["rm", "-rf", "--", job.run_dir], timeout=60, check=False)
+            try:
+                guard.remove_run_dir(self.t, job.run_dir, mark)
+            except BackendError as left:   # the refusal is the error to report; what stayed is said
+                log.warning("%s", left.message)
             raise gpus.explain_refusal(exc, self.t, spec.gpus_per_node, self.cfg.gpu_type, self.cfg.partition) from exc
         returned = time.time()   # with `submitted`, brackets the instant slurmctld took the job
         self._files[spec.run_id] = ef.RunFiles(job.events_dir)   # a resumed run starts over
         self._first.pop(spec.run_id, None)
         return Handle("slurm", spec.run_id, [job_id], submitted,
                       data={"job_id": job_id, "run_dir": job.run_dir, "events_dir": job.events_dir,
-                            "campaign": spec.campaign, "owner": spec.owner, "cluster": cluster,
+                            "campaign": spec.campaign, "owner": spec.owner, "owner_mark": mark, "cluster": cluster,
                             "lost_nodes": [], "submit_returned_at": returned, **({"ckpt_dir": ckpt} if ckpt else {})})
 
     def cluster_identity(self) -> dict | None:
@@ -425,7 +437,8 @@ class SlurmBackend(Backend):
         job = rendered.payload
         return Handle("slurm", spec.run_id, [], time.time(),
                       data={"intent": True, "job_name": job_name(spec.run_id), "run_dir": job.run_dir,
-                            "campaign": spec.campaign, "cluster": self._identity, "lost_nodes": []})
+                            "campaign": spec.campaign, "owner": spec.owner, "owner_mark": spec.owner_mark,
+                            "cluster": self._identity, "lost_nodes": []})
 
     def cancel(self, handle: Handle) -> None:
         ids = list(handle.ids)
@@ -438,19 +451,21 @@ class SlurmBackend(Backend):
     def cleanup(self, handle: Handle, ok: bool, keep: str) -> dict:
         """The run directory (script, workload, event files, outputs, checkpoints) and the run's directory
         under slurm.checkpoint_dir: removed once the run is collected, unless keep_run_files keeps them.
-        Only <root>/<campaign>/<run_id> (guard.py), and only while its owner mark is the campaign's."""
+        Only <root>/<campaign>/<run_id> (guard.py), and only while its owner mark is the run's and it is
+        this user's (render/owned_dir.py)."""
         d = handle.data
         rdir, ckpt = d.get("run_dir", ""), d.get("ckpt_dir") or ""
         if (why := keep_reason(ok, keep)) is not None:
             return {"removed": [], "kept": [p for p in (rdir, ckpt) if p], "reason": why}
         owner, campaign = d.get("owner", ""), d.get("campaign", "")
+        mark = owner_mark(d)
         paths = [guard.run_dir_to_remove(rdir, self.cfg.workdir, campaign_dir(campaign, owner), handle.run_id)]
         if ckpt:
             paths.append(guard.own_checkpoint_dir(self.cfg.checkpoint_dir, ckpt, campaign_dir(campaign, owner),
                                                   handle.run_id))
         removed, kept = [], []
         for path in paths:
-            (removed if guard.remove_run_dir(self.t, path, owner) else kept).append(path)
+            (removed if guard.remove_run_dir(self.t, path, mark) else kept).append(path)
         if kept:
             return {"removed": removed, "kept": kept, "reason": "its owner mark is not this campaign's"}
         return {"removed": removed, "kept": []}

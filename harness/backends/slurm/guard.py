@@ -1,6 +1,7 @@
-"""Shared-cluster safety on Slurm: a lose_node fault may take down only a node this run holds alone,
-and a run's directory is removed only under slurm.workdir/<campaign>[-<token>]/<run_id>, and only
-while the owner mark the harness wrote in it is its campaign's.
+"""Shared-cluster safety on Slurm: a lose_node fault may take down only a node this run holds alone, and
+brings it back only while the reason on it is still the fault's (restorable); a run's directory is made
+and removed only as slurm.workdir/<campaign>[-<owner id>]/<run_id> (and slurm.checkpoint_dir's likewise),
+only while it is this user's and holds the run's owner mark (render/owned_dir.py).
 
 A node set DOWN (or its container killed) kills every job on it. Slurm's select/cons_tres packs
 jobs that do not ask for whole nodes onto the same node (recorded here: a 1-node job placed on c1
@@ -10,12 +11,13 @@ enough on a shared cluster: no other job may be running there either.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from itertools import product
 from posixpath import normpath
 
 from ... import slurm_parse as sp
 from ...errors import BackendError, CommandError, TransportError
-from ...render.owned_dir import MARK_NOT_OURS, owned_dir_argv
+from ...render.owned_dir import CANNOT_CLEAR, MARK_NOT_OURS, owned_dir_argv
 from ...states import JobState
 
 OTHER_JOB_STATES = "RUNNING,COMPLETING,SUSPENDED,CONFIGURING"
@@ -115,27 +117,45 @@ def alone_on(shell, job_id: str, node: str) -> None:
                          "alone, or drop the lose_node fault on a shared partition")
 
 
-def prepare_run_dir(t, path: str, owner: str) -> None:
-    """Make the run directory afresh with the campaign's owner mark in it (t: the Slurm transport);
-    BackendError, touching nothing, when a directory of that path is someone else's."""
-    res = t.run(owned_dir_argv("prepare", path, owner), timeout=60, check=False)
-    if res.returncode == MARK_NOT_OURS:
-        whose = "it has no owner mark" if owner else "another campaign's owner mark is in it"
+def _owned_dir(t, mode: str, path: str, mark: str, timeout: float):
+    """The owned-directory command (render/owned_dir.py) through the transport: (exit code, its words)."""
+    res = t.run(owned_dir_argv(mode, path, mark), timeout=timeout, check=False)
+    said = res.stderr.strip().replace("poc-owned-dir: ", "")[:300]
+    return res.returncode, said
+
+
+def _cannot_clear(path: str, said: str, setting: str) -> BackendError:
+    return BackendError(f"could not remove all of {path}: {said}",
+                        tip="nothing was started in it; remove what is left yourself (a file another user made, "
+                            f"a file still open on a network file system), or choose another {setting}")
+
+
+def prepare_run_dir(t, path: str, mark: str) -> None:
+    """Make the run directory afresh with the run's owner mark in it (t: the Slurm transport; mark:
+    spec.owner_mark); BackendError, touching nothing, when a directory of that path is someone else's,
+    and when what is in it could not all be removed."""
+    rc, said = _owned_dir(t, "prepare", path, mark, 60)
+    if rc == MARK_NOT_OURS:
+        whose = said.split(": ", 1)[-1] if said else ("it has no owner mark" if mark else "a campaign's mark is in it")
         raise BackendError(f"{path} exists and is not this campaign's ({whose}): another user's run directory?",
                            tip="nothing was removed; choose another campaign name or slurm.workdir, or remove "
                                "the directory yourself if it is yours")
-    if res.returncode != 0:
-        raise BackendError(f"could not prepare the run directory {path}: {res.stderr.strip()[:300]}",
+    if rc == CANNOT_CLEAR:
+        raise _cannot_clear(path, said, "slurm.workdir")
+    if rc != 0:
+        raise BackendError(f"could not prepare the run directory {path}: {said}",
                            tip="check that slurm.workdir is writable by you where the harness runs Slurm's commands")
 
 
-def remove_run_dir(t, path: str, owner: str) -> bool:
+def remove_run_dir(t, path: str, mark: str) -> bool:
     """Remove the run directory if it is the campaign's (or gone already); False, touching nothing, if not."""
-    res = t.run(owned_dir_argv("remove", path, owner), timeout=120, check=False)
-    if res.returncode == MARK_NOT_OURS:
+    rc, said = _owned_dir(t, "remove", path, mark, 120)
+    if rc == MARK_NOT_OURS:
         return False
-    if res.returncode != 0:
-        raise BackendError(f"could not remove the run directory {path}: {res.stderr.strip()[:300]}")
+    if rc == CANNOT_CLEAR:
+        raise _cannot_clear(path, said, "directory")
+    if rc != 0:
+        raise BackendError(f"could not remove the run directory {path}: {said}")
     return True
 
 
@@ -148,19 +168,23 @@ def own_checkpoint_dir(root: str | None, path: str, campaign: str, run_id: str) 
     return run_dir_to_remove(path, root, campaign, run_id, setting="slurm.checkpoint_dir")
 
 
-def clear_checkpoint_dir(t, path: str, owner: str) -> None:
-    """Remove what a run's checkpoint directory holds before the run starts over (a resumed campaign
-    re-runs an interrupted run from scratch, and would otherwise resume from that attempt's checkpoint);
-    BackendError, touching nothing, when it holds another campaign's owner mark. The workload makes it
-    again, with the mark, at its first checkpoint."""
-    res = t.run(owned_dir_argv("remove", path, owner), timeout=120, check=False)
-    if res.returncode == MARK_NOT_OURS:
-        raise BackendError(f"the checkpoint directory {path} exists and is not this campaign's: the run would "
-                           "resume from someone else's checkpoints",
+def prepare_checkpoint_dir(t, path: str, mark: str) -> None:
+    """Make the run's checkpoint directory afresh, the run's owner mark in it, before the run starts (a
+    resumed campaign re-runs an interrupted run from scratch, and would otherwise resume from that
+    attempt's checkpoint). Made now rather than by the workload at its first checkpoint: from submit on,
+    the directory and its campaign's directory are this user's (0700), so nobody can plant a checkpoint
+    there while the job waits in the queue. BackendError, touching nothing, when a directory of that path
+    (or its campaign's directory) is someone else's."""
+    rc, said = _owned_dir(t, "prepare", path, mark, 120)
+    if rc == MARK_NOT_OURS:
+        raise BackendError(f"the checkpoint directory {path} is not this campaign's ({said.split(': ', 1)[-1]}): "
+                           "the run would resume from someone else's checkpoints",
                            tip="nothing was removed; choose another campaign name or slurm.checkpoint_dir, or "
                                "remove the directory yourself if it is yours")
-    if res.returncode != 0:
-        raise BackendError(f"could not clear the checkpoint directory {path}: {res.stderr.strip()[:300]}",
+    if rc == CANNOT_CLEAR:
+        raise _cannot_clear(path, said, "slurm.checkpoint_dir")
+    if rc != 0:
+        raise BackendError(f"could not prepare the checkpoint directory {path}: {said}",
                            tip="check that slurm.checkpoint_dir is writable by you on the login node")
 
 
@@ -179,10 +203,18 @@ def run_dir_to_remove(run_dir: str, workdir: str, campaign: str, run_id: str,
     return got
 
 
-# Reasons slurmctld sets by itself when a node dies or comes back under a job: after a lose_node fault
-# these are the fault's own doing, and the harness may resume the node. Any other reason is someone's.
-SLURM_OWN_REASONS = ("Not responding", "Node unexpectedly rebooted", "Kill task failed",
-                     "batch job complete failure", "Prolog error", "Epilog error")
+@dataclass(frozen=True)
+class NodeReason:
+    """The reason on a node and the user who set it (sinfo %E and %u; slurmrestd's reason and
+    reason_set_by_user)."""
+    text: str
+    user: str = ""
+
+
+# Reasons slurmctld sets by itself when a node dies or comes back under a job, each whole: an operator's
+# reason that only begins like one ("Not responding, PSU swapped") is the operator's.
+SLURMCTLD_REASONS = re.compile(r"Not responding|Kill task failed|batch job complete failure|Prolog error|"
+                               r"Epilog error|Node unexpectedly rebooted(?: boot_time=\d+ last response=\d+)?")
 NO_REASON = ("", "none", "(null)")
 
 
@@ -192,12 +224,23 @@ def lost_node_mark(job_id: str) -> str:
     return f"poc-lose-node job {job_id}"
 
 
-def restorable(reason: str | None, mark: str | None) -> bool:
-    """May the harness resume a node its lose_node fault took? Yes while the reason on it is this run's
-    mark, one slurmctld set by itself after the fault, or none; no once anyone else has put a reason of
-    theirs on it (an operator's drain or down outlives the run: resuming it would undo their work), nor
-    when the reason cannot be read."""
+def slurm_user(conf: dict[str, str]) -> str | None:
+    """The user slurmctld acts as (scontrol show config: "SlurmUser = slurm(64030)"), or None."""
+    return (conf.get("SlurmUser") or "").split("(", 1)[0].strip() or None
+
+
+def restorable(reason: NodeReason | None, mark: str | None, slurmctld: str | None = None) -> bool:
+    """May the harness resume a node its lose_node fault took? Yes while the reason on it is exactly this
+    run's mark, or none; no once anyone else has put a reason of theirs on it (an operator's drain or
+    down outlives the run: resuming it would undo their work), nor when the reason cannot be read.
+
+    slurmctld: the SlurmUser, given only where the fault left the reason to slurmctld (the local cluster's
+    node container killed: the node went silent, the harness set no reason). There a reason slurmctld
+    set is the fault's too, taken only whole and only as set by that user: an operator typing the
+    same words is someone else."""
     if reason is None:
         return False
-    r = reason.strip()
-    return r in NO_REASON or (mark is not None and r == mark) or r.startswith(SLURM_OWN_REASONS)
+    r = reason.text.strip()
+    if r in NO_REASON or (mark and r == mark):
+        return True
+    return bool(slurmctld) and reason.user.strip() == slurmctld and SLURMCTLD_REASONS.fullmatch(r) is not None

@@ -1,14 +1,16 @@
 """Bringing back the nodes a lose_node fault took: restart the node's container (the local cluster) or
 resume the node (a cluster where the run may set node states), and only while the node is still the
-fault's. Someone else's reason on the node since (an operator's drain for maintenance, a down of theirs)
-outlives the run: the node is left as it is, and the run says so."""
+fault's: the reason on it is exactly the run's own mark (guard.lost_node_mark), or, where the fault left
+the reason to slurmctld (a killed container), exactly one of slurmctld's own, set by SlurmUser. Someone
+else's reason on the node since (an operator's drain for maintenance, a down of theirs, even one worded
+like slurmctld's) outlives the run: the node is left as it is, and the run says so."""
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
 
-from ...errors import BackendError
+from ...errors import BackendError, PocError
 from ..base import Handle
 from . import guard
 
@@ -51,7 +53,7 @@ def resume_if_ours(sched, host: str, mark: str) -> str | None:
     if usable:
         return None
     reason = sched.node_reason(host)
-    if guard.restorable(reason, mark):
+    if guard.restorable(reason, mark):   # the harness set the reason: only its own mark, exactly
         sched.set_node_state(host, "resume", check=False)
         return None
     return _held(seen, reason)
@@ -61,7 +63,7 @@ def wait_node_back(sched, host: str, mark: str, docker: dict | None, docker_run,
                    wait_s: float = 90, resume_after_s: float = 30) -> str | None:
     """Wait for a restarted node's slurmd to take jobs again: None once it does; what holds it as soon as
     someone else's reason is on it (theirs to bring back: waiting longer would not help)."""
-    start, resumed = clock(), False
+    start, resumed, slurmctld = clock(), False, None
     while True:
         usable, seen = sched.node_usable(host)
         if usable:
@@ -70,7 +72,8 @@ def wait_node_back(sched, host: str, mark: str, docker: dict | None, docker_run,
         late = not resumed and waited > resume_after_s and docker
         if "drain" in seen or late:
             reason = sched.node_reason(host)
-            if not guard.restorable(reason, mark):
+            slurmctld = slurmctld or _slurm_user(sched)
+            if not guard.restorable(reason, mark, slurmctld):
                 return _held(seen, reason)
             if late:   # ReturnToService did not bring it back, and the reason on it is the fault's
                 docker_run(["docker", "exec", docker["controller"], "scontrol", "update", f"nodename={host}",
@@ -83,5 +86,16 @@ def wait_node_back(sched, host: str, mark: str, docker: dict | None, docker_run,
         sleep(2)
 
 
-def _held(seen: str, reason: str | None) -> str:
-    return f"{seen}, reason {reason!r}" if reason is not None else f"{seen}, reason unreadable"
+def _slurm_user(sched) -> str | None:
+    """SlurmUser, asked only when a reason must be judged; None (only the run's own mark is taken) when
+    the settings cannot be read."""
+    try:
+        return guard.slurm_user(sched.settings())
+    except PocError:
+        return None
+
+
+def _held(seen: str, reason: guard.NodeReason | None) -> str:
+    if reason is None:
+        return f"{seen}, reason unreadable"
+    return f"{seen}, reason {reason.text!r}" + (f" set by {reason.user}" if reason.user not in ("", "Unknown") else "")

@@ -16,6 +16,8 @@ reached through a separate files channel (files.py: ssh to a login node, or a lo
   pooling, timeouts and TLS verification done right). A connection that cannot be made is retried
   with exponential back-off, as the ssh transport does; a request that may have reached the server
   (a POST) is not repeated, so a job is never submitted twice.
+  Redirects are never followed: requests would send the token header on to whatever host a 3xx
+  names (it strips only ``Authorization``), so a redirect is an error whose tip names the Location.
 * The job's environment: sbatch sends the login shell's, slurmrestd only what it is given:
   slurm.rest.job_environment, else a login shell's PATH and locale read over the ssh shell when
   preflight asks describe(), else a fixed default (rest_env.py); describe() says which.
@@ -39,6 +41,7 @@ from ...errors import BackendError, CommandError, ConfigError, SubmitError, Tran
 from ...transports import Transport
 from . import rest_env
 from .files import files_transport
+from .guard import NodeReason
 from .jobdesc import job_description
 from .scheduler import counting
 
@@ -120,7 +123,9 @@ class RestClient:
         delay = self.backoff_s
         for attempt in range(self.retries + 1):
             try:
-                r = self.session.request(method, self.url + path, params=params, json=body, timeout=self.timeout)
+                # never redirected: requests would send the token header again to wherever Location says
+                r = self.session.request(method, self.url + path, params=params, json=body, timeout=self.timeout,
+                                         allow_redirects=False)
                 break
             except (req.ConnectionError, req.Timeout) as exc:
                 # A POST whose connection was made may have reached slurmctld: never send it twice.
@@ -132,6 +137,11 @@ class RestClient:
                                     "`curl URL/openapi/v3` from this machine tells") from None
                 self._sleep(delay)
                 delay *= 2
+        if 300 <= r.status_code < 400:
+            raise RestError(f"{what}: HTTP {r.status_code}, a redirect: not followed, so the token was not sent "
+                            "on", r.status_code, tip=f"slurmrestd is not at slurm.rest.url, or something in front of "
+                            f"it redirects (Location: {_location(r)}); if that is slurmrestd and you trust it, set "
+                            "slurm.rest.url to it")
         text = r.text
         try:
             doc = r.json()
@@ -188,6 +198,19 @@ class RestClient:
 
     def describe(self) -> dict:
         return {"url": self.url, "api_version": self.version, "user": self.user, "token": self.token_source}
+
+
+def _location(r) -> str:
+    """Where a redirect points, without what a URL may carry for someone (user:password@, ?query)."""
+    from urllib.parse import urlsplit
+
+    loc = str(r.headers.get("Location") or "")
+    if not loc:
+        return "none given"
+    u = urlsplit(loc)
+    host = u.netloc.rsplit("@", 1)[-1]
+    shown = f"{u.scheme}://{host}{u.path}" if u.scheme else u.path
+    return shown[:200] + (" (its query left out)" if u.query else "")
 
 
 def request_kind(method: str, path: str) -> str:
@@ -383,13 +406,15 @@ class RestScheduler:
         seen = node_state_text(nodes[0])
         return sp.node_usable(seen), seen
 
-    def node_reason(self, node: str) -> str | None:
+    def node_reason(self, node: str) -> NodeReason | None:
         try:
             status, _, doc = self._node(node)
         except RestError:
             return None
         nodes = [n for n in (doc or {}).get("nodes") or [] if isinstance(n, dict)]
-        return str(nodes[0].get("reason") or "") if status == 200 and nodes else None
+        if status != 200 or not nodes:
+            return None
+        return NodeReason(str(nodes[0].get("reason") or ""), str(nodes[0].get("reason_set_by_user") or ""))
 
     def set_node_state(self, node: str, state: str, reason: str | None = None, check: bool = True) -> None:
         body: dict = {"state": [state.upper()]}

@@ -34,6 +34,7 @@ from ... import slurm_parse as sp
 from ...errors import CommandError, SubmitError
 from ...transports import Transport
 from . import eventfiles, records
+from .guard import NodeReason
 from .records import TIME_ENV
 
 
@@ -107,7 +108,7 @@ class Scheduler(Protocol):
     def accounting_record(self, job_id: str) -> dict: ...
     def node_record(self, node: str, when: str) -> dict: ...
     def node_usable(self, node: str) -> tuple[bool, str]: ...
-    def node_reason(self, node: str) -> str | None: ...
+    def node_reason(self, node: str) -> NodeReason | None: ...
     def set_node_state(self, node: str, state: str, reason: str | None = None, check: bool = True) -> None: ...
     def requeue(self, job_id: str) -> None: ...
     def cancel(self, job_ids: list[str]) -> None: ...
@@ -181,12 +182,19 @@ class CliScheduler:
 
     def node_usable(self, node: str) -> tuple[bool, str]:
         res = self.t.run(["sinfo", "-h", "-n", node, "-o", "%T"], check=False)
-        return sp.node_usable(res.stdout), res.stdout.strip() or res.stderr.strip()
+        seen = one_per_node(res.stdout)
+        return sp.node_usable(seen), seen.strip() or res.stderr.strip()
 
-    def node_reason(self, node: str) -> str | None:
-        """The reason on the node (sinfo %E: "none" when there is none); None when it cannot be read."""
-        res = self.t.run(["sinfo", "-h", "-n", node, "-o", "%E"], check=False)
-        return res.stdout.strip() if res.returncode == 0 and res.stdout.strip() else None
+    def node_reason(self, node: str) -> NodeReason | None:
+        """The reason on the node and who set it (sinfo %u|%E: "Unknown|none" when there is none); None
+        when it cannot be read."""
+        res = self.t.run(["sinfo", "-h", "-n", node, "-o", "%u|%E"], check=False)
+        line = one_per_node(res.stdout).strip()
+        if res.returncode != 0 or not line or "\n" in line:
+            return None
+        user, sep, text = line.partition("|")   # a user name holds no '|'; a reason may
+        return NodeReason(text.strip(), user.strip()) if sep else None
+
 
     def set_node_state(self, node: str, state: str, reason: str | None = None, check: bool = True) -> None:
         argv = ["scontrol", "update", f"nodename={node}", f"state={state}"]
@@ -202,3 +210,11 @@ class CliScheduler:
 
     def close(self) -> None:
         pass
+
+
+def one_per_node(text: str) -> str:
+    """What sinfo printed for one node, once: sinfo prints a line per partition the node is in, and a
+    node's state and reason are the node's, the same on each. Lines that differ are kept, one per line
+    (nothing reads them as one node's state then)."""
+    lines = list(dict.fromkeys(ln.strip() for ln in (text or "").splitlines() if ln.strip()))
+    return "\n".join(lines) + ("\n" if lines else "")

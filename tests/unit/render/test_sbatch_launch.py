@@ -125,8 +125,13 @@ def test_checkpoints_outside_the_workdir_are_keyed_by_campaign_and_run_and_owned
     assert job.ckpt_dir == "/lustre/ckpt/smoke-t0k/slurm-clean-01"
     assert f"--owner-mark /lustre/ckpt/smoke-t0k/slurm-clean-01/{OWNER_MARK} " in job.script
     assert "--owner t0k " in job.script
-    # in the run directory, the backend makes the directory and its mark
-    assert "--owner-mark" not in _render({}, campaign="smoke", owner="t0k").script
+    # checkpoints in the run directory: the run directory's mark (the backend writes it) is the one the
+    # workload checks before it loads a checkpoint from ckpt/
+    plain = _render({}, campaign="smoke", owner="t0k")
+    assert plain.ckpt_dir == "/shared/poc/smoke-t0k/slurm-clean-01/ckpt"
+    assert f"--owner-mark /shared/poc/smoke-t0k/slurm-clean-01/{OWNER_MARK} " in plain.script
+    assert "--owner t0k " in plain.script
+    assert "\numask 077\nmkdir -p \"$RUN_DIR/ckpt\"" in plain.script   # ckpt/ and events/ are the user's alone
 
 
 @pytest.mark.parametrize("container,mount", [

@@ -388,10 +388,34 @@ def held_squeue(argv):
     return 0, (guard_fix / f"squeue_{node}.txt").read_text(), ""
 
 
+REASONS = FIX / "trixie" / "node_reasons"   # sinfo's answers for one node, recorded (README.md there)
+
+
+def recorded(name: str) -> str:
+    return (REASONS / f"{name}.txt").read_text()
+
+
+def asks_reason(argv) -> bool:
+    return "%u|%E" in argv or "%E" in argv
+
+
+def reason_answer(argv, text: str) -> str:
+    """A recorded `%u|%E` answer, as `%E` alone prints it when that is what is asked (the harness asked
+    for %E alone before it read who set the reason)."""
+    return text if "%u|%E" in argv else "".join(ln.split("|", 1)[-1] + "\n" for ln in text.splitlines())
+
+
+def show_config(argv):
+    """scontrol as recorded: `show config` (SlurmUser = slurm) and nothing for an update."""
+    if argv[1:3] == ["show", "config"]:
+        return 0, (FIX / "trixie" / "scontrol_show_config.txt").read_text(), ""
+    return 0, "", ""
+
+
 def docker_backend(sinfo=(0, "idle\n", ""), **kw):
     cfg = config.from_mapping({"platforms": ["slurm"]})
     docker = Docker()
-    be = SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue}),
+    be = SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue, "scontrol": show_config}),
                       docker={"login": "l", "controller": "ctl", "nodes": {"c2": "poc-slurm-c2"}},
                       docker_runner=docker, sleep=lambda _s: None, allow_destructive_faults=True, **kw)
     return be, docker
@@ -472,8 +496,8 @@ def test_cancel_waits_for_the_node_and_resumes_it_through_the_controller():
     clock = Clock()
 
     def sinfo(argv):
-        if "%E" in argv:
-            return 0, "Not responding\n", ""   # slurmctld's own reason for a node that went away
+        if asks_reason(argv):   # slurmctld's own, for a node that went away
+            return 0, reason_answer(argv, recorded("slurmctld_not_responding_uE")), ""
         clock.now += 2   # each look and its sleep
         return 0, next(answers), ""
 
@@ -490,8 +514,8 @@ def test_a_node_that_does_not_come_back_fails_cancel_and_stays_recorded():
     clock = Clock()
 
     def sinfo(argv):
-        if "%E" in argv:
-            return 0, "Not responding\n", ""
+        if asks_reason(argv):
+            return 0, reason_answer(argv, recorded("slurmctld_not_responding_uE")), ""
         clock.now += 2
         return 0, "down*\n", ""
 
@@ -504,12 +528,14 @@ def test_a_node_that_does_not_come_back_fails_cancel_and_stays_recorded():
 
 
 def _node_answers(clock, states, reason):
-    """sinfo for one node: %T answers from `states` (the last one repeats), %E always `reason`."""
+    """sinfo for one node: %T answers from `states` (the last one repeats), %u|%E always `reason`
+    ("user|text"; a bare text is set by root)."""
     states = list(states)
+    reason = reason if "|" in reason else f"root|{reason}"
 
     def sinfo(argv):
-        if "%E" in argv:
-            return 0, reason + "\n", ""
+        if asks_reason(argv):
+            return 0, reason_answer(argv, reason + "\n"), ""
         clock.now += 2
         return 0, (states.pop(0) if len(states) > 1 else states[0]) + "\n", ""
     return sinfo
@@ -523,7 +549,7 @@ def test_an_operators_drain_on_the_restarted_node_is_left_as_it_is_and_said(capl
     with caplog.at_level("WARNING"):
         be.cancel(h)
     assert docker.ran == [["docker", "start", "poc-slurm-c2"]]           # started, never resumed
-    assert h.data["nodes_left"] == {"c2": "drained, reason 'maint window'"}
+    assert h.data["nodes_left"] == {"c2": "drained, reason 'maint window' set by root"}
     assert h.data["lost_nodes"] == [] and clock.now - 1000.0 < 30          # said at once, not after the wait
     assert "node c2 left as it is" in caplog.text
     be.cancel(h)                                                           # a second cleanup does nothing more
@@ -533,15 +559,20 @@ def test_an_operators_drain_on_the_restarted_node_is_left_as_it_is_and_said(capl
 def _operator_backend(sinfo):
     """A cluster where the run itself sets node states (no containers): scontrol through the transport."""
     cfg = config.from_mapping({"platforms": ["slurm"]})
-    return SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue}), docker=None,
-                        sleep=lambda _s: None, allow_destructive_faults=True)
+    return SlurmBackend(cfg.slurm, Recording({"sinfo": sinfo, "squeue": held_squeue, "scontrol": show_config}),
+                        docker=None, sleep=lambda _s: None, allow_destructive_faults=True)
 
 
 @pytest.mark.parametrize(("reason", "resumed"), [
-    ("poc-lose-node job 10", True),            # the run's own mark
-    ("Not responding", True),                  # slurmctld's, after the node went
-    ("poc-lose-node job 11", False),           # another run's mark
-    ("maint window", False),                   # an operator's
+    ("poc-lose-node job 10", True),                    # the run's own mark
+    ("poc-lose-node job 10 ", True),                   # sinfo's trailing blank is no other reason
+    ("poc-lose-node job 11", False),                   # another run's mark
+    ("poc-lose-node job 100", False),                  # one that begins like the run's
+    ("maint window", False),                           # an operator's
+    # the harness set the reason itself: even slurmctld's words, exactly and by SlurmUser, are not its mark
+    ("slurm|Not responding", False),
+    ("root|Not responding", False),                    # an operator's, in slurmctld's words
+    ("root|Not responding, PSU swapped", False),       # an operator's that begins like slurmctld's
 ])
 def test_a_node_set_down_is_resumed_only_while_the_reason_on_it_is_the_faults(reason, resumed):
     be = _operator_backend(_node_answers(Clock(), ["down"], reason))
@@ -551,6 +582,93 @@ def test_a_node_set_down_is_resumed_only_while_the_reason_on_it_is_the_faults(re
     updates = [c[0] for c in be.t.calls if c[0][:2] == ["scontrol", "update"]]
     assert updates == ([["scontrol", "update", "nodename=c2", "state=resume"]] if resumed else [])
     assert ("nodes_left" in h.data) is not resumed and h.data["lost_nodes"] == []
+
+
+@pytest.mark.parametrize("recorded_reason", ["operator_drain_uE", "operator_down_exact_uE"])
+def test_an_operators_reason_worded_like_slurmctlds_is_left_on_the_restarted_node(recorded_reason):
+    """The killed container's node: slurmctld's own reasons are the fault's there, but only whole and set
+    by SlurmUser. An operator's "Not responding, PSU swapped" (it begins like slurmctld's) and an operator's
+    exact "Not responding" (set by root) were resumed; both as recorded on the cluster."""
+    clock = Clock()
+    state = recorded(recorded_reason.replace("_uE", "_T")).strip()
+
+    def sinfo(argv):
+        if asks_reason(argv):
+            return 0, reason_answer(argv, recorded(recorded_reason)), ""
+        clock.now += 2
+        return 0, state + "\n", ""
+
+    be, docker = docker_backend(sinfo=sinfo, clock=clock)
+    h = handle()
+    h.data.update(lost_nodes=["c2"], stopped_containers={"c2": "poc-slurm-c2"})
+    be.cancel(h)
+    assert docker.ran == [["docker", "start", "poc-slurm-c2"]]            # started, never resumed
+    why = recorded(recorded_reason).strip().split("|", 1)[1]
+    assert h.data["nodes_left"] == {"c2": f"{state}, reason {why!r} set by root"}
+
+
+def test_slurmctlds_own_reason_on_the_restarted_node_is_resumed_as_recorded():
+    clock = Clock()
+    states = iter([recorded("slurmctld_not_responding_T")] * 20 + [recorded("after_unpause_T")])
+
+    def sinfo(argv):
+        if asks_reason(argv):
+            return 0, reason_answer(argv, recorded("slurmctld_not_responding_uE")), ""
+        clock.now += 2
+        return 0, next(states), ""
+
+    be, docker = docker_backend(sinfo=sinfo, clock=clock)
+    h = handle()
+    h.data.update(lost_nodes=["c2"], stopped_containers={"c2": "poc-slurm-c2"})
+    be.cancel(h)
+    assert docker.ran[1] == ["docker", "exec", "ctl", "scontrol", "update", "nodename=c2", "state=resume"]
+    assert "nodes_left" not in h.data and h.data["lost_nodes"] == []
+
+
+def per_partition(text: str, partitions: int = 2) -> str:
+    """sinfo's answer for one node when it prints a line per partition the node is in (the shape of
+    `sinfo -n c3 -o "%P %T"`, two_partitions_P_T.txt, without the partition's own column)."""
+    return "".join(ln + "\n" for ln in text.splitlines() for _ in range(partitions))
+
+
+def test_a_node_in_two_partitions_set_down_with_the_runs_mark_is_resumed():
+    """The harness's mark on a node of two partitions, answered a line per partition: the node was read as
+    unusable by two states and its reason as two lines, which is no one's mark, so it stayed DOWN."""
+    def sinfo(argv):
+        if asks_reason(argv):
+            return 0, per_partition(reason_answer(argv, recorded("two_partitions_mark_uE").replace("4242", "10"))), ""
+        return 0, per_partition(recorded("two_partitions_mark_T")), ""
+
+    be = _operator_backend(sinfo)
+    h = handle("10")
+    h.data["lost_nodes"] = ["c2"]
+    be.cancel(h)
+    assert [c[0] for c in be.t.calls if c[0][:2] == ["scontrol", "update"]] == \
+        [["scontrol", "update", "nodename=c2", "state=resume"]]
+    assert "nodes_left" not in h.data and h.data["lost_nodes"] == []
+
+
+def test_a_restarted_node_in_two_partitions_is_seen_back_at_once():
+    clock = Clock()
+
+    def sinfo(argv):
+        clock.now += 2
+        if asks_reason(argv):
+            return 0, per_partition(reason_answer(argv, recorded("two_partitions_idle_uE"))), ""
+        return 0, per_partition(recorded("two_partitions_idle_T")), ""
+
+    be, docker = docker_backend(sinfo=sinfo, clock=clock)
+    h = handle()
+    h.data.update(lost_nodes=["c2"], stopped_containers={"c2": "poc-slurm-c2"})
+    be.cancel(h)                          # it waited 90 s and failed: "node c2 is not back"
+    assert docker.ran == [["docker", "start", "poc-slurm-c2"]] and clock.now - 1000.0 <= 2
+    assert h.data["lost_nodes"] == []
+
+
+def test_sinfos_lines_for_one_node_are_read_once_and_different_ones_are_not_merged():
+    from harness.backends.slurm.scheduler import one_per_node
+    assert one_per_node("down\ndown\n") == "down\n" and one_per_node("") == ""
+    assert not sp.node_usable(one_per_node(recorded("two_partitions_P_T")))   # two different lines stay two
 
 
 def test_lose_node_without_containers_marks_the_node_with_the_job_it_was_for():

@@ -14,6 +14,7 @@ import pytest
 from support.paths import FIXTURES
 
 from harness import config
+from harness import slurm_parse as sp
 from harness.backends.base import Handle, require_destructive_allowed
 from harness.backends.k8s.backend import KubernetesBackend
 from harness.backends.slurm import SlurmBackend, guard
@@ -148,13 +149,38 @@ def test_from_config_passes_the_opt_in(tmp_path):
         assert KubernetesBackend.from_config(cfg).allow_destructive_faults is allow
 
 
+R = guard.NodeReason
+
+
 @pytest.mark.parametrize(("reason", "ok"), [
-    ("none", True), ("", True),                                    # sinfo %E / a REST record with no reason
-    ("poc-lose-node job 7", True), ("Not responding", True), ("Node unexpectedly rebooted", True),
-    ("poc-lose-node job 77", False), ("maint window", False), (None, False),
+    (R("none", "Unknown"), True), (R(""), True),                 # sinfo %u|%E / a REST record with no reason
+    (R("poc-lose-node job 7", "root"), True),                    # the run's own mark, whoever set it
+    (R("poc-lose-node job 77", "root"), False), (R("poc-lose-node job 7x", "root"), False),
+    (R("maint window", "root"), False), (None, False),
+    # where the harness set the reason itself, slurmctld's words are someone else's
+    (R("Not responding", "slurm"), False), (R("Node unexpectedly rebooted", "slurm"), False),
 ])
-def test_a_lost_node_is_the_runs_to_resume_only_while_no_one_elses_reason_is_on_it(reason, ok):
+def test_a_lost_node_is_the_runs_to_resume_only_while_its_own_mark_is_on_it(reason, ok):
     assert guard.restorable(reason, guard.lost_node_mark("7")) is ok
+
+
+@pytest.mark.parametrize(("reason", "ok"), [
+    (R("Not responding", "slurm"), True),                        # as recorded: slurmctld, after the node went
+    (R("Kill task failed", "slurm"), True),
+    (R("Node unexpectedly rebooted boot_time=1796288402 last response=1796288300", "slurm"), True),
+    (R("Not responding", "root"), False),                        # an operator, in slurmctld's words
+    (R("Not responding, PSU swapped", "root"), False),           # an operator's that begins like slurmctld's
+    (R("Not responding, PSU swapped", "slurm"), False),          # not slurmctld's whole reason either
+    (R("Not respondingX", "slurm"), False),
+    (R("poc-lose-node job 7", "root"), True),
+])
+def test_where_the_fault_left_the_reason_to_slurmctld_only_its_whole_reasons_set_by_slurmuser_count(reason, ok):
+    assert guard.restorable(reason, guard.lost_node_mark("7"), slurmctld="slurm") is ok
+
+
+def test_slurmuser_is_read_from_show_config():
+    conf = sp.show_config((FIXTURES / "slurm" / "trixie" / "scontrol_show_config.txt").read_text())
+    assert guard.slurm_user(conf) == "slurm" and guard.slurm_user({}) is None
 
 
 class DownNodes:
@@ -167,7 +193,7 @@ class DownNodes:
         return host not in self.reasons, "down" if host in self.reasons else "idle"
 
     def node_reason(self, host):
-        return self.reasons.get(host, "none")
+        return guard.NodeReason(self.reasons.get(host, "none"), "root")
 
     def set_node_state(self, host, state, check=True):
         self.resumed.append(host)

@@ -2,6 +2,10 @@
 there: the real shell script (owned_dir.OWNED_DIR_SCRIPT) on a real directory, through LocalTransport."""
 from __future__ import annotations
 
+import stat
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 from support.fakes import record
 
@@ -13,7 +17,7 @@ from harness.render import owned_dir
 from harness.render.sbatch import run_dir
 from harness.spec import build
 from harness.store import Store
-from harness.transports import LocalTransport
+from harness.transports import LocalTransport, Result
 
 T = LocalTransport()
 
@@ -108,12 +112,14 @@ def test_a_campaigns_owner_id_is_random_and_kept_across_resume(tmp_path):
 def test_a_stale_checkpoint_of_the_campaign_is_cleared_and_anothers_refused(tmp_path):
     mine = planted(tmp_path / "ckpt" / "camp-aa11" / "r1", "aa11")
     (mine / "ckpt-10.pt").write_text("from the interrupted attempt")
-    guard.clear_checkpoint_dir(T, str(mine), "aa11")
-    assert not mine.exists()       # the workload makes it again, with the mark, at its first checkpoint
-    guard.clear_checkpoint_dir(T, str(mine), "aa11")     # none there: nothing to do
+    guard.prepare_checkpoint_dir(T, str(mine), "aa11")
+    # made afresh now, this user's alone with the mark in it: nobody can plant a checkpoint while the job queues
+    assert sorted(p.name for p in mine.iterdir()) == [owned_dir.OWNER_MARK]
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o700 and (mine / owned_dir.OWNER_MARK).read_text() == "aa11"
+    guard.prepare_checkpoint_dir(T, str(mine), "aa11")     # again: the same
     theirs = planted(tmp_path / "ckpt" / "camp-aa11" / "r2", "bb22")
     with pytest.raises(BackendError, match="resume from someone else's checkpoints"):
-        guard.clear_checkpoint_dir(T, str(theirs), "aa11")
+        guard.prepare_checkpoint_dir(T, str(theirs), "aa11")
     assert (theirs / "theirs.txt").read_text() == "live"
 
 
@@ -141,3 +147,48 @@ def test_cleanup_removes_the_run_and_checkpoint_directories_it_owns(tmp_path):
     again = be.cleanup(Handle("slurm", "r1", ["5"], 0.0, data=data), ok=True, keep="never")
     assert again == {"removed": [str(d), str(ck)], "kept": []}     # the run directory was gone already
     assert not ck.exists()
+
+
+class Sbatch(LocalTransport):
+    """This machine's shell for the owned-directory command and the files; sbatch answers a job id."""
+
+    def run(self, argv, **kw):
+        if argv[0] == "sbatch":
+            return Result(tuple(argv), 0, "123\n", "")
+        return super().run(argv, **kw)
+
+
+def test_submit_marks_the_directories_with_the_runs_keyed_mark_and_the_handle_carries_it(tmp_path):
+    """The mark is spec.owner_mark (a keyed digest of the directory's path), not the public owner id that
+    names the directory: knowing the directory's name no longer gives its mark."""
+    store = Store(tmp_path / "results", "camp")
+    store.open("h1", {}, resume=False)
+    cfg = config.from_mapping({"platforms": ["slurm"], "campaign": "camp",
+                               "slurm": {"workdir": str(tmp_path / "w"), "checkpoint_dir": str(tmp_path / "ck")}})
+    spec = replace(build(cfg, "slurm", "slurm-clean-01", None), owner=store.owner_id, owner_key=store.owner_key)
+    store.close()
+    assert spec.owner_mark not in (spec.owner, "")
+    be = SlurmBackend(cfg.slurm, Sbatch())
+    h = be.submit(spec, be.render(spec))
+    rdir, ckpt = Path(h.data["run_dir"]), Path(h.data["ckpt_dir"])
+    assert h.data["owner_mark"] == spec.owner_mark and h.data["owner"] == spec.owner
+    for d in (rdir, ckpt):
+        assert (d / owned_dir.OWNER_MARK).read_text() == spec.owner_mark
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700 and stat.S_IMODE(d.parent.stat().st_mode) == 0o700
+    assert f"--owner {spec.owner_mark} " in (rdir / "job.sbatch").read_text()
+    assert be.cleanup(h, ok=True, keep="never") == {"removed": [str(rdir), str(ckpt)], "kept": []}
+
+
+def test_a_handle_journalled_before_marks_were_keyed_uses_its_owner_as_the_mark(tmp_path):
+    cfg = config.from_mapping({"platforms": ["slurm"], "slurm": {"workdir": str(tmp_path)}})
+    be = SlurmBackend(cfg.slurm, T)
+    old = planted(tmp_path / "camp-aa11" / "r1", "aa11")        # as the harness marked it then: the owner id
+    keyed = planted(tmp_path / "camp-aa11" / "r2", "k3y3d")
+    legacy = {"job_id": "5", "campaign": "camp", "owner": "aa11", "lost_nodes": []}
+    assert be.cleanup(Handle("slurm", "r1", ["5"], 0.0, data={**legacy, "run_dir": str(old)}), ok=True,
+                      keep="never")["removed"] == [str(old)]
+    data = {**legacy, "run_dir": str(keyed), "owner_mark": "k3y3d"}
+    assert be.cleanup(Handle("slurm", "r2", ["5"], 0.0, data=data), ok=True, keep="never")["removed"] == [str(keyed)]
+    # a keyed handle never takes a directory by the public owner id alone
+    again = planted(tmp_path / "camp-aa11" / "r2", "aa11")
+    assert be.cleanup(Handle("slurm", "r2", ["5"], 0.0, data=data), ok=True, keep="never")["kept"] == [str(again)]

@@ -16,7 +16,7 @@ from support.paths import FIXTURES
 from harness import config, redact, spec
 from harness import slurm_parse as sp
 from harness.backends.base import Handle
-from harness.backends.slurm import SlurmBackend
+from harness.backends.slurm import SlurmBackend, guard
 from harness.backends.slurm.files import MountTransport
 from harness.backends.slurm.jobdesc import job_description, minutes, sbatch_lines
 from harness.backends.slurm.rest import RestClient, RestError, RestScheduler, node_state_text, read_token
@@ -50,8 +50,9 @@ class Replay:
         self.headers: dict = {}
         self.calls: list[tuple[str, str, dict | None]] = []
 
-    def request(self, method, url, params=None, json=None, timeout=None):
+    def request(self, method, url, params=None, json=None, timeout=None, allow_redirects=True):
         path = re.sub(r"^https?://[^/]+", "", url)
+        assert allow_redirects is False, "a redirect would carry the token to another host"
         self.calls.append((method, path, json))
         for (m, pat), ans in self.routes.items():
             if m == method and re.fullmatch(pat, path):
@@ -213,7 +214,7 @@ def test_node_update_without_operator_rights_raises_in_slurms_words_unless_unche
 
 def test_the_reason_on_a_node_is_read_from_its_record_and_unreadable_is_none():
     sch, _ = sched()
-    assert sch.node_reason("c1") == ""         # recorded: an idle node with no reason on it
+    assert sch.node_reason("c1") == guard.NodeReason("", "")   # recorded: an idle node with no reason on it
     assert sch.node_reason("c9") is None       # an answer that is not a node record: unknown, not "no reason"
 
 

@@ -32,7 +32,7 @@ class Slurmrestd:
         self.headers: dict = {}
         self.submitted: list[dict] = []
 
-    def request(self, method, url, params=None, json=None, timeout=None):
+    def request(self, method, url, params=None, json=None, timeout=None, allow_redirects=True):
         path = url.split("/", 3)[-1]
         if method == "POST" and path.endswith("/job/submit"):
             self.submitted.append(json["job"])

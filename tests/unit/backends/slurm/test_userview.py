@@ -186,7 +186,7 @@ class RestReplay:
     def __init__(self, routes: dict[tuple[str, str], tuple[int, str]]):
         self.routes, self.headers, self.asked = routes, {}, []
 
-    def request(self, method, url, params=None, json=None, timeout=None):
+    def request(self, method, url, params=None, json=None, timeout=None, allow_redirects=True):
         path = re.sub(r"^https?://[^/]+", "", url)
         self.asked.append(f"{method} {path}")
         for (m, pat), ans in self.routes.items():
