@@ -1,0 +1,108 @@
+"""The host's load around a run: read from a /proc tree (here a recorded one), attributed to the harness,
+the clusters and everything else, summarised into the run record's host_load."""
+from __future__ import annotations
+
+import json
+
+from support.fakes import ScriptedBackend, SimClock
+
+from harness import hostload
+from harness.config import from_mapping
+from harness.pipeline import campaign
+from harness.store import RunRecord, Store
+
+
+def _proc(root, load, cpu, procs):
+    """A /proc tree: loadavg, stat's cpu line, and per pid its stat (comm, ppid, utime, stime) and cgroup."""
+    root.mkdir(exist_ok=True)
+    (root / "loadavg").write_text(f"{load[0]} {load[1]} {load[2]} 3/480 999\n")
+    (root / "stat").write_text("cpu  " + " ".join(str(cpu[k]) for k in
+                                                  ("user", "nice", "system", "idle", "iowait", "irq", "softirq",
+                                                   "steal")) + " 0 0\ncpu0 1 2 3\n")
+    for pid, (comm, ppid, ticks, cgroup) in procs.items():
+        d = root / str(pid)
+        d.mkdir(exist_ok=True)
+        fields = ["S", str(ppid)] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 5
+        (d / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields) + "\n")
+        (d / "cgroup").write_text(cgroup + "\n")
+    return root
+
+
+def _cpu(busy, idle, steal=0, iowait=0):
+    return {"user": busy, "nice": 0, "system": 0, "idle": idle, "iowait": iowait, "irq": 0, "softirq": 0,
+            "steal": steal}
+
+
+def test_a_runs_cpu_is_attributed_to_the_harness_the_clusters_and_everything_else(tmp_path):
+    host = "0::/"
+    first = _proc(tmp_path / "a", (1.0, 1.0, 1.0), _cpu(1000, 1000), {
+        100: ("poc", 1, 50, host), 101: ("ssh", 100, 10, host),             # the harness and its child
+        200: ("kube-apiserver", 1, 500, host), 300: ("python3", 290, 0, "4:memory:/docker/abc"),   # the lab
+        400: ("cc1 (gcc)", 1, 0, host)})                                      # someone else's build
+    last = _proc(tmp_path / "b", (6.5, 3.0, 1.5), _cpu(1000 + 1600, 1000 + 200, steal=200), {
+        100: ("poc", 1, 150, host), 101: ("ssh", 100, 60, host),
+        200: ("kube-apiserver", 1, 800, host), 300: ("python3", 290, 400, "4:memory:/docker/abc"),
+        400: ("cc1 (gcc)", 1, 600, host), 500: ("pytest", 1, 100, host)})   # born during the run
+    looks = iter([first, last])
+    clock = iter([1000.0, 1020.0])
+    s = hostload.Sampler(interval_s=3600, read=lambda: hostload.snapshot(next(looks), clock=lambda: next(clock)),
+                         container=lambda pid: hostload.in_container(pid, tmp_path / "b"), own_pid=100, cpus=2,
+                         ticks_per_s=100).start()
+    out = s.stop()
+    assert out["before"]["load1"] == 1.0 and out["after"]["load1"] == 6.5
+    assert out["during"] == {"load1_median": 3.75, "load1_max": 6.5}
+    assert out["cpu"] == {"wall_s": 20.0, "busy_share": 0.8, "steal_share": 0.1, "iowait_share": 0.0}
+    assert out["groups_cpu_s"] == {"harness": 1.5, "clusters": 7.0, "other": 7.0, "unattributed": 0.5}
+    assert out["busiest"][0] == {"name": "cc1 (gcc)", "group": "other", "cpu_s": 6.0, "processes": 1}
+    assert {b["name"]: b["group"] for b in out["busiest"]} == {
+        "cc1 (gcc)": "other", "python3": "clusters", "kube-apiserver": "clusters", "poc": "harness",
+        "pytest": "other", "ssh": "harness"}
+
+
+def test_without_a_proc_tree_the_record_says_why():
+    out = hostload.Sampler(read=lambda: hostload.snapshot(__import__("pathlib").Path("/nonexistent"))).start().stop()
+    assert out["version"] == hostload.VERSION and "FileNotFoundError" in out["unavailable"]
+
+
+def test_the_host_is_looked_at_while_the_run_goes_on(tmp_path):
+    root = _proc(tmp_path / "p", (2.0, 1.0, 1.0), _cpu(10, 10), {})
+    s = hostload.Sampler(interval_s=0.01, read=lambda: hostload.snapshot(root), cpus=2).start()
+    __import__("time").sleep(0.2)
+    out = s.stop()
+    assert out["samples"] >= 5 and out["during"]["load1_max"] == 2.0
+
+
+class _Recorded:
+    """A sampler that returns a fixed summary: what the pipeline stores is what the sampler gave."""
+    started = stopped = 0
+
+    def start(self):
+        type(self).started += 1
+        return self
+
+    def stop(self):
+        type(self).stopped += 1
+        return {"version": 1, "during": {"load1_max": 7.5}}
+
+    def close(self):
+        pass
+
+
+def test_every_executed_run_record_carries_the_hosts_load(tmp_path):
+    cfg = from_mapping({"platforms": ["local"], "repetitions": 2, "faults": [], "workload": {"steps": 2}})
+    clock = SimClock()
+    recs = campaign(cfg, ["local"], Store(tmp_path, cfg.campaign), lambda p: ScriptedBackend(clock=clock),
+                    resume=False, poll_s=0.01, clock=clock, sleep=clock.sleep, host_sampler=_Recorded)
+    assert [r["host_load"] for r in recs] == [{"version": 1, "during": {"load1_max": 7.5}}] * 2
+    assert _Recorded.started == _Recorded.stopped == 2
+    lines = (tmp_path / cfg.campaign / "runs.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["host_load"]["during"]["load1_max"] == 7.5
+
+
+def test_a_record_from_before_host_load_reads_and_writes_back_as_it_was():
+    line = {"schema": 1, "run_id": "r", "campaign": "c", "platform": "slurm", "scenario": "clean",
+            "config_hash": "h", "started_at": 1.0, "status": "ok", "stages": []}
+    rec = RunRecord.from_json(line)
+    assert rec.host_load is None and rec.to_json() == line
+    rec.host_load = {"version": 1}
+    assert rec.to_json()["host_load"] == {"version": 1}
