@@ -28,6 +28,9 @@ SMOKE_FAULTS = [Fault(kind="kill_rank", at_step=15, rank=1)] * 5 + [Fault(kind="
 SMOKE_SWEEP = "1K:16M"
 SMOKE_CONTENTION = Contention(runs=1)
 SMOKE_DRILLS = ("restart",)
+# The sequential design's later stages (harness/cli/sequential.py): Kubernetes and Slurm only (the baseline
+# answers no primary question), a handful of rounds each, of the scenarios its open questions need.
+STAGE_PLATFORMS = ["slurm", "k8s"]
 
 
 def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | None,
@@ -105,3 +108,21 @@ def ensure_clusters(platforms: list[str], say: Callable[[str], None]) -> dict:
             say(f"{plat}: bringing up the {cluster.name} cluster (builds and images are cached)")
         out[plat] = cluster.up()
     return out
+
+
+def stage_config(cfg: Config, campaign: str, rounds: int, scenarios: list[str]) -> Config:
+    """One later stage of a sequential smoke: `rounds` more rounds of each scenario named ("clean", a fault
+    kind, "contention"), on Kubernetes and Slurm, nothing else: no probes, drills or serving, whose one run a
+    platform the first stage gave. Its own campaign, so the first stage's config and hash stay as they were."""
+    cfg = cfg.model_copy(deep=True)
+    cfg.campaign = campaign
+    cfg.platforms = [p for p in STAGE_PLATFORMS if p in cfg.platforms]
+    cfg.repetitions = rounds if "clean" in scenarios else 0
+    by_kind = {f.kind: f for f in cfg.faults}
+    cfg.faults = [by_kind[k].model_copy() for k in scenarios if k in by_kind for _ in range(rounds)]
+    cfg.contention = Contention(runs=rounds) if "contention" in scenarios else None
+    cfg.ux.mistakes = []
+    cfg.drills.kinds = []
+    cfg.serve.enabled = False
+    cfg.scale.nodes = []
+    return cfg
