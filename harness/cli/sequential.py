@@ -52,14 +52,17 @@ def check_plan(cfg, strict: bool, sequential: bool = False, warn: Callable[[str]
     lines = designmod.floor_check(qs)
     if not lines:
         return qs
-    if strict and not sequential:
-        raise ConfigError(f"the plan cannot decide {len(lines)} primary question(s): " + "; ".join(lines),
+    hard = designmod.undecidable(qs)
+    if strict and hard and not sequential:
+        said = [line for line in lines if line.startswith(tuple(f"`{q.metric}`" for q in hard))]
+        raise ConfigError(f"the plan cannot decide {len(hard)} primary question(s): " + "; ".join(said),
                           tip="plan more rounds (--repetitions, more faults of a kind), or run "
                               "`poc smoke --design sequential --budget 45m`, which adds rounds where needed")
     for line in lines:
         warn(f"WARNING design: {line}")
-    warn("TIP the sequential design adds rounds for such questions (poc smoke --design sequential --budget 45m)"
-         if not sequential else "TIP the sequential design adds rounds for those in its family, within the budget")
+    if hard:
+        warn("TIP the sequential design adds rounds for such questions (poc smoke --design sequential --budget 45m)"
+             if not sequential else "TIP the sequential design adds rounds for those in its family, within the budget")
     return qs
 
 

@@ -268,11 +268,13 @@ class HostState:
     def flagged(self) -> bool:
         return self.state in ("busy", "noted")
 
-    def text(self) -> str:
+    def text(self, short: bool = False) -> str:
+        """What the host's load was; short: without the note's source (a row's cell; the opening has it whole)."""
         if self.state == "unknown":
             return "not recorded (these runs predate its sampling): a busy host cannot be ruled out"
         if self.state == "noted":
-            return f"busy, as noted for the campaign (not sampled by its runs): {self.note}"
+            note = self.note.split(" (", 1)[0] if short else self.note
+            return f"busy, as noted for the campaign (not sampled by its runs): {note}"
         load = (f"1-min load up to {self.load_max:.1f} on {self.cpus:g} CPUs ({self.load_per_cpu:.1f} a CPU)"
                 if math.isfinite(self.load_max) else "load not recorded")
         other = (f", other processes {100 * self.other_share:.0f} % of its CPU" if math.isfinite(self.other_share)
@@ -312,6 +314,7 @@ def host_state(table: RunTable, runs: np.ndarray, noted: dict[str, dict] | None 
     """The host's load over the given runs (table rows): busy if any sampled run was, else noted if an operator's
     note covers unsampled runs, quiet if every run was sampled quiet, unknown if none was sampled."""
     runs = np.asarray(runs, dtype=np.int64)
+    runs = runs[(runs >= 0) & (runs < table.host_load1_max.size)]   # a hand-made table may hold fewer rows
     if not table.host_load1_max.size or not runs.size:
         return HostState("unknown", int(runs.size), 0, 0, *(math.nan,) * 5)
     sampled = runs[~np.isnan(table.host_load1_max[runs])]
@@ -392,7 +395,7 @@ def cell(conds: list[Condition], host: HostState | None, label=lambda p: PLATFOR
     parts += ["settings: " + "; ".join(f"{label(p)}: {t}" for p, t in _ordered(c.text))
               for c in conds if c.name == "settings that govern it"]
     if host is not None:
-        parts.append(f"host load: {host.text()}")
+        parts.append(f"host load: {host.text(short=True)}")
     return "; ".join(parts) or "–"
 
 
@@ -417,7 +420,7 @@ def table_rows(rows: list[tuple[str, list[Condition], dict[str, HostState]]],
         if hosts:
             states = [hosts[p].state if p in hosts else None for p in plats]
             out.append([criterion if first else "", "host load over its runs"]
-                       + [hosts[p].text() if p in hosts else "–" for p in plats]
+                       + [hosts[p].text(short=True) if p in hosts else "–" for p in plats]
                        + ["yes" if len(set(states)) == 1 and states[0] != "unknown" else
                           "**no**" if "busy" in states else "–"])
     return header, out

@@ -278,8 +278,9 @@ def _recovery_row(row: Row, gs: Groups, summ: dict, comps: dict, at_defaults: li
     for fault in faults:
         site, free = f"recovery_s:{fault}", f"recovery_free_s:{fault}"
         shares = "; ".join(f"{_label(p)} {defaults.share_text(by[(p, fault)])}" for p in (B, A) if (p, fault) in by)
-        before = len(row.parts)
+        before, asked = len(row.parts), len(row.comps)
         _metric_rows(row, [site], summ, comps)
+        del row.comps[asked:]   # shown, attributed, not a question: it would be the settings' answer
         if len(row.parts) > before:
             ev, ratio, _ = row.parts[before]
             row.parts[before] = (f"{ev} — at these runs' settings", ratio,

@@ -103,19 +103,27 @@ def family(qs: list[Question]) -> list[Question]:
     return [q for q in qs if q.rounds >= MIN_N]
 
 
+def undecidable(qs: list[Question], alpha: float = ALPHA) -> list[Question]:
+    """The questions the report will test (MIN_N rounds or more) whose rounds stay below the exact test's floor."""
+    floor = power.floor(True, alpha / max(1, len(family(qs))))
+    return [q for q in family(qs) if q.rounds < floor]
+
+
 def floor_check(qs: list[Question], alpha: float = ALPHA) -> list[str]:
     """One line per primary question its plan cannot decide whatever the runs show; [] when every one can."""
     fam = family(qs)
     m = max(1, len(fam))
     floor = power.floor(True, alpha / m)
     out = []
-    for q in qs:
-        if q.rounds < MIN_N:
-            out.append(f"`{q.metric}` gets {q.rounds} round(s): below {MIN_N}, the report draws no verdict on it")
-        elif q.rounds < floor:
-            out.append(f"`{q.metric}` gets {q.rounds} rounds: the exact signed-rank test's smallest p at {q.rounds} "
-                       f"rounds is 2/2^{q.rounds} = {2 / 2 ** q.rounds:.3g}, above Holm's strictest step "
-                       f"{alpha:g}/{m} = {alpha / m:.2g}, so no outcome can decide it; it needs {floor} rounds")
+    few = [q for q in qs if q.rounds < MIN_N]
+    if few:
+        out.append(f"{len(few)} question(s) get fewer than {MIN_N} rounds, so the report draws no verdict on them "
+                   "(one-off scenarios, descriptive by design): "
+                   + ", ".join(f"`{q.metric}` ({q.rounds})" for q in few))
+    for q in undecidable(qs, alpha):
+        out.append(f"`{q.metric}` gets {q.rounds} rounds: the exact signed-rank test's smallest p at {q.rounds} "
+                   f"rounds is 2/2^{q.rounds} = {2 / 2 ** q.rounds:.3g}, above Holm's strictest step "
+                   f"{alpha:g}/{m} = {alpha / m:.2g}, so no outcome can decide it; it needs {floor} rounds")
     return out
 
 
@@ -210,7 +218,7 @@ def apply(comps: list, table: RunTable, gs: Groups, design: Design | None) -> li
         if st is None or (c.numerator, c.denominator) != (A, B) or not c.tested:
             out.append(c)
             continue
-        fields = {"e_value": st.e_difference, "e_equiv": st.e_equiv, "e_threshold": st.threshold,
+        fields = {"e_value": st.e_difference, "e_equiv": st.e_equivalence, "e_threshold": st.threshold,
                   "family_size": len(design.family), "needs": 0}
         if c.verdict == "resolution":
             verdict = "resolution"

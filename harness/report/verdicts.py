@@ -221,8 +221,8 @@ def method_note(comps: list[Comparison]) -> list[str]:
         "test's floor (2/2^n paired, 2/C(2n, n) unpaired) no outcome at all can pass Holm's threshold; M is that "
         "floor or, above it, the normal-approximation n at the spread seen.",
         "Ratios of values above their own resolution only: where a run's value lies within its ± of 0 (a "
-        "0.03 ± 0.05 s queue), the comparison is tested on differences in the metric's unit and neither a ratio "
-        "interval nor equivalence is drawn from it.",
+        "queue of 0.03 s known to 0.05 s), the comparison is tested on differences in the metric's unit and "
+        "neither a ratio interval nor equivalence is drawn from it.",
         "Recovery is judged on `recovery_free_s`: `recovery_s` less the stretches a cluster setting sets "
         "(Slurm's requeue hold and the wait for a scheduling pass, a lost node's detection; Kubernetes' node "
         "grace period and pod toleration), as each run's own records measured them (report/defaults.py); "
