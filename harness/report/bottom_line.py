@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import conditions as condmod
 from . import power
 from .compare import Comparison, matched
 from .decision import A, B, Row
@@ -155,12 +156,16 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
         out.append(("**Busy host**: " if host.flagged else "**Host load**: ") + host.text()
                    + ("; every verdict below carries the flag, and its spreads and ratios may show the host rather "
                       "than the platforms." if host.flagged else "."))
+    def unequal(r: Row) -> str:
+        """A verdict on a row whose platforms ran under unequal conditions says so where it is cited."""
+        names = [c.name for c in condmod.unequal(r.conditions)]
+        return f" (under unequal conditions: {', '.join(names)}; see its row)" if names else ""
     if wins:
         for p in (B, A):
             mine = [(r, c) for r, c in wins if c.better == p]
             if mine:
                 out.append(f"{_label(p)} is ahead on "
-                           + "; on ".join(f"{name(r.criterion)}: {_cite(c)}" for r, c in mine) + ".")
+                           + "; on ".join(f"{name(r.criterion)}: {_cite(c)}{unequal(r)}" for r, c in mine) + ".")
     elif directions:
         out.append("No criterion reached a verdict on the campaign's runs; "
                    + "; ".join(f"{r.criterion} shows a consistent direction that {n_of(c)} {unit_of(c)} could not "

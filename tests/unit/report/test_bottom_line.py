@@ -29,8 +29,10 @@ def test_the_bottom_line_comes_first_and_cites_the_one_verdict(ux):
     # the host's load first: these runs predate its sampling
     assert opening[1] == ("**Host load**: not recorded (these runs predate its sampling): a busy host cannot be ruled "
                           "out.")
+    # a verdict on a row whose platforms ran under unequal conditions says so where the opening cites it
     assert opening[2] == ("Slurm is ahead on startup: `startup_s` Kubernetes 6.58 vs Slurm 5.66 s, Kubernetes / Slurm "
-                          "×1.15 (90% CI 1.09–1.22), Holm p 0.0015.")
+                          "×1.15 (90% CI 1.09–1.22), Holm p 0.0015 (under unequal conditions: CPU cap, memory cap; "
+                          "see its row).")
     # some of Slurm's queues lie within their ± of 0: tested on differences in seconds, which separate the rounds
     assert opening[3] == ("Kubernetes is ahead on queue: `queue_s` Kubernetes 0.219 vs Slurm 0.639 s, Kubernetes / "
                           "Slurm ×0.34, Holm p 0.041.")
