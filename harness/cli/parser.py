@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--strict-design", action="store_true",
                    help="refuse a plan that cannot decide a primary question (too few rounds for the exact test to "
                         "pass Holm's threshold), instead of warning")
+    r.add_argument("--design", choices=["fixed", "sequential"], default="fixed",
+                   help="sequential: after the config's plan, add rounds of Kubernetes and Slurm for the questions "
+                        "still open, decided by anytime-valid e-values, within --budget (docs/method.md)")
+    r.add_argument("--budget", metavar="DURATION",
+                   help="the sequential design's time for the whole campaign (default 45m; implies --design "
+                        "sequential)")
     r.add_argument("--confirm-cluster", metavar="NAME",
                    help="the cluster's name (Slurm ClusterName, the kubeconfig context's cluster): your word that "
                         "it is yours to restart; the local clusters need none")

@@ -38,10 +38,24 @@ def cmd_run(args) -> int:
                               tip="set allow_destructive_faults: true (it only touches nodes the run holds), "
                                   "or leave node_loss out of serve.faults")
     cfg.platforms = common.platforms(args, cfg)
-    from .sequential import check_plan
+    import time
 
-    check_plan(cfg, strict=args.strict_design)   # before anything runs: a plan that cannot decide is said so
-    return run_campaign(args, cfg, Out(args.quiet, args.json))
+    from . import sequential as seq
+
+    started = time.monotonic()
+    sequential = getattr(args, "design", "fixed") == "sequential" or getattr(args, "budget", None) is not None
+    budget_s = seq.duration(getattr(args, "budget", None) or seq.DEFAULT_BUDGET)
+    if sequential:
+        seq.refuse_other_campaigns(Path(args.results), cfg.campaign, args.resume)
+    # before anything runs: a plan that cannot decide is said so (or refused)
+    questions = seq.check_plan(cfg, strict=args.strict_design, sequential=sequential)
+    out = Out(args.quiet, args.json)
+    rc = run_campaign(args, cfg, out)
+    if sequential:
+        family = [q.metric for q in seq.designmod.family(questions)]
+        rc = max(rc, seq.extend(args, cfg, out, family, budget_s, started, run_campaign))
+        out.info(f"next: poc report {args.results}   (every stage's campaign)")
+    return rc
 
 
 def exit_code(recs: list[dict]) -> int:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..report import design as designmod
 
 DEFAULT_BUDGET = "45m"     # the whole sequential smoke, first stage included
@@ -131,7 +131,11 @@ def extend(args, cfg, out, family: list[str], budget_s: float, started: float,
     faults = [f.kind for f in cfg.faults]
     rc, k = 0, 0
     while True:
-        table = tablemod.read(str(results))
+        try:
+            table = tablemod.read(str(results))
+        except StoreError as exc:   # the first stage recorded nothing (every platform refused, an interrupt)
+            des.stopped = f"no runs to weigh: {exc.message}"
+            break
         said = designmod.evaluate(table, stats.groups(table), family, des.alpha)
         des.final = {m: vars(st) for m, st in said.items()}
         open_ = [m for m, st in said.items() if st.open]

@@ -149,3 +149,21 @@ def test_the_sequential_smoke_refuses_a_results_dir_with_other_campaigns(tmp_pat
         (tmp_path / name).mkdir()
         (tmp_path / name / "runs.jsonl").write_text("")
     seq.refuse_other_campaigns(tmp_path, "smoke-poc", True)
+
+
+def test_poc_run_with_a_budget_runs_the_plan_then_stops_when_no_stage_fits(capsys, tmp_path):
+    """The wiring: the plan runs as one campaign, then the design finds its questions open (nothing was measured)
+    and a stage that does not fit a 1 s budget, says so, and leaves design.json beside the first campaign."""
+    def opened(cfg, platforms, store, make_backend, *, resume, **_kw):
+        store.open(cfg.config_hash(), cfg.redacted(), resume)
+        store.close()
+        (store.root / "runs.jsonl").write_text("")   # what a first stage of runs that measured nothing leaves
+        return []
+    argv = ["run", "--results", str(tmp_path), "--platform", "slurm", "--platform", "k8s", "--repetitions", "5",
+            "--budget", "1s"]
+    assert main(argv, campaign_fn=opened) == 0
+    err = capsys.readouterr().err
+    des = designmod.read(str(tmp_path))
+    assert des is not None and des.budget_s == 1.0 and des.stopped.startswith("the budget (0.0166667 min)")
+    assert set(des.family) >= {"startup_s", "queue_s"} and all(v["verdict"] == "open" for v in des.final.values())
+    assert "design: stopped (the budget" in err and f"next: poc report {tmp_path}" in err
