@@ -11,7 +11,10 @@ that cannot say how busy its host was cannot be weighed, so every run records (`
   groups_cpu_s     that CPU time by who used it: the harness (this process and its children), the
                    clusters (anything in a container's cgroup, and the lab's daemons by name: dockerd,
                    containerd, kube-*, etcd, slurm*, ...), other (everything else: what a quiet machine
-                   would not run), and what exited between two looks (unattributed);
+                   would not run), and what no look could place (unattributed). A process that lived and
+                   ended between two looks is placed with the parent that reaped it: the kernel adds its
+                   time to the parent's cutime/cstime, and what was already counted for a child seen alive
+                   is taken off that, so nothing counts twice;
   busiest          the processes that used the most CPU over the run, by name, with their group.
 
 Linux only (/proc); elsewhere the record says ``{"unavailable": why}``. Pure reading: nothing here
@@ -46,7 +49,7 @@ class Snapshot:
     t: float
     load: tuple[float, float, float]
     cpu: dict[str, int]                      # /proc/stat's first line, jiffies by field
-    procs: dict[int, tuple[str, int, int]]   # pid -> (name, ppid, utime + stime in jiffies)
+    procs: dict[int, tuple[str, int, int, int]]   # pid -> (name, ppid, utime + stime, cutime + cstime), jiffies
 
 
 def _read(path: Path) -> str:
@@ -58,7 +61,7 @@ def snapshot(proc: Path = Path("/proc"), clock: Callable[[], float] = time.time,
     load = tuple(float(x) for x in _read(proc / "loadavg").split()[:3])
     first = _read(proc / "stat").splitlines()[0].split()
     cpu = {name: int(v) for name, v in zip(_CPU_FIELDS, first[1:], strict=False)}
-    table: dict[int, tuple[str, int, int]] = {}
+    table: dict[int, tuple[str, int, int, int]] = {}
     if procs:
         for entry in os.scandir(proc):
             if not entry.name.isdigit():
@@ -70,9 +73,10 @@ def snapshot(proc: Path = Path("/proc"), clock: Callable[[], float] = time.time,
             # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split at the last ')'
             head, _, rest = text.rpartition(")")
             fields = rest.split()
-            if len(fields) < 13:
+            if len(fields) < 15:
                 continue
-            table[int(entry.name)] = (head.partition("(")[2], int(fields[1]), int(fields[11]) + int(fields[12]))
+            table[int(entry.name)] = (head.partition("(")[2], int(fields[1]), int(fields[11]) + int(fields[12]),
+                                      int(fields[13]) + int(fields[14]))
     return Snapshot(clock(), load, cpu, table)   # type: ignore[arg-type]
 
 
@@ -104,8 +108,10 @@ class Sampler:
     _first: Snapshot | None = None
     _last: Snapshot | None = None
     _loads: list[float] = field(default_factory=list)
-    _seen: dict[int, tuple[str, int, int]] = field(default_factory=dict)   # pid -> (name, ppid, first ticks)
-    _final: dict[int, int] = field(default_factory=dict)                   # pid -> last ticks seen
+    # pid -> (name, ppid, own ticks and reaped children's ticks at the first look that saw it: 0 for a process
+    # born after the run's first look)
+    _seen: dict[int, tuple[str, int, int, int]] = field(default_factory=dict)
+    _final: dict[int, tuple[int, int]] = field(default_factory=dict)   # pid -> (own, children's) at its last look
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _problem: str | None = None
@@ -130,10 +136,11 @@ class Sampler:
 
     def _take(self, s: Snapshot) -> None:
         self._loads.append(s.load[0])
-        for pid, (name, ppid, ticks) in s.procs.items():
+        for pid, (name, ppid, ticks, reaped) in s.procs.items():
             if pid not in self._seen:   # one born during the run: all of its time is the run's
-                self._seen[pid] = (name, ppid, ticks if s is self._first else 0)
-            self._final[pid] = ticks
+                first = s is self._first
+                self._seen[pid] = (name, ppid, ticks if first else 0, reaped if first else 0)
+            self._final[pid] = (ticks, reaped)
         self._last = s
 
     def close(self) -> None:
@@ -150,7 +157,8 @@ class Sampler:
             self._take(self.read())
         except (OSError, ValueError, IndexError):
             pass   # the last thread's look stands in for the end
-        return summarize(self._first, self._last or self._first, self._loads, self._seen, self._final,
+        last = self._last or self._first
+        return summarize(self._first, last, self._loads, self._seen, self._final, set(last.procs),
                          self.group_of, self.cpus, self.ticks_per_s, self.interval_s)
 
     def group_of(self, pid: int) -> str:
@@ -159,9 +167,9 @@ class Sampler:
         while p > 1 and chain < 64:   # the harness's children: ssh, docker and kubectl calls it made
             if p == self.own_pid:
                 return "harness"
-            p = self._seen.get(p, ("", 0, 0))[1]
+            p = self._seen.get(p, ("", 0, 0, 0))[1]
             chain += 1
-        name = self._seen.get(pid, ("", 0, 0))[0]
+        name = self._seen.get(pid, ("", 0, 0, 0))[0]
         if name in LAB_NAMES or name.startswith(("kube-", "containerd-shim", "slurm")) or self.container(pid):
             return "clusters"
         return "other"
@@ -171,7 +179,24 @@ def _load(s: Snapshot) -> dict:
     return {"t": round(s.t, 3), "load1": s.load[0], "load5": s.load[1], "load15": s.load[2]}
 
 
-def summarize(first: Snapshot, last: Snapshot, loads: list[float], seen: dict, final: dict,
+def used_ticks(seen: dict, final: dict, alive: set[int]) -> dict[int, int]:
+    """Per pid, the CPU ticks the run saw it and its reaped children use: its own time since its first look, and
+    the time its children that ended during the run used (the kernel's cutime/cstime of it), less what was
+    already counted for a child seen alive before it ended (its own and its pre-run time: in the parent's
+    figure too)."""
+    own = {pid: final[pid][0] - f_own for pid, (_, _, f_own, _) in seen.items() if pid in final}
+    out = dict(own)
+    counted: dict[int, int] = {}
+    for pid, (_, ppid, _, _) in seen.items():
+        if pid not in alive and pid in final:   # ended during the run: its parent's cutime holds all of it,
+            counted[ppid] = counted.get(ppid, 0) + sum(final[pid])   # what was counted for it and its time before
+    for pid, (_, _, _, f_reaped) in seen.items():
+        if pid in final:
+            out[pid] += max(0, final[pid][1] - f_reaped - counted.get(pid, 0))
+    return out
+
+
+def summarize(first: Snapshot, last: Snapshot, loads: list[float], seen: dict, final: dict, alive: set[int],
               group_of: Callable[[int], str], cpus: int, ticks_per_s: int, interval_s: float) -> dict:
     total = {k: last.cpu.get(k, 0) - first.cpu.get(k, 0) for k in _CPU_FIELDS}
     all_ticks = sum(total.values())
@@ -182,8 +207,9 @@ def summarize(first: Snapshot, last: Snapshot, loads: list[float], seen: dict, f
 
     by_group: dict[str, float] = {"harness": 0.0, "clusters": 0.0, "other": 0.0}
     by_name: dict[tuple[str, str], list[float]] = {}
-    for pid, (name, _, first_ticks) in seen.items():
-        used = (final.get(pid, first_ticks) - first_ticks) / ticks_per_s
+    ticks = used_ticks(seen, final, alive)
+    for pid, (name, _, _, _) in seen.items():
+        used = ticks.get(pid, 0) / ticks_per_s
         if used <= 0:
             continue
         group = group_of(pid)

@@ -19,10 +19,11 @@ def _proc(root, load, cpu, procs):
     (root / "stat").write_text("cpu  " + " ".join(str(cpu[k]) for k in
                                                   ("user", "nice", "system", "idle", "iowait", "irq", "softirq",
                                                    "steal")) + " 0 0\ncpu0 1 2 3\n")
-    for pid, (comm, ppid, ticks, cgroup) in procs.items():
+    for pid, spec in procs.items():
+        comm, ppid, ticks, cgroup, reaped = (*spec, 0)[:5]
         d = root / str(pid)
         d.mkdir(exist_ok=True)
-        fields = ["S", str(ppid)] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 5
+        fields = ["S", str(ppid)] + ["0"] * 9 + [str(ticks), "0", str(reaped), "0"] + ["0"] * 3
         (d / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields) + "\n")
         (d / "cgroup").write_text(cgroup + "\n")
     return root
@@ -57,6 +58,23 @@ def test_a_runs_cpu_is_attributed_to_the_harness_the_clusters_and_everything_els
     assert {b["name"]: b["group"] for b in out["busiest"]} == {
         "cc1 (gcc)": "other", "python3": "clusters", "kube-apiserver": "clusters", "poc": "harness",
         "pytest": "other", "ssh": "harness"}
+
+
+def test_a_process_that_ended_between_looks_counts_for_the_parent_that_reaped_it(tmp_path):
+    """An agent's shell (other) runs short pytest processes: one seen alive at the first look and gone by the last,
+    one born and gone between looks. The kernel adds both to the shell's cutime; the first's time seen alive is
+    not counted twice."""
+    host = "0::/"
+    first = _proc(tmp_path / "a", (1.0, 1.0, 1.0), _cpu(0, 1000), {
+        100: ("poc", 1, 0, host), 500: ("bash", 1, 10, host, 40), 501: ("pytest", 500, 30, host)})
+    last = _proc(tmp_path / "b", (1.0, 1.0, 1.0), _cpu(900, 1100), {
+        100: ("poc", 1, 0, host), 500: ("bash", 1, 20, host, 40 + 230 + 400)})   # 501 reaped at 230, another at 400
+    looks, clock = iter([first, last]), iter([0.0, 10.0])
+    s = hostload.Sampler(interval_s=3600, read=lambda: hostload.snapshot(next(looks), clock=lambda: next(clock)),
+                         container=lambda pid: False, own_pid=100, cpus=2, ticks_per_s=100).start()
+    out = s.stop()
+    # bash: its own 10 + pytest 501's 200 in the run (230 at its end, 30 of them before) + the unseen one's 400
+    assert out["groups_cpu_s"]["other"] == 6.1 and out["groups_cpu_s"]["unattributed"] == 2.9
 
 
 def test_without_a_proc_tree_the_record_says_why():
