@@ -104,3 +104,34 @@ def test_a_sequential_campaigns_verdicts_come_from_its_e_values(tmp_path):
     (tmp_path / "runs.jsonl").write_text("")
     back = design.read(str(tmp_path))
     assert path.name == "design.json" and back.family == ["a"] and back.stopped == "the budget"
+
+
+def test_a_sequential_campaigns_report_opens_with_its_design_and_its_verdicts_e_values(tmp_path):
+    import json
+
+    from support.report_rows import criteria, section
+
+    from harness.report.document import build
+
+    d = tmp_path / "smoke-poc"
+    d.mkdir()
+    recs = []
+    for i in range(10):   # every round one way: C(20, 10) / 2^10 = 180 against the 20 a family of one needs
+        for plat, v in (("k8s", 1.5), ("slurm", 3.0)):
+            recs.append({"schema": 1, "run_id": f"{plat}-clean-{i:02d}", "campaign": "smoke-poc", "platform": plat,
+                         "scenario": "clean", "status": "ok", "order": {"round": i}, "environment": {},
+                         "metrics": {"first_log_s": {"value": v, "uncertainty": 0.01}}})
+    (d / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    des = design.Design(family=["first_log_s"], budget_s=2700, stopped="every question of the family decided",
+                        stages=[{"campaign": "smoke-poc", "rounds": 5}, {"campaign": "smoke-poc-seq01", "rounds": 2},
+                                {"campaign": "smoke-poc-seq02", "rounds": 2}],
+                        final={"first_log_s": {"verdict": "difference", "e_difference": 180.4, "rounds": 10}})
+    design.write(d, des)
+    md = build(str(tmp_path), str(tmp_path / "rep"))["report.md"].read_text()
+    opening = section(md, "Bottom line")
+    assert ("Design: sequential (anytime-valid e-values, e-Bonferroni over 1 questions at α 0.05: an e-value of 20 "
+            "decides); 3 stage(s), 4 round(s) added after the first; stopped: every question of the family "
+            "decided.") in opening
+    ahead = criteria(md)["user experience"][3]
+    assert ahead.startswith("Kubernetes ahead (within-round ratio ×0.50")
+    assert "sequential rule: e-value 180 against no difference" in ahead and "20 needed (1 questions / α 0.05)" in ahead
