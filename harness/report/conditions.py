@@ -213,6 +213,10 @@ def _sacct_job(raw: dict) -> dict:
 READERS = {"k8s": _k8s, "slurm": _slurm, "local": _local}
 
 
+def _clean(pick: tuple[dict, Path] | None) -> bool:
+    return pick is not None and pick[0].get("scenario") == "clean"
+
+
 def platform_facts(results_dir: str) -> dict[str, Facts]:
     """Each platform's caps, from the raw evidence of its first successful clean run (any training run where
     none was clean); a platform without one reads "not recorded"."""
@@ -221,10 +225,14 @@ def platform_facts(results_dir: str) -> dict[str, Facts]:
         files = runs_files(results_dir)
     except StoreError:
         return {}
+    # the store writes compact JSON; a hand-written file may have a space after the colon
+    marks = {p: (f'"platform":"{p}"'.encode(), f'"platform": "{p}"'.encode()) for p in READERS}
     for f in files:
         with open(f, "rb") as fh:
             for line in fh:
-                if b'"ok"' not in line:
+                # parse only a line that could still change the pick: a platform without a clean run yet
+                wanted = [p for p, (a, b) in marks.items() if (a in line or b in line) and not _clean(picked.get(p))]
+                if not wanted or b'"ok"' not in line:
                     continue
                 try:
                     rec = json.loads(line)
@@ -234,10 +242,10 @@ def platform_facts(results_dir: str) -> dict[str, Facts]:
                 if rec.get("status") != "ok" or plat not in READERS or scen in ("serve", "preflight") \
                         or str(scen).startswith(("mistake", "drill", "scale")):
                     continue
-                if plat not in picked or (scen == "clean" and picked[plat][0].get("scenario") != "clean"):
+                if plat not in picked or (scen == "clean" and not _clean(picked[plat])):
                     picked[plat] = (rec, f.parent / "runs" / str(rec.get("run_id")))
-        if len(picked) == len(READERS) and all(r.get("scenario") == "clean" for r, _ in picked.values()):
-            break
+                if all(_clean(picked.get(p)) for p in READERS):
+                    break
     out = {}
     for plat, (rec, run_dir) in picked.items():
         try:
