@@ -100,17 +100,18 @@ def round_seconds(results: Path, scenarios: list[str], platforms: list[str]) -> 
 
 
 def scenarios_for(open_metrics: list[str], faults: list[str]) -> list[str]:
-    """The scenarios whose runs feed the open questions: a fault's for its recovery, clean for cost, and for
-    the first-attempt figures any of them (clean where nothing else runs)."""
+    """The scenarios whose runs feed the open questions, the most useful first: a fault's for its recovery (its
+    runs give every first-attempt figure too), clean for cost, contention for the hand-over; clean for the
+    first-attempt figures where nothing else runs."""
     out: list[str] = []
     for m in open_metrics:
         base, _, scen = m.partition(":")
         if base == "recovery_free_s" and scen in faults and scen not in out:
             out.append(scen)
-        elif base == "cost_per_step_usd" and "clean" not in out:
-            out.append("clean")
-        elif (base == "handover_s" or scen == "contention") and "contention" not in out:
-            out.append("contention")
+    if any(m == "cost_per_step_usd" for m in open_metrics):
+        out.append("clean")
+    if any(m.startswith("handover_s") or m.endswith(":contention") for m in open_metrics):
+        out.append("contention")
     if not out and open_metrics:
         out.append("clean")
     return out
@@ -142,11 +143,16 @@ def extend(args, cfg, out, family: list[str], budget_s: float, started: float,
         if not open_:
             des.stopped = "every question of the family decided"
             break
-        scen = scenarios_for(open_, faults)
+        wanted = scenarios_for(open_, faults)
         plats = [p for p in STAGE_PLATFORMS if p in cfg.platforms]
-        one = round_seconds(results, scen, plats)
         left = budget_s - (clock() - started) - STAGE_OVERHEAD_S
-        rounds = min(STAGE_ROUNDS, int(left // one)) if one > 0 else 0
+        # every scenario an open question needs, or, where that does not fit, the most useful ones that do
+        for n in range(len(wanted), 0, -1):
+            scen = wanted[:n]
+            one = round_seconds(results, scen, plats)
+            rounds = min(STAGE_ROUNDS, int(left // one)) if one > 0 else 0
+            if rounds > 0:
+                break
         if rounds <= 0:
             des.stopped = (f"the budget ({budget_s / 60:g} min): {max(left, 0) / 60:.1f} min left, a round of "
                            f"{', '.join(scen)} takes about {one / 60:.1f} min")

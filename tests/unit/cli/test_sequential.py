@@ -58,8 +58,9 @@ def test_a_budget_that_is_no_duration_is_refused(text):
 def test_the_open_questions_name_the_scenarios_a_stage_runs():
     assert seq.scenarios_for(["recovery_free_s:kill_rank", "startup_s"], ["kill_rank"]) == ["kill_rank"]
     assert seq.scenarios_for(["startup_s", "first_log_s"], ["kill_rank"]) == ["clean"]
-    assert seq.scenarios_for(["cost_per_step_usd", "recovery_free_s:kill_rank"], ["kill_rank"]) == ["clean",
-                                                                                                     "kill_rank"]
+    # a fault's runs first: they feed its recovery and every first-attempt figure
+    assert seq.scenarios_for(["cost_per_step_usd", "recovery_free_s:kill_rank"], ["kill_rank"]) == ["kill_rank",
+                                                                                                     "clean"]
     assert seq.scenarios_for(["handover_s"], []) == ["contention"]
 
 
@@ -167,3 +168,33 @@ def test_poc_run_with_a_budget_runs_the_plan_then_stops_when_no_stage_fits(capsy
     assert des is not None and des.budget_s == 1.0 and des.stopped.startswith("the budget (0.0166667 min)")
     assert set(des.family) >= {"startup_s", "queue_s"} and all(v["verdict"] == "open" for v in des.final.values())
     assert "design: stopped (the budget" in err and f"next: poc report {tmp_path}" in err
+
+
+def test_where_every_scenario_does_not_fit_the_most_useful_one_still_runs(tmp_path):
+    """Open: kill_rank's recovery and cost. A round of both on both platforms (4 runs) no longer fits; a round of
+    kill_rank alone (2 runs) does: the stage runs kill_rank, whose runs feed the most questions."""
+    from harness.config import Fault
+    from harness.scenarios import plan
+
+    cfg, args = _base(tmp_path)
+    cfg.faults = [Fault(kind="kill_rank", at_step=15, rank=1)]
+    clock, out = _Clock(), _Out()
+
+    def run_stage(a, c, o):
+        d = tmp_path / c.campaign
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / "runs.jsonl", "a") as fh:
+            for plat in c.platforms:
+                for i, p in enumerate(plan(c, plat)):
+                    t0 = clock.t
+                    clock.t += 60.0
+                    fh.write(json.dumps({"schema": 1, "run_id": p.run_id, "campaign": c.campaign, "platform": plat,
+                                         "scenario": p.scenario, "status": "ok", "order": {"round": i},
+                                         "started_at": t0, "finished_at": clock.t, "environment": {},
+                                         "metrics": {}}) + "\n")
+        return 0
+    run_stage(args, cfg, out)   # 12 runs of 60 s
+    seq.extend(args, cfg, out, ["recovery_free_s:kill_rank", "cost_per_step_usd"], 720 + 40 + 150, 0.0, run_stage,
+               clock=clock)
+    des = designmod.read(str(tmp_path))
+    assert des.stages[1]["scenarios"] == ["kill_rank"] and des.stages[1]["rounds"] == 1
