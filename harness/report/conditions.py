@@ -312,6 +312,24 @@ def noted_load(results_dir: str) -> dict[str, dict]:
     return out
 
 
+def campaign_notes(results_dir: str) -> list[str]:
+    """What the campaign's maker wrote beside it for the opening (campaign.json "notes": a list of texts), e.g.
+    which earlier verdicts a new campaign changes and why."""
+    out: list[str] = []
+    try:
+        files = runs_files(results_dir)
+    except StoreError:
+        return out
+    for f in files:
+        try:
+            meta = json.loads((f.parent / "campaign.json").read_text())
+        except (OSError, ValueError):
+            continue
+        notes = meta.get("notes") if isinstance(meta, dict) else None
+        out += [str(n) for n in notes if isinstance(n, str) and n.strip()] if isinstance(notes, list) else []
+    return out
+
+
 def busy_runs(table: RunTable) -> np.ndarray:
     per_cpu = table.host_load1_max / table.host_cpus
     with np.errstate(invalid="ignore"):

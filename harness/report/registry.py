@@ -137,7 +137,9 @@ def settings_blocks(label: str, settings: dict) -> list[Block]:
 
 
 def _bottom_line(ctx: ReportContext) -> list[Block]:
-    return bottom_line.section(ctx.decision_rows, ctx.table, ctx.groups, ctx.comparisons, ctx.host, ctx.design)[1]
+    blocks = bottom_line.section(ctx.decision_rows, ctx.table, ctx.groups, ctx.comparisons, ctx.host, ctx.design)[1]
+    notes = [("p", f"Noted with the campaign: {n}") for n in ctx.notes]
+    return blocks[:1] + notes + blocks[1:] if notes else blocks
 
 
 def _decision(ctx: ReportContext) -> list[Block]:

@@ -56,6 +56,7 @@ class ReportContext:
     replays: list[Path]                      # [] unless it holds replays of job traces (<campaign>/scale/*/)
     host: condmod.HostState | None = None    # the host's load over every training run (conditions.py)
     design: designmod.Design | None = None   # the sequential design that made the campaign, if one did
+    notes: tuple[str, ...] = ()              # what its maker wrote beside it for the opening (campaign.json)
 
 
 def always(ctx: ReportContext) -> bool:
@@ -102,4 +103,4 @@ def gather(results_dir: str, out: Path) -> ReportContext:
     if probes:
         charts["errors"] = chartdec.time_to_error(probes, charts_dir / "errors.png")
     return ReportContext(results_dir, charts_dir, table, gs, summ, comps, charts, drill_runs, serve_runs, at_defaults,
-                         rows, probes, replays, host, design)
+                         rows, probes, replays, host, design, tuple(condmod.campaign_notes(results_dir)))

@@ -74,3 +74,23 @@ def test_an_operators_note_stands_in_for_runs_that_predate_sampling(tmp_path):
     (tmp_path / "c" / "runs.jsonl").write_text("")
     (tmp_path / "c" / "campaign.json").write_text(json.dumps({"campaign": "c"}))
     assert cond.noted_load(str(tmp_path)) == {}
+
+
+def test_the_campaigns_own_notes_open_the_report(tmp_path):
+    """A regenerated campaign's maker says which earlier verdicts it changes and why (campaign.json "notes"): the
+    opening shows it right after its first sentence."""
+    from support.report_rows import section
+
+    from harness.report.document import build
+
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "runs.jsonl").write_text(json.dumps({"schema": 1, "run_id": "r", "campaign": "c", "platform": "slurm",
+                                              "status": "ok", "metrics": {"startup_s": {"value": 1.0}}}) + "\n")
+    (d / "campaign.json").write_text(json.dumps({"campaign": "c", "notes": [
+        "Startup: 2026-12-03 found Slurm ahead ×1.15; 2026-12-05 (load 12) called it equivalent; here ..."]}))
+    assert cond.campaign_notes(str(tmp_path)) == [
+        "Startup: 2026-12-03 found Slurm ahead ×1.15; 2026-12-05 (load 12) called it equivalent; here ..."]
+    opening = section(build(str(tmp_path), str(tmp_path / "rep"))["report.md"].read_text(), "Bottom line")
+    assert opening.split("\n\n")[2] == ("Noted with the campaign: Startup: 2026-12-03 found Slurm ahead ×1.15; "
+                                        "2026-12-05 (load 12) called it equivalent; here ...")
