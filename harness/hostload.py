@@ -8,13 +8,13 @@ that cannot say how busy its host was cannot be weighed, so every run records (`
   during           the 1-min load average sampled every ``interval_s`` while it ran (median, highest);
   cpu              the host's CPU time over the run from /proc/stat: the share busy, stolen by the
                    hypervisor (steal: the VM waited for a physical CPU) and waiting on I/O;
-  groups_cpu_s     that CPU time by who used it: the harness (this process and its children), the
-                   clusters (anything in a container's cgroup, and the lab's daemons by name: dockerd,
-                   containerd, kube-*, etcd, slurm*, ...), other (everything else: what a quiet machine
-                   would not run), and what no look could place (unattributed). A process that lived and
-                   ended between two looks is placed with the parent that reaped it: the kernel adds its
-                   time to the parent's cutime/cstime, and what was already counted for a child seen alive
-                   is taken off that, so nothing counts twice;
+  groups_cpu_s     that CPU time by who used it: the harness (this process and the calls it made: their time is
+                   its cutime/cstime), the clusters (the processes seen in a container's cgroup, and the lab's
+                   daemons by name: dockerd, containerd, kube-*, etcd, slurm*, ...) and other: the rest of the
+                   host's busy time (what a quiet machine would not run, and what lived and ended between two
+                   looks), never more than the host ran; other_seen is the part of it seen as processes.
+                   Reaped children's time is not added to other parents: an orphan's whole life, its time
+                   before the run included, lands in whatever reaps it (an init, a container's docker-init);
   busiest          the processes that used the most CPU over the run, by name, with their group.
 
 Linux only (/proc); elsewhere the record says ``{"unavailable": why}``. Pure reading: nothing here
@@ -157,8 +157,7 @@ class Sampler:
             self._take(self.read())
         except (OSError, ValueError, IndexError):
             pass   # the last thread's look stands in for the end
-        last = self._last or self._first
-        return summarize(self._first, last, self._loads, self._seen, self._final, set(last.procs),
+        return summarize(self._first, self._last or self._first, self._loads, self._seen, self._final, self.own_pid,
                          self.group_of, self.cpus, self.ticks_per_s, self.interval_s)
 
     def group_of(self, pid: int) -> str:
@@ -179,24 +178,18 @@ def _load(s: Snapshot) -> dict:
     return {"t": round(s.t, 3), "load1": s.load[0], "load5": s.load[1], "load15": s.load[2]}
 
 
-def used_ticks(seen: dict, final: dict, alive: set[int]) -> dict[int, int]:
-    """Per pid, the CPU ticks the run saw it and its reaped children use: its own time since its first look, and
-    the time its children that ended during the run used (the kernel's cutime/cstime of it), less what was
-    already counted for a child seen alive before it ended (its own and its pre-run time: in the parent's
-    figure too)."""
-    own = {pid: final[pid][0] - f_own for pid, (_, _, f_own, _) in seen.items() if pid in final}
-    out = dict(own)
-    counted: dict[int, int] = {}
-    for pid, (_, ppid, _, _) in seen.items():
-        if pid not in alive and pid in final:   # ended during the run: its parent's cutime holds all of it,
-            counted[ppid] = counted.get(ppid, 0) + sum(final[pid])   # what was counted for it and its time before
-    for pid, (_, _, _, f_reaped) in seen.items():
-        if pid in final:
-            out[pid] += max(0, final[pid][1] - f_reaped - counted.get(pid, 0))
+def used_ticks(seen: dict, final: dict, own_pid: int) -> dict[int, int]:
+    """Per pid, the CPU ticks it used while the run was looked at: its own time since its first look; for the
+    harness's own process also its children's that ended (its cutime/cstime: it waits for each call it makes).
+    Other processes' reaped children are not added: an orphan's whole life, its time before the run included,
+    lands in whatever reaps it (an init, a container's docker-init), so the kernel's sum would count twice."""
+    out = {pid: final[pid][0] - f_own for pid, (_, _, f_own, _) in seen.items() if pid in final}
+    if own_pid in seen and own_pid in final:
+        out[own_pid] += max(0, final[own_pid][1] - seen[own_pid][3])
     return out
 
 
-def summarize(first: Snapshot, last: Snapshot, loads: list[float], seen: dict, final: dict, alive: set[int],
+def summarize(first: Snapshot, last: Snapshot, loads: list[float], seen: dict, final: dict, own_pid: int,
               group_of: Callable[[int], str], cpus: int, ticks_per_s: int, interval_s: float) -> dict:
     total = {k: last.cpu.get(k, 0) - first.cpu.get(k, 0) for k in _CPU_FIELDS}
     all_ticks = sum(total.values())
@@ -207,7 +200,7 @@ def summarize(first: Snapshot, last: Snapshot, loads: list[float], seen: dict, f
 
     by_group: dict[str, float] = {"harness": 0.0, "clusters": 0.0, "other": 0.0}
     by_name: dict[tuple[str, str], list[float]] = {}
-    ticks = used_ticks(seen, final, alive)
+    ticks = used_ticks(seen, final, own_pid)
     for pid, (name, _, _, _) in seen.items():
         used = ticks.get(pid, 0) / ticks_per_s
         if used <= 0:
@@ -217,8 +210,11 @@ def summarize(first: Snapshot, last: Snapshot, loads: list[float], seen: dict, f
         entry = by_name.setdefault((name, group), [0.0, 0])
         entry[0] += used
         entry[1] += 1
-    attributed = sum(by_group.values())
     host_s = busy_ticks / ticks_per_s
+    # everything the host ran that is neither the harness's nor the clusters' seen processes: other processes,
+    # and what lived and ended between two looks (an agent's short test processes; a few of the lab's own too)
+    seen_other = by_group["other"]
+    by_group["other"] = max(host_s - by_group["harness"] - by_group["clusters"], 0.0)
     wall = max(last.t - first.t, 0.0)
     busiest = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:TOP]
     return {
@@ -228,7 +224,6 @@ def summarize(first: Snapshot, last: Snapshot, loads: list[float], seen: dict, f
                    "load1_max": max(loads) if loads else None},
         "cpu": {"wall_s": round(wall, 3), "busy_share": share(busy_ticks), "steal_share": share(total["steal"]),
                 "iowait_share": share(total["iowait"])},
-        "groups_cpu_s": {**{k: round(v, 2) for k, v in by_group.items()},
-                         "unattributed": round(max(host_s - attributed, 0.0), 2)},
+        "groups_cpu_s": {**{k: round(v, 2) for k, v in by_group.items()}, "other_seen": round(seen_other, 2)},
         "busiest": [{"name": n, "group": g, "cpu_s": round(v[0], 2), "processes": v[1]} for (n, g), v in busiest],
     }
