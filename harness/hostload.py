@@ -40,7 +40,8 @@ LAB_NAMES = ("dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v
              "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "etcd",
              "coredns", "jobset", "kueue", "kwok", "slurmctld", "slurmd", "slurmdbd", "slurmrestd",
              "slurmstepd", "munged", "mariadbd", "sshd")
-CONTAINER_CGROUP = ("/docker/", "/docker-", "kubepods", "/containerd/", "/libpod", "/lxc/")
+# a container's cgroup, or the native cluster's own (clusters/k8s/host.py CGROUP_PARENT: its daemons and pods)
+CONTAINER_CGROUP = ("/docker/", "/docker-", "kubepods", "/containerd/", "/libpod", "/lxc/", "/poc-native-k8s/")
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
@@ -112,6 +113,7 @@ class Sampler:
     # born after the run's first look)
     _seen: dict[int, tuple[str, int, int, int]] = field(default_factory=dict)
     _final: dict[int, tuple[int, int]] = field(default_factory=dict)   # pid -> (own, children's) at its last look
+    _group: dict[int, str] = field(default_factory=dict)   # pid -> its group, decided when first seen (alive)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _problem: str | None = None
@@ -141,6 +143,9 @@ class Sampler:
                 first = s is self._first
                 self._seen[pid] = (name, ppid, ticks if first else 0, reaped if first else 0)
             self._final[pid] = (ticks, reaped)
+        for pid in s.procs:   # while it is alive: its cgroup file goes with it (a pod's rank ends before the stop)
+            if pid not in self._group:
+                self._group[pid] = self.classify(pid)
         self._last = s
 
     def close(self) -> None:
@@ -161,6 +166,10 @@ class Sampler:
                          self.group_of, self.cpus, self.ticks_per_s, self.interval_s)
 
     def group_of(self, pid: int) -> str:
+        """The group decided when the process was first seen (classify), or now for one never classified."""
+        return self._group.get(pid) or self.classify(pid)
+
+    def classify(self, pid: int) -> str:
         """harness (this process or a descendant), clusters (a container's process or a lab daemon), other."""
         chain, p = 0, pid
         while p > 1 and chain < 64:   # the harness's children: ssh, docker and kubectl calls it made

@@ -128,3 +128,26 @@ def test_a_record_from_before_host_load_reads_and_writes_back_as_it_was():
     assert rec.host_load is None and rec.to_json() == line
     rec.host_load = {"version": 1}
     assert rec.to_json()["host_load"] == {"version": 1}
+
+
+def test_a_process_is_placed_when_first_seen_alive_not_after_it_ended(tmp_path):
+    """A pod's rank ends before the run's last look, and its cgroup file with it: placed when first seen, it
+    counts for the clusters, not for 'other'."""
+    host, pod = "0::/", "4:cpu:/poc-native-k8s/poc-n1/kubepods/besteffort/pod1/abc"
+    first = _proc(tmp_path / "a", (1.0, 1.0, 1.0), _cpu(0, 1000), {
+        100: ("poc", 1, 0, host), 300: ("pt_elastic", 290, 0, pod)})
+    mid = _proc(tmp_path / "m", (1.0, 1.0, 1.0), _cpu(300, 1050), {
+        100: ("poc", 1, 0, host), 300: ("pt_elastic", 290, 250, pod)})
+    last = _proc(tmp_path / "b", (1.0, 1.0, 1.0), _cpu(400, 1100), {100: ("poc", 1, 0, host)})
+    live = {"tree": first}
+    looks = iter([first, mid, last])
+
+    def read():
+        live["tree"] = next(looks)
+        return hostload.snapshot(live["tree"])
+    s = hostload.Sampler(interval_s=3600, read=read, container=lambda pid: hostload.in_container(pid, live["tree"]),
+                         own_pid=100, cpus=2, ticks_per_s=100).start()
+    s._take(s.read())   # the look in the middle, as the sampling thread takes it
+    out = s.stop()
+    assert out["groups_cpu_s"]["clusters"] == 2.5
+    assert {b["name"]: b["group"] for b in out["busiest"]} == {"pt_elastic": "clusters"}
