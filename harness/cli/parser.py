@@ -137,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     _platform(sm, "default: local, slurm, k8s")
     sm.add_argument("--campaign", help="campaign name (default: smoke-poc)")
     sm.add_argument("--repetitions", type=int,
-                    help="clean runs per platform (default: 6, the fewest pairs a within-round verdict needs; "
-                         "see harness/smoke.py)")
+                    help="clean runs per platform (default: 6, 5 with --design sequential; a within-round verdict "
+                         "needs more under Holm's correction: `poc smoke` says how many before it runs)")
     sm.add_argument("--no-clusters", action="store_true",
                     help="do not start the local clusters (use what the config points at)")
     sm.add_argument("--design", choices=["fixed", "sequential"], default="fixed",
