@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from . import events as evmod
-from . import evidence, footprint, provenance, redact, run_record
+from . import evidence, footprint, hostload, provenance, redact, run_record
 from . import metrics as metmod
 from .afterrun import audit_run, calls_by_phase, cleanup_run
 from .backends.base import Backend, Collected, Handle, Observation
@@ -60,6 +60,7 @@ class _Run:
     interrupted: bool = False
     refusal_cancelled: bool = False
     cancel_calls: dict = field(default_factory=dict)
+    host: hostload.Sampler | None = None   # the host's load, looked at from before render until the record
 
     def journal(self, h: Handle) -> None:
         self.ctx.store.mark_inflight(h.to_json())
@@ -80,15 +81,21 @@ class _Run:
         self.times.update(self.collected.times)
 
 
-def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
+HostSampler = Callable[[], hostload.Sampler]
+
+
+def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None,
+            host_sampler: HostSampler = hostload.Sampler) -> dict:
     """Run one job end to end and return its record as stored (already appended to the store). The stages
-    are the same for every run; the scenario (harness/scenarios.py) adds what its run does at each."""
+    are the same for every run; the scenario (harness/scenarios.py) adds what its run does at each.
+    host_sampler: what looks at the host's load around the run (harness/hostload.py)."""
+    host = host_sampler().start()
     stages = Stages(clock=ctx.clock, calls=ctx.backend.call_counts)
     usage0 = provenance.own_usage()
     record = run_record.start(ctx.cfg, spec.platform, spec.run_id, spec.scenario, ctx.clock(), stages.items)
     if order is not None:
         record.order = order
-    run = _Run(ctx, spec, scenario_class(spec.scenario)(ctx, spec), stages, record)
+    run = _Run(ctx, spec, scenario_class(spec.scenario)(ctx, spec), stages, record, host=host)
     try:
         _stages(run)
         record.status = "ok"
@@ -98,7 +105,10 @@ def execute(ctx: RunContext, spec: JobSpec, order: dict | None = None) -> dict:
         run.interrupted = run_record.fail(record, "between stages", exc)
     finally:
         _cancel(run)
-    stored = _write(run, usage0)
+    try:
+        stored = _write(run, usage0)
+    finally:
+        host.close()
     if run.interrupted:
         raise KeyboardInterrupt
     return stored
@@ -261,6 +271,8 @@ def _write(run: _Run, usage0: dict) -> dict:
     usage1 = provenance.own_usage()
     # The harness's own footprint while it watched this run (benchmarks/observation_latency.py prints it).
     record.harness_usage = {"cpu_s": round(usage1["cpu_s"] - usage0["cpu_s"], 3), "max_rss_mb": usage1["max_rss_mb"]}
+    if run.host is not None:
+        record.host_load = run.host.stop()
     run.scenario.record_fields(record)
     stamps = run.stamps
     if stamps is None and raw:
@@ -308,7 +320,8 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
              progress: Progress = _noop, on_record: Callable[[dict], None] = _noop, poll_s: float | None = None,
              clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
              stamps_fn: Callable[[str, dict], dict] = evidence.stamps,
-             make_own_backend: Callable[[str, Config], Backend] | None = None) -> list[dict]:
+             make_own_backend: Callable[[str, Config], Backend] | None = None,
+             host_sampler: HostSampler = hostload.Sampler) -> list[dict]:
     """Run every planned run not yet done, in the configured order (harness/order.py); return the
     records written now. Every platform's backend stays open for the whole campaign, since runs
     of different platforms alternate. A scenario that makes its own record (scenarios.runner) gets
@@ -354,7 +367,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 continue
             spec = replace(job_spec(cfg, slot.platform, slot.planned), owner=store.owner_id,
                            owner_key=store.owner_key)
-            emit(execute(ctx, spec, order=slot.to_json(cfg.seed, cfg.order)))
+            emit(execute(ctx, spec, order=slot.to_json(cfg.seed, cfg.order), host_sampler=host_sampler))
     finally:
         try:
             for ctx in contexts.values():

@@ -85,6 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an upgrade drill on each scheduler platform (repeatable; overrides drills.kinds)")
     r.add_argument("--serve", action="store_true",
                    help="add the serving scenario on each scheduler platform (overrides serve.enabled)")
+    r.add_argument("--strict-design", action="store_true",
+                   help="refuse a plan that cannot decide a primary question (too few rounds for the exact test to "
+                        "pass Holm's threshold), instead of warning")
+    r.add_argument("--design", choices=["fixed", "sequential"], default="fixed",
+                   help="sequential: after the config's plan, add rounds of Kubernetes and Slurm for the questions "
+                        "still open, decided by anytime-valid e-values, within --budget (docs/method.md)")
+    r.add_argument("--budget", metavar="DURATION",
+                   help="the sequential design's time for the whole campaign (default 45m; implies --design "
+                        "sequential)")
     r.add_argument("--confirm-cluster", metavar="NAME",
                    help="the cluster's name (Slurm ClusterName, the kubeconfig context's cluster): your word that "
                         "it is yours to restart; the local clusters need none")
@@ -128,10 +137,19 @@ def build_parser() -> argparse.ArgumentParser:
     _platform(sm, "default: local, slurm, k8s")
     sm.add_argument("--campaign", help="campaign name (default: smoke-poc)")
     sm.add_argument("--repetitions", type=int,
-                    help="clean runs per platform (default: 6, the fewest pairs a within-round verdict needs; "
-                         "see harness/smoke.py)")
+                    help="clean runs per platform (default: 6, 5 with --design sequential; a within-round verdict "
+                         "needs more under Holm's correction: `poc smoke` says how many before it runs)")
     sm.add_argument("--no-clusters", action="store_true",
                     help="do not start the local clusters (use what the config points at)")
+    sm.add_argument("--design", choices=["fixed", "sequential"], default="fixed",
+                    help="fixed: the plan as it is (warned about where it cannot decide a primary question); "
+                         "sequential: after it, add rounds for the questions still open, decided by anytime-valid "
+                         "e-values, within --budget (docs/method.md)")
+    sm.add_argument("--budget", metavar="DURATION",
+                    help="the sequential design's time for the whole smoke, first stage included (default 45m; "
+                         "implies --design sequential)")
+    sm.add_argument("--strict-design", action="store_true",
+                    help="refuse a fixed plan that cannot decide a primary question, instead of warning")
     sm.set_defaults(func=cmd_smoke)
 
     rd = _sub(sub, "render", "print or write the job as each platform would receive it",

@@ -39,7 +39,24 @@ def cmd_run(args) -> int:
                               tip="set allow_destructive_faults: true (it only touches nodes the run holds), "
                                   "or leave node_loss out of serve.faults")
     cfg.platforms = common.platforms(args, cfg)
-    return run_campaign(args, cfg, Out(args.quiet, args.json))
+    import time
+
+    from . import sequential as seq
+
+    started = time.monotonic()
+    sequential = getattr(args, "design", "fixed") == "sequential" or getattr(args, "budget", None) is not None
+    budget_s = seq.duration(getattr(args, "budget", None) or seq.DEFAULT_BUDGET)
+    if sequential:
+        seq.refuse_other_campaigns(Path(args.results), cfg.campaign, args.resume)
+    # before anything runs: a plan that cannot decide is said so (or refused)
+    questions = seq.check_plan(cfg, strict=args.strict_design, sequential=sequential)
+    out = Out(args.quiet, args.json)
+    rc = run_campaign(args, cfg, out)
+    if sequential:
+        family = [q.metric for q in seq.designmod.family(questions)]
+        rc = max(rc, seq.extend(args, cfg, out, family, budget_s, started, run_campaign))
+        out.info(f"next: poc report {args.results}   (every stage's campaign)")
+    return rc
 
 
 def exit_code(recs: list[dict]) -> int:
@@ -127,21 +144,38 @@ def runs_table(recs: list[dict]) -> str:
 
 
 def cmd_smoke(args) -> int:
+    import time
+
     from ..smoke import SMOKE_CAMPAIGN, ensure_clusters, native_tenant, smoke_config
+    from . import sequential as seq
     from .results_cmds import cmd_report
 
+    started = time.monotonic()
+    budget = getattr(args, "budget", None)
+    sequential = getattr(args, "design", "fixed") == "sequential" or budget is not None
+    budget_s = seq.duration(budget or seq.DEFAULT_BUDGET)
     base = common.load(args)
     plats = common.platforms(args, base) if args.platform else None
-    cfg = smoke_config(base, plats, args.repetitions)
+    reps = args.repetitions if args.repetitions is not None or not sequential else seq.FIRST_STAGE_REPETITIONS
+    cfg = smoke_config(base, plats, reps)
+    if not args.campaign:
+        cfg.campaign = SMOKE_CAMPAIGN
+    if sequential:
+        seq.refuse_other_campaigns(Path(args.results), cfg.campaign, args.resume)
+    questions = seq.check_plan(cfg, strict=getattr(args, "strict_design", False), sequential=sequential)
     out = Out(args.quiet, args.json)
     if not args.no_clusters:
         ensure_clusters(cfg.platforms, out.info)
     if "k8s" in cfg.platforms:   # the probes run as the native cluster's restricted user, once it exists
-        cfg = smoke_config(base, plats, args.repetitions, tenant=native_tenant())
-    if not args.campaign:
-        cfg.campaign = SMOKE_CAMPAIGN
+        cfg = smoke_config(base, plats, reps, tenant=native_tenant())
+        if not args.campaign:
+            cfg.campaign = SMOKE_CAMPAIGN
     args.repetitions = cfg.repetitions
     rc = run_campaign(args, cfg, out)
-    cmd_report(argparse.Namespace(results_dir=str(Path(args.results) / cfg.campaign), out=None,
-                                  quiet=args.quiet, json=False, output=None))
+    where = Path(args.results) / cfg.campaign
+    if sequential:
+        family = [q.metric for q in seq.designmod.family(questions)]
+        rc = max(rc, seq.extend(args, cfg, out, family, budget_s, started, run_campaign))
+        where = Path(args.results)   # the report covers every stage's campaign
+    cmd_report(argparse.Namespace(results_dir=str(where), out=None, quiet=args.quiet, json=False, output=None))
     return rc

@@ -10,7 +10,9 @@ Where each edge comes from, the most precise record first (each Stamp names its 
   Only where an event is missing, that pod's PodScheduled condition (whole s); the source says so.
   The scheduler writes the event after the bind, under load up to a second or more later: where a
   pod's eventTime lies outside its PodScheduled condition's second, that pod's stamp is the hull of
-  both, so it never excludes the pod's own condition (evidence version 2 on: see READER_RULES).
+  both, so it never excludes the pod's own condition (evidence version 2); from version 3 on, the
+  bind lies in the condition's second and no later than the event, so the stamp is the intersection
+  of the two, its point in the middle (see READER_RULES).
 * detected (an attempt that failed): the earliest evidence that the platform noticed: a container
   that exited non-zero (the kubelet's finishedAt), a pod deletion requested (deletionTimestamp minus
   its grace period: delete_pod, an eviction from a lost node), the kubelet's Killing event, a
@@ -39,7 +41,9 @@ FRACTION = re.compile(r"T\d\d:\d\d:\d\d[.,]\d")
 # raw["evidence_version"] (backends/k8s/evidence_raw.py) -> what changed in reading it. Raw records
 # kept before a change are read by the rules of their version, so stored runs re-derive exactly.
 READER_RULES = {1: "allocated: the Scheduled eventTime alone",
-                2: "allocated: the hull of eventTime and the PodScheduled condition where they disagree"}
+                2: "allocated: the hull of eventTime and the PodScheduled condition where they disagree",
+                3: "allocated: where they disagree, the bind's own bounds: the PodScheduled condition's second up to "
+                   "the eventTime (written after the bind), the point in the middle"}
 JOB_FAILED = {"BackoffLimitExceeded", "PodFailurePolicy", "DeadlineExceeded", "FailedIndexes",
               "MaxFailedIndexesExceeded"}
 
@@ -136,6 +140,17 @@ def _hull(event: Stamp, cond: Stamp) -> Stamp:
                  "Scheduled eventTime ∪ PodScheduled condition", max(event.resolution_s, cond.resolution_s))
 
 
+def _within(event: Stamp, cond: Stamp) -> Stamp:
+    """The bind happened inside the condition's second and no later than the event was written: the stamp is
+    that intersection, its point in the middle. An event before the condition's second (clocks that disagree)
+    leaves no intersection: the hull then, as version 2 reads it."""
+    lo, hi = cond.lo, min(cond.hi, event.hi)
+    if hi < lo:
+        return _hull(event, cond)
+    return Stamp((lo + hi) / 2, lo, hi, "PodScheduled condition ∩ up to the Scheduled eventTime",
+                 max(event.resolution_s, cond.resolution_s))
+
+
 def allocated(group: list[dict], expected: int, sched: dict[str, Stamp], version: int = 2) -> Stamp | None:
     per_slot: dict[str, Stamp] = {}
     fallback, hulled = [], []
@@ -147,7 +162,7 @@ def allocated(group: list[dict], expected: int, sched: dict[str, Stamp], version
             if s is not None:
                 fallback.append(_name(p))
         elif version >= 2 and cond is not None and not cond.lo <= s.t <= cond.hi:
-            s = _hull(s, cond)
+            s = _within(s, cond) if version >= 3 else _hull(s, cond)
             hulled.append(f"{_name(p)} ({s.t - cond.lo:+.3f} s from the condition's second)")
         slot = _slot(p)
         if s is not None and (slot not in per_slot or s.t < per_slot[slot].t):

@@ -11,14 +11,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import conditions as condmod
 from . import power
 from .compare import Comparison, matched
 from .decision import A, B, Row
-from .equivalence import EQUIVALENCE_LEVEL, MARGIN
+from .equivalence import EQUIVALENCE_LEVEL, margin_of
 from .sections import PLACEHOLDER_USD_PER_HOUR, fmt, is_placeholder
 from .stats import MIN_N, PLATFORM_LABEL, Groups
 from .table import RunTable
-from .verdicts import p_text
+from .verdicts import floor_of, n_of, p_text, unit_of
 
 TITLE = "Bottom line"
 NEXT = "To settle what is open, run next"
@@ -70,18 +71,19 @@ def next_run(c: Comparison, s: Spread | None, alpha: float = power.ALPHA) -> str
     over = f"over {s.n} {'rounds' if s.paired else 'runs a side'}"
     seen = (f"mean ratio ×{math.exp(s.delta):.2f} {over}, sd of the log-ratio {s.sd:.2f}" if s.logs else
             f"mean difference {fmt(s.delta, c.unit)} {c.unit} {over}, sd {fmt(s.sd, c.unit)} {c.unit}")
+    margin = margin_of(c.metric)
     diff = power.n_difference(s.delta, s.sd, s.paired, alpha=alpha)
-    equiv = power.n_equivalence(s.delta, s.sd, MARGIN, s.paired) if s.logs else None
+    equiv = power.n_equivalence(s.delta, s.sd, margin, s.paired, alpha=alpha) if s.logs else None
     parts = []
     if diff is not None:
         parts.append(f"over {BIG:,} {unit}: a difference that small" if diff > BIG
                      else f"{diff} {unit} to resolve a difference that size")
     if equiv is not None:
-        parts.append(f"{equiv} to show equivalence within ×{MARGIN:g}")
+        parts.append(f"{equiv} to show equivalence within ×{margin:g}")
     text = f"{head} ({seen}): " + (", or ".join(parts) or "no difference seen to resolve")
     if equiv is None:
-        text += (f" (equivalence within ×{MARGIN:g} out of reach at that ratio)" if s.logs
-                 else " (no ratio margin: a value is not positive)")
+        text += (f" (equivalence within ×{margin:g} out of reach at that ratio)" if s.logs
+                 else " (no ratio margin: a value is not above its resolution)")
     return text
 
 
@@ -104,6 +106,10 @@ def _open_why(c: Comparison, named: bool) -> str:
 def _why(c: Comparison) -> str:
     if c.verdict == "resolution":
         return "within the clocks' resolution"
+    if c.verdict == "direction":
+        ratio = f"×{c.effect:.2f}" if math.isfinite(c.effect) else f"×{c.ratio:.2f}" if math.isfinite(c.ratio) else ""
+        return (f"consistent direction {ratio}, undecided at n = {n_of(c)}: needs "
+                f"{max(c.needs, floor_of(c))} {unit_of(c)}").replace("  ", " ")
     if c.verdict == "none":
         return f"×{c.effect:.2f}, Holm p {p_text(c.p_holm)}" if math.isfinite(c.effect) else \
             f"Holm p {p_text(c.p_holm)}"
@@ -125,12 +131,16 @@ def family_size(comps: list[Comparison]) -> int:
     return max(1, sum(c.tested and c.family == "primary" for c in comps))
 
 
-def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Comparison]) -> tuple[list[str], list[str], str]:
-    """(sentences, next-run lines, the power assumption line) for the opening section."""
+def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Comparison],
+               host=None) -> tuple[list[str], list[str], str]:
+    """(sentences, next-run lines, the power assumption line) for the opening section. host: the campaign's
+    host load (conditions.HostState over every run), said first when it was busy or not recorded."""
     wins = [(r, c) for r in rs for c in r.comps if c.better in (A, B)]
-    same = [r.criterion for r in rs if r.comps and all(c.verdict == "equivalent" for c in r.comps)]
+    same = [r.criterion for r in rs if r.comps and all(c.verdict == "equivalent" for c in r.comps if c.tested)
+            and any(c.tested for c in r.comps)]
     open_: list[tuple[Row, Comparison]] = [(r, c) for r in rs for c in r.comps
-                                           if c.verdict in ("none", "few", "resolution")]
+                                           if c.verdict in ("none", "few", "resolution", "direction")]
+    directions = [(r, c) for r, c in open_ if c.verdict == "direction"]
     won = {r.criterion for r, _ in wins}
     flag = placeholder_flag(table)
 
@@ -140,21 +150,32 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
     described = [r.criterion for r in rs if r.measured and not r.comps and not r.tested_apart]
     apart = [(r.criterion, p, text) for r in rs for p, text in r.wins_apart]
     missing = [r.criterion for r in rs if not r.measured]
+    tested = any(c.tested for r in rs for c in r.comps)
     out = []
+    if host is not None and host.state in ("busy", "noted", "unknown"):
+        out.append(("**Busy host**: " if host.flagged else "**Host load**: ") + host.text()
+                   + ("; every verdict below carries the flag, and its spreads and ratios may show the host rather "
+                      "than the platforms." if host.flagged else "."))
+    def unequal(r: Row) -> str:
+        """A verdict on a row whose platforms ran under unequal conditions says so where it is cited."""
+        names = [c.name for c in condmod.unequal(r.conditions)]
+        return f" (under unequal conditions: {', '.join(names)}; see its row)" if names else ""
     if wins:
         for p in (B, A):
             mine = [(r, c) for r, c in wins if c.better == p]
             if mine:
                 out.append(f"{_label(p)} is ahead on "
-                           + "; on ".join(f"{name(r.criterion)}: {_cite(c)}" for r, c in mine) + ".")
-    elif apart:
-        out.append("No criterion tested on the campaign's runs shows a difference beyond its intervals.")
-    elif not any(c.tested for r in rs for c in r.comps):
+                           + "; on ".join(f"{name(r.criterion)}: {_cite(c)}{unequal(r)}" for r, c in mine) + ".")
+    elif directions:
+        out.append("No criterion reached a verdict on the campaign's runs; "
+                   + "; ".join(f"{r.criterion} shows a consistent direction that {n_of(c)} {unit_of(c)} could not "
+                               f"decide (`{c.metric}` {_why(c)})" for r, c in directions) + ".")
+    elif not tested:
         out.append(f"Nothing separates Kubernetes and Slurm in this campaign, and it could not: no criterion has the "
                    f"{MIN_N} runs a side a test needs.")
     else:
         out.append("Nothing separates Kubernetes and Slurm in this campaign: no criterion it tested shows a "
-                   "difference beyond its intervals.")
+                   "difference, and every interval includes 1.")
     for p in (B, A):
         mine = [(crit, text) for crit, q, text in apart if q == p]
         for crit in dict.fromkeys(c for c, _ in mine):
@@ -162,7 +183,9 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
                        "runs): " + "; ".join(t for c, t in mine if c == crit) + ".")
     rest = []
     if same:
-        rest.append(f"equivalent within ×{MARGIN:g} on {', '.join(map(name, same))}")
+        rest.append("equivalent on " + ", ".join(
+            name(k, [f"within ×{c.margin:g}" for c in r.comps if c.verdict == "equivalent"][:1])
+            for r in rs for k in [r.criterion] if k in same))
     undecided: dict[str, list[str]] = {}
     for r, c in open_:
         if r.criterion not in won:
@@ -183,12 +206,32 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
     alpha = power.ALPHA / k
     nxt = [f"{r.criterion}: {next_run(c, spread(table, gs, c), alpha)}" for r, c in open_
            if c.verdict != "resolution"]
-    return out, nxt, power.assumption(MARGIN, alpha, k)
+    return out, nxt, power.assumption(alpha, k)
 
 
-def section(rs: list[Row], table: RunTable, gs: Groups, comps: list[Comparison]) -> tuple[str, list]:
+def design_text(design) -> str:
+    """What a sequential campaign did: its rule, its stages, why it stopped, and what stayed open."""
+    rounds = sum(st.get("rounds", 0) for st in design.stages[1:])
+    open_ = [(k, v) for k, v in design.final.items() if v.get("verdict") == "open"]
+    text = (f"Design: sequential (anytime-valid e-values, e-Bonferroni over {len(design.family)} questions at "
+            f"α {design.alpha:g}: an e-value of {design.threshold:g} decides); {len(design.stages)} stage(s), "
+            f"{rounds} round(s) added after the first; stopped: {design.stopped or 'not recorded'}.")
+    def said(k: str, v: dict) -> str:
+        eq = v.get("e_equivalence")
+        return (f"`{k}` (e-value {v.get('e_difference', math.nan):.3g} against no difference"
+                + (f", {eq:.3g} against not equivalent" if isinstance(eq, float) and math.isfinite(eq) else "")
+                + f" after {v.get('rounds')} rounds)")
+    if open_:
+        text += " Still open: " + "; ".join(said(k, v) for k, v in open_) + "."
+    return text
+
+
+def section(rs: list[Row], table: RunTable, gs: Groups, comps: list[Comparison], host=None,
+            design=None) -> tuple[str, list]:
     """The opening section's blocks: the sentences, the next runs as a list, the assumption in one line."""
-    says, nxt, assumed = paragraphs(rs, table, gs, comps)
+    says, nxt, assumed = paragraphs(rs, table, gs, comps, host)
+    if design is not None and design.family:
+        says.insert(1 if host is not None and host.state in ("busy", "noted", "unknown") else 0, design_text(design))
     blocks: list = [("p", s) for s in says]
     if nxt:
         blocks += [("p", f"{NEXT} (per platform):"), ("ul", nxt), ("small", assumed)]

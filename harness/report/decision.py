@@ -1,9 +1,13 @@
 """The decision summary that opens the report: one row per criterion of the POC, Kubernetes against Slurm,
 and a short reading generated from those rows.
 
-Every verdict here is one the comparisons already drew (compare.py, Holm-adjusted rank-sum tests with
+Every verdict here is one the comparisons already drew (compare.py, Holm-adjusted exact tests with
 bootstrap intervals); this module adds none. What has no test (one probe per mistake, counts of audit
-answers) is labelled descriptive, and a criterion without data says "not measured".
+answers) is labelled descriptive, and a criterion without data says "not measured". Each row opens with
+its conditions ledger (conditions.py): what differed between the platforms' runs first, then the settings
+that govern the figure, then the host's load while its runs ran; a verdict from runs on a busy host
+carries that flag. Recovery is judged on its setting-free part, its ratio at the site's settings shown
+beside it with the share those settings set, and its projection to each platform's defaults.
 """
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import audit as auditmod
-from . import bounds, defaults, replay_verdict
+from . import conditions as condmod
+from . import defaults, drills_outage, replay_verdict
 from . import drills as drillmod
 from . import serving as servemod
 from . import ux as uxmod
@@ -22,14 +27,15 @@ from .compare import Comparison, verdict_metrics
 from .sections import PLACEHOLDER_USD_PER_HOUR, fmt, headline_cell, is_placeholder, ratio_cell, transport_text
 from .stats import MIN_N, PLATFORM_LABEL, Groups, SummaryRow, base_metric
 from .table import RunTable
-from .verdicts import effect_text, equivalence_text, p_text, test_text
+from .verdicts import direction_text, effect_text, equivalence_text, p_text, test_text
 
 A, B = "k8s", "slurm"   # the pair the POC decides between: ratios are Kubernetes / Slurm
 E2E = "submit → first step"   # queue and startup together: the edge between them differs per platform
 SCALE = "queue at scale"   # replays of a job trace at the cluster's size, on emulated nodes
 BW = "all-reduce bus bandwidth"   # over whatever backend and transport the runs recorded (gloo/TCP, NCCL/IB...)
-HEADER = ["criterion", "evidence (median ± resolution [p05–p95] (n))", "Kubernetes / Slurm (95% CI)",
-          "settings that bound it (as the runs recorded them)", "ahead"]
+HEADER = ["criterion", "conditions (what differed first; the settings that govern it, as the runs recorded them; "
+          "the host's load)", "evidence (median ± resolution [p05–p95] (n))", "Kubernetes / Slurm (95% CI)", "ahead"]
+BUSY_FLAG = "⚠ busy host: "   # before a verdict drawn from runs on a busy host
 
 
 @dataclass
@@ -40,7 +46,11 @@ class Row:
     parts: list[tuple[str, str, list[str]]] = field(default_factory=list)   # (evidence, ratio, verdicts) per line
     comps: list[Comparison] = field(default_factory=list)   # the comparisons behind it, for the reading and chart
     measured: bool = False
-    settings: str = "–"
+    settings: str = "–"    # the ledger's cell: unequal conditions first, the settings, the host's load
+    conditions: list = field(default_factory=list)    # conditions.Condition, side by side
+    host: condmod.HostState | None = None              # over the row's runs
+    hosts: dict = field(default_factory=dict)          # platform -> condmod.HostState over its runs of the row
+    runs: list[int] = field(default_factory=list)      # the table rows of the row's comparisons
     # verdicts drawn apart from the campaign's runs (queue at scale: across replays, their own Holm family):
     # whether any was tested, and (platform ahead, what and where) for each that found one
     tested_apart: bool = False
@@ -66,11 +76,21 @@ class Row:
         return [a for _, _, aheads in self.parts for a in aheads]
 
     def cells(self) -> list[list[str]]:
-        """Table lines: the criterion and its settings on the first, the other lines under it."""
+        """Table lines: the criterion and its conditions on the first, the other lines under it. A verdict drawn
+        from runs on a busy host carries the flag."""
         if not self.measured:
-            return [[self.criterion, "not measured", "–", "–", "not measured"]]
-        return [[self.criterion if i == 0 else "", ev, ratio, self.settings if i == 0 else "", "; ".join(ah) or "–"]
+            return [[self.criterion, "–", "not measured", "–", "not measured"]]
+        flag = BUSY_FLAG if self.host is not None and self.host.flagged else ""
+        return [[self.criterion if i == 0 else "", self.settings if i == 0 else "", ev, ratio,
+                 "; ".join(flag + a if flag and _is_verdict(a) else a for a in ah) or "–"]
                 for i, (ev, ratio, ah) in enumerate(self.parts)]
+
+
+VERDICT_WORDS = ("ahead (", "equivalent within", "consistent direction", "no clear difference")
+
+
+def _is_verdict(text: str) -> bool:
+    return any(w in text for w in VERDICT_WORDS)
 
 
 def _label(p: str) -> str:
@@ -83,6 +103,7 @@ def ahead_text(c: Comparison) -> str:
         return f"{_label(c.better)} ahead ({effect_text(c)}; {tested})"
     return {"resolution": "no clear difference (below the measurement resolution)",
             "equivalent": f"{equivalence_text(c)} ({tested})",
+            "direction": f"{direction_text(c)} ({tested}); {equivalence_text(c)}",
             "none": f"no clear difference ({tested}); {equivalence_text(c)}",
             "few": f"no verdict: n {c.n_num}/{c.n_den}, below {MIN_N} a side",
             "descriptive": "no verdict (shown, not tested)",
@@ -186,7 +207,17 @@ def drill_text(d) -> str:
     sub = d.metrics.get("upgrade_submit_refused_s") or {}
     hi = sub.get("hi")
     bounds = f" [{fmt(sub.get('lo'))}–{'open' if hi is None else fmt(hi)}]" if sub.get("lo") is not None else ""
-    parts.append(f"submissions refused {fmt(d.value('upgrade_submit_refused_s'))} s{bounds}")
+    split = drills_outage.split(d.evidence, "submit") if d.evidence else None
+    if split and split["stopping"] >= 0.01:
+        # the platform's own part first: the harness's wait while it stopped a component is its choice, not
+        # the platform's (report/drills_outage.py)
+        own = split["starting"] + split["after"]
+        parts.append(f"submissions refused {fmt(own)} s by the platform (starting again until healthy"
+                     + (f", {fmt(split['after'])} s after" if split["after"] >= 0.01 else "")
+                     + f") + {fmt(split['stopping'])} s while the harness stopped a component (its own wait) = "
+                     f"{fmt(d.value('upgrade_submit_refused_s'))} s{bounds}")
+    else:
+        parts.append(f"submissions refused {fmt(d.value('upgrade_submit_refused_s'))} s{bounds}")
     parts.append(f"status refused {fmt(d.value('upgrade_status_refused_s'))} s")
     slow = d.value("upgrade_submit_slowest_s")
     if slow is not None and slow >= 1:   # a Slurm client waiting for slurmctld: a wait, not a refusal
@@ -236,18 +267,50 @@ def _scale_row(row: Row, replays: list) -> None:
     parts, row.tested_apart, row.wins_apart = replay_verdict.decision(replays)
     for ev, ratio, ahead in parts:
         row.add(ev, ratio, ahead)
-    if row.measured:
-        row.settings = "emulated nodes (KWOK; slurmd --enable-multiple-slurmd): each replay's report names its settings"
+
+
+def _recovery_row(row: Row, gs: Groups, summ: dict, comps: dict, at_defaults: list | None) -> None:
+    """Per fault: the ratio at these runs' settings (attributed: the share those settings set), the verdict on
+    the setting-free part (recovery_free_s), and the projection to each platform's defaults."""
+    by = {(s.platform, s.fault): s for s in at_defaults or []}
+    faults = sorted({k.partition(":")[2] for p, k in gs if p in (A, B) and base_metric(k) in ("recovery_s",
+                                                                                               "recovery_free_s")})
+    for fault in faults:
+        site, free = f"recovery_s:{fault}", f"recovery_free_s:{fault}"
+        shares = "; ".join(f"{_label(p)} {defaults.share_text(by[(p, fault)])}" for p in (B, A) if (p, fault) in by)
+        before, asked = len(row.parts), len(row.comps)
+        _metric_rows(row, [site], summ, comps)
+        del row.comps[asked:]   # shown, attributed, not a question: it would be the settings' answer
+        if len(row.parts) > before:
+            ev, ratio, _ = row.parts[before]
+            row.parts[before] = (f"{ev} — at these runs' settings", ratio,
+                                 ["not a verdict on the platforms: the settings' share of each figure"
+                                  + (f": {shares}" if shares else " was not recorded")])
+        _metric_rows(row, [free], summ, comps)
+        if (B, fault) in by and (A, fault) in by:
+            ks, ss = by[(A, fault)], by[(B, fault)]
+            centre = lambda s: s.measured if s.at_defaults or not s.terms else s.projected   # noqa: E731
+            ratio = f"×{centre(ks) / centre(ss):.2f}" if centre(ss) else "–"
+            row.add(f"`recovery_s:{fault}` at each platform's defaults: " + ", ".join(
+                f"{_label(p)} {defaults._at_defaults(by[(p, fault)])}" for p in (B, A)), ratio,
+                "projected from these runs' phases, not measured" if not (ks.at_defaults and ss.at_defaults)
+                else "measured at the defaults")
+
+
+def _host_runs(gs: Groups, keys: list[str]) -> list[int]:
+    return sorted({int(r) for p in (A, B) for k in keys if (p, k) in gs for r in gs[(p, k)].runs.tolist()})
 
 
 def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Comparison],
          drills: list | None = None, serves: list | None = None,
-         at_defaults: list | None = None, replays: list | None = None) -> list[Row]:
+         at_defaults: list | None = None, replays: list | None = None,
+         facts: dict | None = None, noted: dict | None = None) -> list[Row]:
     """drills: the campaign's drill runs (report/drills.py load), for the upgrades row; None leaves that row
     to the upgrade_* figures alone. serves: the serve runs (report/serving.py load), likewise for inference.
     at_defaults: recovery per platform and fault at each platform's defaults (report/defaults.py summarize),
-    named beside the recovery row's settings. replays: the campaign's replay directories (replay/store.py
-    replay_dirs), for the queue-at-scale row."""
+    for the recovery row's attribution and projection. replays: the campaign's replay directories
+    (replay/store.py replay_dirs), for the queue-at-scale row. facts: each platform's caps
+    (conditions.platform_facts); noted: operators' notes of the host load (conditions.noted_load)."""
     s = {(r.platform, r.metric): r for r in summ}
     c = {x.metric: x for x in comps if (x.numerator, x.denominator) == (A, B)}
     bw = "allreduce_avg_busbw_gbps" if "allreduce_avg_busbw_gbps" in verdict_metrics(gs) else "allreduce_busbw_gbps"
@@ -256,12 +319,14 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
         "startup": _keys(gs, lambda k: k == "startup_s"),
         E2E: _keys(gs, lambda k: k == "submit_to_first_step_s"),
         BW: _keys(gs, lambda k: k == bw),
-        "recovery": _keys(gs, lambda k: base_metric(k) == "recovery_s"),
+        "recovery": _keys(gs, lambda k: base_metric(k) in ("recovery_s", "recovery_free_s")),
         "contention": _keys(gs, lambda k: k in ("queue_s:contention", "handover_s")),
         "upgrades": _keys(gs, lambda k: k.startswith("upgrade_")),
         "cost": _keys(gs, lambda k: k == "cost_per_step_usd"),
         "inference": _keys(gs, lambda k: k.startswith("serve_")),
+        "user experience": _keys(gs, lambda k: k == "first_log_s"),
     }
+    restart = condmod.restart_policies(at_defaults or [])
     out = []
     for name in ("queue", "startup", E2E, BW, "recovery", "contention", SCALE,
                  "user experience", "auditing", "upgrades", "cost", "inference"):
@@ -276,6 +341,8 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
             _inference_row(row, plain[name], s, c, serves)
         elif name == SCALE:
             _scale_row(row, replays or [])
+        elif name == "recovery":
+            _recovery_row(row, gs, s, c, at_defaults)
         else:
             _metric_rows(row, plain[name], s, c)
         if name == "cost" and row.parts:
@@ -283,18 +350,34 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
             if flagged:
                 ev, ratio, ah = row.parts[0]
                 row.parts[0] = (f"{ev} — priced at the placeholder {PLACEHOLDER_USD_PER_HOUR:g} USD per unit-hour (set "
-                                + ", ".join(f"`pricing.{p}.usd_per_hour`" for p in flagged) + ")", ratio, ah)
+                                + ", ".join(f"`pricing.{p}.usd_per_hour`" for p in flagged) + ")", ratio,
+                                [f"{a} — at a placeholder price on both: a ratio of billed time, not of cost"
+                                 if _is_verdict(a) else a for a in ah])
         if name == BW and row.parts:
             over = transport_text(table, (B, A), _label)
             if over:
                 ev, ratio, ah = row.parts[0]
                 row.parts[0] = (f"{ev} ({over}, as recorded)", ratio, ah)
         if row.measured and name != SCALE:
-            row.settings = bounds.settings_text(name, table.settings, (B, A), _label)
-            if name == "recovery" and at_defaults:
-                row.settings += "; " + defaults.cell(at_defaults, _label)
+            row.runs = _host_runs(gs, plain.get(name, []))
+            row.conditions = condmod.ledger(name, facts or {}, table, restart)
+            runs = np.array(row.runs, dtype=np.int64)
+            row.host = condmod.host_state(table, runs, noted) if row.runs else None
+            row.hosts = {p: condmod.host_state(table, runs[table.platform.codes[runs] == table.platform.names.index(p)],
+                                               noted)
+                         for p in (B, A) if row.runs and p in table.platform.names}
+            row.settings = condmod.cell(row.conditions, row.host, _label)
+        elif row.measured:
+            row.settings = ("emulated nodes (KWOK; slurmd --enable-multiple-slurmd): each replay's report names its "
+                            "settings")
         out.append(row)
     return out
+
+
+def ledger_table(rs: list[Row]) -> tuple[list[str], list[list[str]]]:
+    """The conditions ledger of every measured row, side by side (the report's section after the summary)."""
+    return condmod.table_rows([(r.criterion, r.conditions, r.hosts) for r in rs
+                               if r.measured and (r.conditions or r.hosts)])
 
 
 def table_of(rs: list[Row]) -> tuple[list[str], list[list[str]]]:
@@ -310,10 +393,13 @@ def reading(rs: list[Row], table: RunTable) -> list[str]:
         out.append("Without a verdict (descriptive): " + "; ".join(described) + ".")
     out.append(hybrid(table))
     if any(r.settings != "–" for r in rs):
-        out.append("The settings column names the cluster settings that govern a row (a scheduler's pass interval, how "
-                   "long a requeued job is held, when a lost node is noticed and its pods evicted, how often a job "
-                   "is restarted), with the values these runs recorded: a cluster with other values can show "
-                   "other figures on those rows.")
+        out.append("The conditions column opens with what differed between the platforms' runs (a CPU or memory cap "
+                   "one platform enforced and the other did not, a node held alone on one side only), then names the "
+                   "cluster settings that govern the row (a scheduler's pass interval, how long a requeued job is "
+                   "held, when a lost node is noticed and its pods evicted, how often a job is restarted) with the "
+                   "values these runs recorded, then the host's load while the row's runs ran: a cluster with other "
+                   "values, or a quieter host, can show other figures on those rows. The ledger below lists every "
+                   "condition side by side.")
     missing = [r.criterion for r in rs if not r.measured]
     if missing:
         out.append(f"Not measured in this campaign, so it says nothing about them: {', '.join(missing)}.")

@@ -62,6 +62,7 @@ class Term:
     measured: float
     lo: float
     hi: float
+    resolution: float = SACCT_RESOLUTION_S   # how far the measured stretch may be off (± s)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ class Projection:
     measured: float
     terms: tuple[Term, ...]
     restart: str | None = None   # how a failed run restarts there, as the run recorded it (restart_text)
+    # Kubernetes: the JobSet failurePolicy's maxRestarts the run's JobSet carried (the harness sets it); JobSet's
+    # own default is no failurePolicy, under which a failed Job fails the JobSet and nothing restarts
+    jobset_restarts: int | None = None
 
     @property
     def lo(self) -> float:
@@ -85,6 +89,25 @@ class Projection:
     def at_defaults(self) -> bool:
         """Every setting in its path was at its default: the run measured the defaults' figure."""
         return bool(self.terms) and all(t.site == t.default for t in self.terms)
+
+    @property
+    def governed(self) -> float:
+        """The seconds of this recovery that settings set (the stretches measured here)."""
+        return sum(t.measured for t in self.terms)
+
+    @property
+    def free(self) -> float:
+        """The recovery with those stretches taken out: what the platform itself took."""
+        return self.measured - self.governed
+
+    @property
+    def share(self) -> float:
+        """The part of the recovery the settings set, 0-1."""
+        return self.governed / self.measured if self.measured > 0 else math.nan
+
+    @property
+    def governed_resolution(self) -> float:
+        return sum(t.resolution for t in self.terms)
 
 
 def seconds(value: Any) -> float | None:
@@ -143,43 +166,53 @@ def _requeue(attempts: list[dict], fault_at: float) -> tuple[dict, dict] | None:
 
 
 def slurm_terms(fault: str, site: dict[str, float], attempts: list[dict], fault_at: float,
-                detection: float | None) -> tuple[Term, ...] | None:
+                detection: float | None, detection_u: float = SACCT_RESOLUTION_S,
+                to: dict[str, float] | None = None) -> tuple[Term, ...] | None:
+    """to: the settings to project to (each Slurm default where not given)."""
+    target = {**SLURM_DEFAULTS, **(to or {})}
     pair = _requeue(attempts, fault_at)
     if pair is None:
         return ()   # restarted inside its allocation (torchrun): no requeue, nothing the settings hold
     a, b = pair
     hold = float(b["eligible"] - a["ended"])
     beyond = hold - site["cred_expire"]   # the requeue's own second(s), which carry over
-    d = SLURM_DEFAULTS["cred_expire"]
+    d = target["cred_expire"]
     terms = [Term("cred_expire", "requeue hold (Eligible − End)", site["cred_expire"], d, hold,
                   d + beyond - SACCT_RESOLUTION_S, d + beyond + SACCT_RESOLUTION_S)]
     wait = float(b["allocated"] - b["eligible"])
     site_pass = min(site["sched_interval"], site["bf_interval"])
-    default_pass = min(SLURM_DEFAULTS["sched_interval"], SLURM_DEFAULTS["bf_interval"])
+    default_pass = min(target["sched_interval"], target["bf_interval"])
     terms.append(Term("sched_interval/bf_interval", "wait for a scheduling pass (Start − Eligible)", site_pass,
                       default_pass, wait, 0.0, default_pass + SACCT_RESOLUTION_S))
     if fault == "lose_node":
         if detection is None:
             return None
-        t = SLURM_DEFAULTS["SlurmdTimeout"]
+        t = target["SlurmdTimeout"]
         terms.insert(0, Term("SlurmdTimeout", "lost node noticed (detection)", site["SlurmdTimeout"], t, detection,
-                             t - t / 3, t + t / 3))
+                             t - t / 3, t + t / 3, detection_u))
     return tuple(terms)
 
 
-def k8s_terms(fault: str, site: dict[str, float] | None, phases: dict[str, float | None]) -> tuple[Term, ...] | None:
+def k8s_terms(fault: str, site: dict[str, float] | None, phases: dict[str, float | None],
+              uncertainty: dict[str, float] | None = None,
+              to: dict[str, float] | None = None) -> tuple[Term, ...] | None:
+    """to: the settings to project to (each Kubernetes default where not given)."""
+    target = {**K8S_DEFAULTS, **(to or {})}
     if fault != "lose_node":
         return ()
     if site is None or phases.get("detection") is None or phases.get("teardown") is None:
         return None
-    g = K8S_DEFAULTS["node-monitor-grace-period"]
-    tol = K8S_DEFAULTS["pod toleration"]
+    u = uncertainty or {}
+    g = target["node-monitor-grace-period"]
+    tol = target["pod toleration"]
     teardown = float(phases["teardown"])
     beyond = teardown - site["pod toleration"]
     return (Term("node-monitor-grace-period", "lost node noticed (detection)", site["node-monitor-grace-period"], g,
-                 float(phases["detection"]), g - K8S_LEASE_RENEW_S, g + K8S_MONITOR_PERIOD_S),
+                 float(phases["detection"]), g - K8S_LEASE_RENEW_S, g + K8S_MONITOR_PERIOD_S,
+                 u.get("detection", SACCT_RESOLUTION_S)),
             Term("pod toleration", "pods evicted (teardown)", site["pod toleration"], tol, teardown,
-                 tol + beyond - K8S_MONITOR_PERIOD_S, tol + beyond + K8S_MONITOR_PERIOD_S))
+                 tol + beyond - K8S_MONITOR_PERIOD_S, tol + beyond + K8S_MONITOR_PERIOD_S,
+                 u.get("teardown", SACCT_RESOLUTION_S)))
 
 
 def _setting(v: Any) -> str:
@@ -247,14 +280,15 @@ def restart_text(record: dict) -> str | None:
     return None
 
 
-def _value(metrics: dict, name: str) -> float | None:
-    v = (metrics.get(name) or {}).get("value")
+def _value(metrics: dict, name: str, field: str = "value") -> float | None:
+    v = (metrics.get(name) or {}).get(field)
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
-def project(record: dict) -> Projection | None:
-    """A successful fault run's recovery at its platform's defaults; None when it is no such run or its
-    records do not say enough (nothing is filled in)."""
+def project(record: dict, to: dict[str, float] | None = None) -> Projection | None:
+    """A successful fault run's recovery at its platform's defaults (or at the settings `to` names, the
+    defaults for the rest: what benchmarks/recovery_at_defaults.py compares a measured run with); None when it
+    is no such run or its records do not say enough (nothing is filled in)."""
     fault, plat = record.get("scenario"), record.get("platform")
     if record.get("status") != "ok" or plat not in ("slurm", "k8s") or not record.get("faults"):
         return None
@@ -264,18 +298,25 @@ def project(record: dict) -> Projection | None:
         return None
     env = record.get("environment") or {}
     phases = {p: _value(metrics, f"recovery_{p}_s") for p in ("detection", "teardown")}
+    unc = {p: u for p in ("detection", "teardown")
+           if (u := _value(metrics, f"recovery_{p}_s", "uncertainty")) is not None}
     if plat == "slurm":
         site = slurm_site(env)
         if site is None:
             return None
         sched = record.get("scheduler") or {}
         fault_at = float(record["faults"][0].get("injected_at") or 0.0)
-        terms = slurm_terms(fault, site, sched.get("attempts") or [], fault_at, phases["detection"])
+        terms = slurm_terms(fault, site, sched.get("attempts") or [], fault_at, phases["detection"],
+                            unc.get("detection", SACCT_RESOLUTION_S), to)
     else:
-        terms = k8s_terms(fault, k8s_site(env), phases)
+        terms = k8s_terms(fault, k8s_site(env), phases, unc, to)
     if terms is None:
         return None
-    return Projection(record.get("run_id", "?"), plat, fault, measured, terms, restart_text(record))
+    fp = (((record.get("scheduler") or {}).get("info") or {}).get("failure_policy")
+          or (record.get("environment") or {}).get("failure_policy"))
+    restarts = fp.get("maxRestarts") if isinstance(fp, dict) and fp.get("set", True) else None
+    return Projection(record.get("run_id", "?"), plat, fault, measured, terms, restart_text(record),
+                      int(restarts) if isinstance(restarts, int | float) and plat == "k8s" else None)
 
 
 def load(results_dir: str | Path) -> list[Projection]:
@@ -301,6 +342,16 @@ class Summary:
     terms: tuple[Term, ...]  # one run's terms, for the settings' names and values
     at_defaults: bool
     restart: tuple[str, ...] = ()   # the runs' distinct restart_text
+    free: float = math.nan          # median recovery with the setting-governed stretches taken out
+    share_lo: float = math.nan      # the lowest and highest share of a run's recovery that settings set
+    share_hi: float = math.nan
+    jobset_restarts: int | None = None   # Kubernetes: the failurePolicy maxRestarts the runs' JobSets carried
+
+    @property
+    def no_restart_at_defaults(self) -> bool:
+        """Kubernetes runs that restarted only because their JobSet had a failurePolicy: at JobSet's default
+        (none) the first failed Job fails the JobSet and the job does not come back by itself."""
+        return self.platform == "k8s" and bool(self.jobset_restarts)
 
 
 def summarize(projections: Iterable[Projection]) -> list[Summary]:
@@ -309,10 +360,13 @@ def summarize(projections: Iterable[Projection]) -> list[Summary]:
         groups.setdefault((p.platform, p.fault), []).append(p)
     out = []
     for (plat, fault), ps in sorted(groups.items()):
+        shares = [p.share for p in ps if math.isfinite(p.share)]
         out.append(Summary(plat, fault, len(ps), median(p.measured for p in ps),
                            median((p.lo + p.hi) / 2 for p in ps), min(p.lo for p in ps), max(p.hi for p in ps),
                            ps[0].terms, all(p.at_defaults for p in ps),
-                           tuple(dict.fromkeys(p.restart for p in ps if p.restart))))
+                           tuple(dict.fromkeys(p.restart for p in ps if p.restart)),
+                           median(p.free for p in ps), min(shares, default=math.nan), max(shares, default=math.nan),
+                           max((p.jobset_restarts for p in ps if p.jobset_restarts is not None), default=None)))
     return out
 
 
@@ -326,12 +380,29 @@ def _settings(terms: tuple[Term, ...], which: str) -> str:
     return ", ".join(f"{t.setting} {_fmt(getattr(t, which))} s" for t in terms)
 
 
+NO_RESTART = ("does not restart at JobSet's default (no failurePolicy: the first failed Job fails the JobSet; "
+              "these runs' JobSets carried maxRestarts {n}, set by the harness)")
+
+
 def _at_defaults(s: Summary) -> str:
     if s.at_defaults:
         return f"{_fmt(s.measured)} s measured"
     if not s.terms:
-        return f"{_fmt(s.measured)} s (no setting in its path)"
-    return f"{_fmt(s.projected)} s [{_fmt(s.lo)}–{_fmt(s.hi)}] projected"
+        text = f"{_fmt(s.measured)} s (no cluster setting in its path)"
+    else:
+        text = f"{_fmt(s.projected)} s [{_fmt(s.lo)}–{_fmt(s.hi)}] projected"
+    if s.no_restart_at_defaults:
+        text += "; " + NO_RESTART.format(n=s.jobset_restarts)
+    return text
+
+
+def share_text(s: Summary) -> str:
+    """'49–65 % (requeue hold cred_expire 10 s, ...)': how much of the figure the settings set, by name."""
+    if not s.terms or not math.isfinite(s.share_lo):
+        return "0 % (no cluster setting in its path)"
+    span = (f"{100 * s.share_lo:.0f} %" if round(100 * s.share_lo) == round(100 * s.share_hi)
+            else f"{100 * s.share_lo:.0f}–{100 * s.share_hi:.0f} %")
+    return span + " (" + ", ".join(f"{t.stretch.split(' (')[0]}: {t.setting} {_fmt(t.site)} s" for t in s.terms) + ")"
 
 
 def cell(summaries: list[Summary], label) -> str:
@@ -351,18 +422,21 @@ def section(summaries: list[Summary], label) -> list[tuple[str, list]]:
     """The report's section: each platform's recovery per fault at these runs' settings and at its defaults."""
     if not summaries:
         return []
-    header = ["platform", "fault", "runs", "recovery here (median)", "settings here", "at the platform's defaults",
-              "default settings"]
+    header = ["platform", "fault", "runs", "recovery here (median)", "settings here", "share the settings set",
+              "setting-free (median)", "at the platform's defaults", "default settings"]
     rows = []
     for s in summaries:
         there = (f"{_fmt(s.measured)} s (measured: these runs used the defaults)" if s.at_defaults
                  else _at_defaults(s).replace(" projected", " (projected)"))
-        rows.append([label(s.platform), s.fault, str(s.n), f"{_fmt(s.measured)} s", _settings(s.terms, "site"), there,
-                     _settings(s.terms, "default")])
+        rows.append([label(s.platform), s.fault, str(s.n), f"{_fmt(s.measured)} s", _settings(s.terms, "site"),
+                     share_text(s), f"{_fmt(s.free)} s", there, _settings(s.terms, "default")])
     notes = ["Projected from the recovery's phases: what the runs measured outside the stretches a setting governs "
              "is kept, and each such stretch is replaced by its length at the platform's default (see "
              "docs/method.md). The bounds span the runs' lowest and highest projection, widened by the default's "
-             "polling window where the fault's place in it decides the stretch."]
+             "polling window where the fault's place in it decides the stretch.",
+             "Setting-free: the recovery less those stretches as these runs measured them, what the platform itself "
+             "took; the decision summary draws the recovery verdict on it (`recovery_free_s`), and shows the ratio at "
+             "these settings beside it, with the share the settings set named."]
     notes += [f"{label(p)} defaults: {DEFAULTS_SOURCE[p]}." for p in ("slurm", "k8s")
               if any(s.platform == p and s.terms for s in summaries)]
     notes += restart_notes(summaries, label)

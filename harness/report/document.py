@@ -124,11 +124,12 @@ def _md_blocks(title: str, blocks: list[Block]) -> list[str]:
 
 
 _CODE = re.compile(r"`([^`]*)`")
+_STRONG = re.compile(r"\*\*([^*]+)\*\*")   # what the Markdown bolds (an unequal condition, a busy host)
 
 
 def _inline(text: str) -> str:
-    return _CODE.sub(r"<code>\1</code>", html.escape(str(text))).replace("_No successful runs yet._",
-                                                                          "<em>No successful runs yet.</em>")
+    return _STRONG.sub(r"<strong>\1</strong>", _CODE.sub(r"<code>\1</code>", html.escape(str(text)))).replace(
+        "_No successful runs yet._", "<em>No successful runs yet.</em>")
 
 
 def _html(intro: str, secs: list[tuple[str, list[Block]]]) -> str:

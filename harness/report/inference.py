@@ -70,15 +70,22 @@ def rank_sum_p(a, b) -> float:
     return float(min(1.0, math.erfc(z / math.sqrt(2))))
 
 
-def holm(p: list[float]) -> list[float]:
+def holm(p: list[float], max_true: int | None = None) -> list[float]:
     """Holm-Bonferroni adjusted p-values, in the input's order: reject where adjusted < alpha.
-    Controls the chance of any false verdict in the family at alpha, whatever the dependence."""
+    Controls the chance of any false verdict in the family at alpha, whatever the dependence.
+
+    max_true: at most this many of the hypotheses can be true together (a question's "no difference" and
+    its "not equivalent" cannot both be: the family of k questions tested both ways holds 2k hypotheses
+    and at most k true ones). Each step then divides alpha by min(max_true, hypotheses left) instead of
+    the hypotheses left: Shaffer's modified sequentially rejective procedure (Shaffer 1986, JASA 81:826),
+    with a bound on its t_j, so no less strict than Shaffer's own."""
     m = len(p)
+    cap = m if max_true is None else max_true
     order = sorted(range(m), key=lambda i: p[i])
     out = [1.0] * m
     running = 0.0
     for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
+        running = max(running, min(1.0, min(cap, m - rank) * p[i]))
         out[i] = running
     return out
 

@@ -55,6 +55,33 @@ def signed_rank_p(d) -> float:
     return float(min(1.0, math.erfc(z / math.sqrt(2))))
 
 
+def signed_rank_one_sided_p(d, alternative: str) -> float:
+    """One-sided p-value of the signed-rank test: "less" (d centred below 0) is P(W+ <= w), "greater"
+    P(W+ >= w), W+ the sum of the positive differences' ranks; 1.0 when every d is 0. Exact up to EXACT_MAX."""
+    d = np.asarray(d, float)
+    d = d[d != 0]
+    if d.size == 0:
+        return 1.0
+    r2 = twice_midranks(np.abs(d))
+    total, w = int(r2.sum()), int(r2[d > 0].sum())
+    if d.size <= EXACT_MAX:
+        counts = _sign_counts(r2)
+        tail = counts[:w + 1] if alternative == "less" else counts[w:]
+        return float(min(1.0, tail.sum() / counts.sum()))
+    var = float((r2.astype(float) ** 2).sum()) / 16
+    z = (w - total / 2) / 2 / math.sqrt(var)
+    z = z + 0.5 / math.sqrt(var) if alternative == "less" else z - 0.5 / math.sqrt(var)   # continuity
+    return float(NormalDist().cdf(z) if alternative == "less" else 1 - NormalDist().cdf(z))
+
+
+def tost_p(d, margin: float) -> float:
+    """Two one-sided signed-rank tests of the within-round log-ratios d against ±ln(margin): the larger p.
+    Small when d sits inside the margin on both sides (equivalence), whatever its spread's shape."""
+    d = np.asarray(d, float)
+    bound = math.log(margin)
+    return max(signed_rank_one_sided_p(d - bound, "less"), signed_rank_one_sided_p(d + bound, "greater"))
+
+
 def _critical_count(n: int, level: float) -> int:
     """k: the largest count with P(T+ <= k - 1) <= (1 - level) / 2 under the null (no ties); 0 if none."""
     tail = (1 - level) / 2

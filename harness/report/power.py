@@ -60,11 +60,11 @@ def n_equivalence(delta: float, sd: float, margin: float, paired: bool = True, a
     return max(floor(paired), math.ceil(n - 1e-9))
 
 
-def assumption(margin: float, alpha: float = ALPHA, family: int = 1, power: float = POWER) -> str:
-    """The one line a reader needs to redo the numbers. family: the tests Holm adjusts together; alpha is
-    then the level the strictest step asks (ALPHA / family)."""
+def assumption(alpha: float = ALPHA, family: int = 1, power: float = POWER) -> str:
+    """The one line a reader needs to redo the numbers. family: the questions Holm adjusts together; alpha is
+    then the level the strictest step asks (ALPHA / family), for a difference and an equivalence alike."""
     level = f"{alpha:.2g}" + (f" (= {ALPHA:g} / {family}, Holm's strictest step over the {family} Kubernetes-vs-"
-                              "Slurm tests)" if family > 1 else "")
+                              "Slurm questions)" if family > 1 else "")
     return (f"Runs needed: normal approximation from the spread of the observed log-ratios, taking the observed "
-            f"ratio as the true one, × π/3 for the rank tests; two-sided α = {level}, power {power:.0%}; "
-            f"equivalence: two one-sided tests at {ALPHA:g} within ×{margin:g}.")
+            f"ratio as the true one, × π/3 for the rank tests, never below the exact test's floor; α = {level}, "
+            f"power {power:.0%}; equivalence: two one-sided tests at that α within each metric's margin.")

@@ -36,8 +36,13 @@ METRICS = tuple(REPORT_UNITS)
 # where the allocated edge itself differs between platforms. Its lo and hi are the sums of the parts'
 # (wider than the two outer stamps alone would give, never narrower).
 DERIVED = {"submit_to_first_step_s": ("queue_s", "startup_s")}
-TABLE_METRICS = METRICS + tuple(DERIVED)
-TABLE_UNITS = {**REPORT_UNITS, **{k: REPORT_UNITS[parts[0]] for k, parts in DERIVED.items()}}
+# Per fault run, recovery_s less the stretches a cluster setting sets (report/defaults.py): what the platform
+# itself took, where the verdict is drawn. From the run's recorded settings and scheduler attempts; NaN where
+# those do not say enough (records without the settings).
+SETTING_FREE = {"recovery_free_s": "recovery_s"}
+TABLE_METRICS = METRICS + tuple(DERIVED) + tuple(SETTING_FREE)
+TABLE_UNITS = {**REPORT_UNITS, **{k: REPORT_UNITS[parts[0]] for k, parts in DERIVED.items()},
+               **{k: REPORT_UNITS[v] for k, v in SETTING_FREE.items()}}
 
 
 class CurvePoint(msgspec.Struct, gc=False):
@@ -123,6 +128,22 @@ class Order(msgspec.Struct, gc=False):
     round: int | None = None
 
 
+class Scheduler(msgspec.Struct, gc=False):
+    """The scheduler's attempts as the run recorded them (sacct's Eligible, Start and End per attempt on Slurm):
+    what the setting-governed stretches of a recovery are measured from."""
+    attempts: list[dict[str, Any]] = []
+
+
+class HostLoad(msgspec.Struct, gc=False):
+    """harness/hostload.py's summary, the parts the report weighs; absent in records made before it."""
+    cpus: int | None = None
+    during: dict[str, Any] = {}
+    cpu: dict[str, Any] = {}
+    groups_cpu_s: dict[str, Any] = {}
+    busiest: list[dict[str, Any]] = []
+    unavailable: str | None = None
+
+
 class Record(msgspec.Struct, gc=False):
     run_id: str
     platform: str
@@ -139,6 +160,9 @@ class Record(msgspec.Struct, gc=False):
     ux: Ux | None = None
     mistake: dict[str, Any] | None = None   # a user-mistake probe's outcome (scenario "mistake:<kind>")
     order: Order | None = None
+    faults: list[Any] | None = None
+    scheduler: Scheduler | None = None
+    host_load: HostLoad | None = None
 
 
 _DECODER = msgspec.json.Decoder(Record)

@@ -10,6 +10,7 @@ import yaml
 from . import audit as auditmod
 from . import bottom_line, decision
 from . import calibration as calmod
+from . import conditions as condmod
 from . import defaults as defaultsmod
 from . import drills as drillmod
 from . import headline as headmod
@@ -136,13 +137,27 @@ def settings_blocks(label: str, settings: dict) -> list[Block]:
 
 
 def _bottom_line(ctx: ReportContext) -> list[Block]:
-    return bottom_line.section(ctx.decision_rows, ctx.table, ctx.groups, ctx.comparisons)[1]
+    blocks = bottom_line.section(ctx.decision_rows, ctx.table, ctx.groups, ctx.comparisons, ctx.host, ctx.design)[1]
+    notes = [("p", f"Noted with the campaign: {n}") for n in ctx.notes]
+    return blocks[:1] + notes + blocks[1:] if notes else blocks
 
 
 def _decision(ctx: ReportContext) -> list[Block]:
+    ledger = decision.ledger_table(ctx.decision_rows)
     return ([("table", decision.table_of(ctx.decision_rows))]
             + [("p", s) for s in decision.reading(ctx.decision_rows, ctx.table)]
+            + ([("h3", "Conditions ledger: what each platform ran under"), ("table", ledger),
+                ("p", LEDGER_NOTE)] if ledger[1] else [])
             + [("img", ("decision", ctx.charts["decision"]))])
+
+
+LEDGER_NOTE = ("Read from the runs' own records (report/conditions.py): the caps from the pods, containers and job of "
+               "one successful training run of each platform, the settings from the runs' environment, the host's "
+               "load from each run's samples (harness/hostload.py). A condition marked **no** differed between the "
+               "platforms and may show in the figure as much as the scheduler does. A run's host counts as busy "
+               f"when its 1-min load average passed {condmod.BUSY_LOAD_PER_CPU:g} a CPU, other processes took more "
+               f"than {condmod.BUSY_OTHER_SHARE:.0%} of its CPU time, or the hypervisor stole more than "
+               f"{condmod.BUSY_STEAL:.0%}.")
 
 
 def _headline(ctx: ReportContext) -> list[Block]:

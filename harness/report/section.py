@@ -13,13 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from ..replay import store as replaystore
 from . import charts as chartmod
 from . import charts_decision as chartdec
 from . import charts_drill as chartdrill
 from . import charts_serve as chartserve
+from . import conditions as condmod
 from . import decision
 from . import defaults as defaultsmod
+from . import design as designmod
 from . import drills as drillmod
 from . import scale_curve as scalemod
 from . import serving as servemod
@@ -50,6 +54,9 @@ class ReportContext:
     decision_rows: list[decision.Row]
     probes: list[uxmod.Probe]                # [] unless it probed user mistakes
     replays: list[Path]                      # [] unless it holds replays of job traces (<campaign>/scale/*/)
+    host: condmod.HostState | None = None    # the host's load over every training run (conditions.py)
+    design: designmod.Design | None = None   # the sequential design that made the campaign, if one did
+    notes: tuple[str, ...] = ()              # what its maker wrote beside it for the opening (campaign.json)
 
 
 def always(ctx: ReportContext) -> bool:
@@ -73,7 +80,8 @@ def gather(results_dir: str, out: Path) -> ReportContext:
     charts_dir = out / "charts"
     gs = groups(table)
     summ = summary(gs)
-    comps = comparisons(gs, table)
+    design = designmod.read(results_dir)
+    comps = designmod.apply(comparisons(gs, table), table, gs, design)
     charts = chartmod.all_charts(table, gs, charts_dir)
     drill_runs = drillmod.load(results_dir)
     drill_chart = chartdrill.timeline(drill_runs, charts_dir / "drills.png")
@@ -86,11 +94,13 @@ def gather(results_dir: str, out: Path) -> ReportContext:
         charts[scalemod.CHART] = scale_chart
     at_defaults = defaultsmod.summarize(defaultsmod.load(results_dir))
     replays = replaystore.replay_dirs(Path(results_dir))
+    noted = condmod.noted_load(results_dir)
     rows = decision.rows(table, gs, summ, comps, drills=drill_runs, serves=serve_runs, at_defaults=at_defaults,
-                         replays=replays)
+                         replays=replays, facts=condmod.platform_facts(results_dir), noted=noted)
+    host = condmod.host_state(table, np.flatnonzero(table.ok), noted)
     charts["decision"] = chartdec.ratios(decision.ratio_points(rows), charts_dir / "decision.png")
     probes = uxmod.probes(table)
     if probes:
         charts["errors"] = chartdec.time_to_error(probes, charts_dir / "errors.png")
     return ReportContext(results_dir, charts_dir, table, gs, summ, comps, charts, drill_runs, serve_runs, at_defaults,
-                         rows, probes, replays)
+                         rows, probes, replays, host, design, tuple(condmod.campaign_notes(results_dir)))

@@ -78,6 +78,9 @@ def ci_note(c: Comparison) -> str:
         return ""
     excludes = c.ci_low > 1 or c.ci_high < 1
     test = "the within-round test" if c.test == "paired" else "the rank-sum test"
+    if excludes and c.verdict == "direction":
+        return (f"; excludes 1: a consistent direction {test} could not decide at this n (Holm p {_p(c.p_holm)})"
+                if not c.sequential else "; excludes 1: a consistent direction the sequential rule had not decided")
     if excludes and c.verdict == "none":
         p = (f"p {_p(c.p)} alone, {_p(c.p_holm)} after Holm's adjustment across the family's tests"
              if c.p < 0.05 <= c.p_holm else f"Holm p {_p(c.p_holm)}")

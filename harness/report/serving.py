@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import StoreError
+from ..serve.metrics import WINDOW_S
 from ..store import latest_records, load_raw
 from . import serving_evidence as sev
 from .sections import fmt
@@ -176,7 +177,48 @@ def time_weighted_cell(s: Serve, phase: str) -> str:
     if tw is None or tw["value"] is None:
         return "– (no request in the window)"
     return (f"{tw['value']:.4f} ({fmt(tw['ok_s'])} s of {fmt(tw['client_s'])} client-seconds in successful "
-            "requests)")
+            "requests; the phase's length, set by its settle time, weighs in it)")
+
+
+def _interval(v: float | None, lo: float | None, hi: float | None, digits: str = "") -> str:
+    if v is None:
+        return "–"
+    f = (lambda x: f"{x:{digits}}") if digits else fmt
+    return f"{f(v)}" + (f" [{f(lo)}–{f(hi)}]" if lo is not None and hi is not None and f(lo) != f(hi) else "")
+
+
+def success_cell(s: Serve, phase: str) -> str:
+    p = s.phase(phase)
+    ff = sev.fault_figures(p) if p else None
+    if ff is None:
+        return "– (no stored requests)"
+    t = ff["time_to_success"]
+    if t["value"] is None:
+        return f"– ({t['note']})"
+    return f"{_interval(t['value'], t['lo'], t['hi'])} s"
+
+
+def window_cell(s: Serve, phase: str) -> str:
+    p = s.phase(phase)
+    ff = sev.fault_figures(p) if p else None
+    if ff is None:
+        return "– (no stored requests)"
+    w = ff["window"]
+    if w["value"] is None:
+        return "–"
+    return (f"{_interval(w['value'], w['lo'], w['hi'], '.3f')} ({fmt(w['degraded_s'])} s degraded of the "
+            f"{w['window_s']:g} s from the fault; the load ran {fmt(w['load_s'])} s of them)")
+
+
+def caveat_cell(s: Serve, phase: str) -> str:
+    p = s.phase(phase)
+    return "; ".join(sev.caveats(p, s.platform)) or "–" if p else "–"
+
+
+def caveats(s: Serve) -> list[str]:
+    """Each phase's caveats, named by phase."""
+    return [f"{FAULT_SHORT.get(p.get('name'), str(p.get('name')).replace('_', ' '))}: {c}" for p in s.phases()
+            for c in sev.caveats(p, s.platform)]
 
 
 def replicas_cell(s: Serve, phase: str) -> str:
@@ -233,21 +275,26 @@ ROWS = [("submitted → first successful response", "serve_ready_s"),
         ("failed requests, steady load", "serve_failed_requests"),
         ("seconds degraded, steady load", "serve_degraded_s"),
         *[r for f in FAULTS for r in (
-            (f"{FAULT_TEXT[f]}: availability, time-weighted", f"~{f}"),
-            (f"{FAULT_TEXT[f]}: availability, request-weighted", f"serve_availability:{f}"),
-            (f"{FAULT_TEXT[f]}: answered by (replica: share of requests)", f"@{f}"),
+            (f"{FAULT_TEXT[f]}: seconds degraded [bounds]", f"serve_degraded_s:{f}"),
             (f"{FAULT_TEXT[f]}: failed requests", f"serve_failed_requests:{f}"),
-            (f"{FAULT_TEXT[f]}: seconds degraded [bounds]", f"serve_degraded_s:{f}"))],
+            (f"{FAULT_TEXT[f]}: fault → first success after the last failure [bounds]", f"!{f}"),
+            (f"{FAULT_TEXT[f]}: availability over the {WINDOW_S:g} s from the fault [bounds]", f"%{f}"),
+            (f"{FAULT_TEXT[f]}: availability over the phase, time-weighted", f"~{f}"),
+            (f"{FAULT_TEXT[f]}: availability over the phase, request-weighted", f"serve_availability:{f}"),
+            (f"{FAULT_TEXT[f]}: answered by (replica: share of requests)", f"@{f}"),
+            (f"{FAULT_TEXT[f]}: caveats from the stored requests", f"?{f}"))],
         ("scale-out: second replica asked → its first answer", "serve_scaleout_s"),
         *[(f"latency p{p}, two replicas", f"serve_latency_p{p}_s:two_replicas") for p in (50, 95, 99)],
         ("throughput, two replicas", "serve_throughput_rps:two_replicas"),
         ("two replicas: requests per replica", "@two_replicas"),
+        ("two replicas: caveats from the stored requests", "?two_replicas"),
         ("p50 two replicas / one", "serve_scaleout_p50_ratio"),
         ("cost per 1,000 successful requests", "serve_cost_per_1k_usd"),
         ("the proxy in the request path (its own time per request)", "^proxy")]
 # Rows not from a metric record but computed from the stored requests (serving_evidence.py), keyed by
 # a prefix and the phase: "~" time-weighted availability, "@" who answered, "^" the proxy.
-DERIVED = {"~": time_weighted_cell, "@": replicas_cell, "^": proxy_cell}
+DERIVED = {"~": time_weighted_cell, "@": replicas_cell, "^": proxy_cell, "!": success_cell, "%": window_cell,
+           "?": caveat_cell}
 
 
 def run_cell(s: Serve) -> str:
@@ -270,6 +317,8 @@ def figures_table(serves: list[Serve]) -> tuple[list[str], list[list[str]]]:
             # beside the metric rows of the same phase, so only where those are shown
             phase = key[1:]
             if phase != "proxy" and not any(s.phase(phase) for s in serves):
+                continue
+            if key[0] == "?" and not any(caveat_cell(s, phase) != "–" for s in serves):
                 continue
             rows.append([label] + [DERIVED[key[0]](by[p], phase) if p in by else "–" for p in plats])
             continue
@@ -306,18 +355,20 @@ def note(serves: list[Serve]) -> list[str]:
             "a recovery can be timed.",
             "Latency is that of successful requests only (a refused connection answers in microseconds and would "
             "make a dead server look fast), recorded in an HdrHistogram of microseconds with 3 significant digits; "
-            "a percentile's bounds are the histogram bucket it fell in. Availability is headed by its time-weighted "
-            "form: the share of the clients' time spent in requests that succeeded (successful requests' durations "
-            "÷ every request's duration plus the pause after each failure), because a refusal returns in about a "
-            "millisecond while an answer takes tens, so counting requests (kept beside it: successes ÷ requests) "
-            "weighs a dead server's quick refusals far above their time. Both count the requests started inside a "
-            "fault's window (from the fault to the end of its phase, which includes the settle time after "
-            "recovery), the same on both platforms, and both are computed from the stored request log "
+            "a percentile's bounds are the histogram bucket it fell in. A fault is judged first by figures no harness "
+            "constant enters: seconds degraded (the first failed request to the first success after the last one, "
+            "bounded by the requests around them), failed requests, the fault's instant to the first success after "
+            f"the last failure, and availability over a fixed {WINDOW_S:g} s from the fault's instant, the same window "
+            "on both platforms (1 − the degraded seconds inside it ÷ its length; after the phase's load stopped, "
+            "the service having answered for the settle time, the rest counts as available). Availability over the "
+            "phase is kept beside them, time-weighted (the share of the clients' time in successful requests) and by "
+            "requests, but a phase ends a settle time after the service recovers, so over the phase it is about "
+            "settle ÷ (settle + degraded): the harness's settle time in disguise. All are computed from the stored "
+            "request log "
             "(report/serving_evidence.py). Which replica answered is the server's X-Poc-Replica header (host/pid), "
             "recorded per request where the campaign's load generator kept it. Slurm's latency includes the "
             "harness's userspace proxy (the row above gives its own time where recorded); Kubernetes' path has "
-            "kube-proxy's in-kernel forwarding instead. Seconds degraded run from the first failed request to the "
-            "first success after the last one, bounded by the requests around them. Cost per 1,000 requests "
+            "kube-proxy's in-kernel forwarding instead. Cost per 1,000 requests "
             "divides the platform's price for the serve run's billed time by its successful requests.",
             "One serve run per platform: these figures are descriptive, shown side by side, with no verdict."]
 
@@ -357,20 +408,30 @@ def decision_text(s: Serve) -> str:
     if lat:
         parts.append(" / ".join(lat))
     for f in FAULTS:
-        av = s.value(f"serve_availability:{f}")
-        if av is None:
+        if s.value(f"serve_degraded_s:{f}") is None and s.phase(f) is None:
             continue
+        bits = []
         deg = s.value(f"serve_degraded_s:{f}")
-        tw = s.time_weighted(f)
-        head = (f"availability {tw['value']:.3f} time-weighted ({av:.3f} by requests)"
-                if tw and tw["value"] is not None else f"availability {av:.3f} by requests")
-        parts.append(f"{FAULT_SHORT[f]}: {head}" + (
-            f", {_with_bounds(s, f'serve_degraded_s:{f}')} degraded" if deg is not None else
-            ", not healthy again while the load ran" if s.detail(f"serve_degraded_s:{f}").get("failed") else ""))
+        if deg is not None:
+            bits.append(f"{_with_bounds(s, f'serve_degraded_s:{f}')} degraded")
+        elif s.detail(f"serve_degraded_s:{f}").get("failed"):
+            bits.append("not healthy again while the load ran")
+        failed = s.value(f"serve_failed_requests:{f}")
+        if failed is not None:
+            bits.append(f"{failed:g} failed requests")
+        ff = sev.fault_figures(s.phase(f)) if s.phase(f) else None
+        if ff and ff["time_to_success"]["value"] is not None:
+            bits.append(f"first success {fmt(ff['time_to_success']['value'])} s after the fault")
+        if ff and ff["window"]["value"] is not None:
+            bits.append(f"availability {ff['window']['value']:.3f} over the {WINDOW_S:g} s from the fault")
+        parts.append(f"{FAULT_SHORT[f]}: " + ", ".join(bits))
     if s.value("serve_scaleout_s") is not None:
         ratio = s.value("serve_scaleout_p50_ratio")
         parts.append(f"scale-out to 2 replicas {_with_bounds(s, 'serve_scaleout_s')}"
                      + (f" (p50 × {ratio:.2f})" if ratio is not None else ""))
     if s.value("serve_cost_per_1k_usd") is not None:
         parts.append(f"{fmt(s.value('serve_cost_per_1k_usd'), 'USD')} USD per 1,000 requests")
+    said = caveats(s)
+    if said:
+        parts.append("caveat — " + "; ".join(said))
     return ", ".join(parts) or "no serving figure stored"

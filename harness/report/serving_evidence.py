@@ -20,7 +20,7 @@ where one of two replicas fails reads as half-available, not fully.
 """
 from __future__ import annotations
 
-from ..serve.metrics import _fault_window, requests
+from ..serve.metrics import WINDOW_S, _fault_window, requests, time_to_success, window_availability
 
 NOT_RECORDED = "not recorded (this campaign's load generator did not keep which replica answered)"
 
@@ -42,6 +42,45 @@ def time_weighted(phase: dict) -> dict | None:
     client_s = sum(r["end"] - r["start"] + (0.0 if r["ok"] else pause) for r in rows)
     return {"value": ok_s / client_s if client_s > 0 else None, "ok_s": ok_s, "client_s": client_s,
             "requests": len(rows)}
+
+
+def fault_figures(phase: dict) -> dict | None:
+    """The fault phase's figures no harness constant enters (serve/metrics.py): the time to the first success
+    after the fault, and availability over the fixed window from the fault instant; None for no fault phase."""
+    t = (phase.get("fault") or {}).get("t")
+    if not isinstance(t, int | float):
+        return None
+    load = phase["load"]
+    return {"time_to_success": time_to_success(load, float(t)),
+            "window": window_availability(load, float(t), WINDOW_S, window(phase))}
+
+
+def caveats(phase: dict, platform: str) -> list[str]:
+    """What in a phase's stored requests says its figures are not the service's own: failed answers no replica
+    sent (where the load kept who answered), and a two-replica phase one replica answered alone."""
+    log = phase["load"].get("log") or {}
+    named, errors = log.get("replica"), log.get("error") or []
+    if not isinstance(named, list) or len(named) != len(errors) or not any(named):
+        return []
+    out = []
+    anonymous: dict[str, int] = {}
+    for who, err in zip(named, errors, strict=True):
+        # a refused or timed-out connection has no answer at all; Slurm's balancer answers 503 itself while no
+        # replica is healthy (the harness's own, named in the section); any other answer without a replica's
+        # header came from something that is not the service
+        if err and not who and err.startswith("http_") and not (platform == "slurm" and err == "http_503"):
+            anonymous[err] = anonymous.get(err, 0) + 1
+    if anonymous:
+        said = ", ".join(f"{n} {e.replace('_', ' ').upper()}" for e, n in sorted(anonymous.items()))
+        out.append(f"{said} answer(s) carried no replica's header: not from the service (an address routed off the "
+                   "machine answers so), so this phase's failed requests and availability count them as the "
+                   "service's when they were not")
+    if phase.get("name") == "two_replicas":
+        who = {w for w, e in zip(named, errors, strict=True) if w and not e}
+        if len(who) == 1:
+            out.append("one replica answered every request of the two-replica phase: its latency ratio compares "
+                       "one replica with itself (the phase began before the second was in the platform's routing)")
+    return out
 
 
 def replicas(phase: dict) -> dict[str, dict[str, int]] | None:

@@ -17,7 +17,7 @@ PLATFORM_ORDER = ["local", "slurm", "k8s"]
 PLATFORM_LABEL = {"local": "local (baseline)", "slurm": "Slurm", "k8s": "Kubernetes"}
 # Metrics a fault changes are kept apart per fault kind: "recovery_s:kill_rank".
 BY_SCENARIO = {"recovery_s", "resume_s", "lost_steps", "cost_per_step_usd", "cost_run_usd", "goodput",
-               "recovery_cost_usd", *RECOVERY_PHASES, "checkpoint_load_s"}
+               "recovery_cost_usd", *RECOVERY_PHASES, "checkpoint_load_s", "recovery_free_s"}
 # Metrics of the first attempt, comparable across clean and fault runs alike.
 ANY_SCENARIO = {"queue_s", "queue_admission_s", "first_log_s", "submit_to_first_step_s", "handover_s", "startup_s",
                 "launch_s", "image_pull_s", "rendezvous_s", "first_step_s",

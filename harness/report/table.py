@@ -21,9 +21,10 @@ from msgspec.structs import astuple
 
 from ..provenance import BUILD_KEYS
 from ..store import runs_files
+from . import defaults
 from .comm_facts import CommFacts, facts_of
 from .extras import Extras, is_probe
-from .records import DERIVED, METRICS, PHASES, Record, from_dicts, read_files
+from .records import DERIVED, METRICS, PHASES, SETTING_FREE, HostLoad, Record, from_dicts, read_files
 
 # Environment facts worth showing; secrets never reach the records in the first place.
 SETTING_KEYS_SKIP = {"harness_host"}
@@ -115,6 +116,14 @@ class RunTable:
     round: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # per run: what it recorded about the collective's path beyond the transport's name (comm_facts.py), or None
     comm: list = field(default_factory=list)
+    # per run, the host's load (harness/hostload.py), NaN where the record has none: the highest 1-min load
+    # average seen while it ran, the host's CPUs, the share of the host's CPU time other processes (neither the
+    # harness nor the clusters) used, and the share the hypervisor stole; the busiest other processes' names
+    host_load1_max: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    host_cpus: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    host_other: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    host_steal: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    host_busiest: list = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.run_id)
@@ -295,6 +304,10 @@ class _Columns:
         self.comm: list = []
         self._comm_seen: dict[CommFacts, CommFacts] = {}   # one object per distinct set of facts
         self.round = array("q")
+        self.free, self.free_u = array("d"), array("d")
+        self.host = array("d")              # runs x 4: load1_max, cpus, other share, steal share
+        self.host_busiest: list = []
+        self._busiest_seen: dict[tuple, tuple] = {}
         self.pricing: dict[str, dict] = {}
         self.extras = Extras()
         self._decode_dict = msgspec.json.Decoder(dict[str, Any]).decode
@@ -340,6 +353,10 @@ class _Columns:
         self.transport.append(transport)
         self.comm.append(comm)
         self.round.append(-1 if rec.order is None or rec.order.round is None else rec.order.round)
+        self.free.extend(_setting_free(rec, env))
+        self.host.extend(_host(rec.host_load))
+        busiest = _busiest_other(rec.host_load)
+        self.host_busiest.append(busiest and self._busiest_seen.setdefault(busiest, busiest))
         self.extras.add(row, rec)
 
     def _pricing(self, raw: msgspec.Raw) -> dict:
@@ -371,6 +388,10 @@ class _Columns:
         for name, parts in DERIVED.items():
             vals[name] = sum(vals[p] for p in parts)
             uncs[name] = sum(uncs[p] for p in parts)   # lo and hi add, so their half-distance does
+        free = np.frombuffer(self.free, dtype=np.float64).reshape(-1, 2)[rows]
+        for name in SETTING_FREE:
+            vals[name], uncs[name] = np.ascontiguousarray(free[:, 0]), np.ascontiguousarray(free[:, 1])
+        host = np.frombuffer(self.host, dtype=np.float64).reshape(-1, 4)[rows]
 
         return RunTable(
             run_id=pick(self.run_id), campaign=pick(self.campaign),
@@ -385,7 +406,60 @@ class _Columns:
             transport=pick(self.transport), comm=pick(self.comm), settings=settings, pricing=self.pricing,
             audit=audit, ux=ux,
             probe=np.frombuffer(bytes(probe), dtype=np.bool_), mistakes=mistakes,
-            round=np.frombuffer(self.round, dtype=np.int64)[rows])
+            round=np.frombuffer(self.round, dtype=np.int64)[rows],
+            host_load1_max=host[:, 0].copy(), host_cpus=host[:, 1].copy(), host_other=host[:, 2].copy(),
+            host_steal=host[:, 3].copy(), host_busiest=pick(self.host_busiest))
+
+
+_NO_FREE = (math.nan, math.nan)
+_NO_HOST = (math.nan,) * 4
+
+
+def _setting_free(rec: Record, env: Environment) -> tuple[float, float]:
+    """(recovery_free_s, its ±) of a fault run: recovery_s less the stretches its recorded settings set
+    (defaults.project), recovery_s itself on the baseline (no cluster setting in its path); NaN otherwise."""
+    m = rec.metrics
+    if not rec.faults or rec.status != "ok" or m is None:
+        return _NO_FREE
+    rv, ru = m.recovery_s.value, m.recovery_s.uncertainty
+    if rv is None or rv != rv:
+        return _NO_FREE
+    ru = math.nan if ru is None else ru
+    if rec.platform not in ("slurm", "k8s"):
+        return rv, ru
+    phases = {f"recovery_{p}_s": {"value": getattr(m, f"recovery_{p}_s").value,
+                                  "uncertainty": getattr(m, f"recovery_{p}_s").uncertainty}
+              for p in ("detection", "teardown")}
+    p = defaults.project({"run_id": rec.run_id, "platform": rec.platform, "scenario": rec.scenario,
+                          "status": rec.status, "faults": rec.faults, "environment": env.facts,
+                          "metrics": {"recovery_s": {"value": rv}, **phases},
+                          "scheduler": {"attempts": rec.scheduler.attempts if rec.scheduler else []}})
+    if p is None:
+        return _NO_FREE
+    return p.free, ru + p.governed_resolution if ru == ru else math.nan
+
+
+def _host(h: HostLoad | None) -> tuple[float, float, float, float]:
+    if h is None or h.unavailable:
+        return _NO_HOST
+    cpus = float(h.cpus) if h.cpus else math.nan
+    wall = h.cpu.get("wall_s")
+    other = h.groups_cpu_s.get("other")
+    share = other / (wall * cpus) if isinstance(other, int | float) and isinstance(wall, int | float) \
+        and wall > 0 and cpus == cpus else math.nan
+    load = h.during.get("load1_max")
+    steal = h.cpu.get("steal_share")
+    return (float(load) if isinstance(load, int | float) else math.nan, cpus, share,
+            float(steal) if isinstance(steal, int | float) else math.nan)
+
+
+def _busiest_other(h: HostLoad | None) -> tuple | None:
+    """The three busiest processes outside the harness and the clusters, as (name, CPU seconds)."""
+    if h is None:
+        return None
+    out = tuple((str(b.get("name")), float(b.get("cpu_s") or 0.0)) for b in h.busiest
+                if b.get("group") == "other")[:3]
+    return out or None
 
 
 def _settings_of(records: Iterable[Record], latest: set[int], pos_of: dict[tuple, int],

@@ -22,6 +22,20 @@ serve_scaleout_p50_ratio  p50 with two replicas / p50 with one (< 1: scaling out
 serve_cost_per_1k_usd     (price rate x billed seconds) / successful requests x 1000, the rate as
                      harness/metrics/cost.py computes it from the platform's Price; detail.steady is
                      rate / throughput x 1000, what 1,000 requests cost while the service is busy.
+
+Two more per fault phase, computed by the report from the same stored requests (not stored as records,
+so that committed campaigns keep re-deriving as they were), the primary figures of a fault because no
+harness constant enters them:
+time_to_success      the fault's instant -> the first successful answer to a request started after the
+                     last failed one (after the fault itself where nothing failed): when the service was
+                     back, counted from the fault rather than from the first failure.
+window_availability  1 - (degraded time inside [fault, fault + WINDOW_S]) / WINDOW_S: the same fixed window
+                     from the fault instant on every platform. Time-weighted availability over the phase
+                     is ≈ settle / (settle + degraded), the phase's settle time (a harness constant) in
+                     disguise; this figure takes the degraded interval the requests bound and a window no
+                     phase length sets. After the phase's load stopped (the service had answered for the
+                     settle time) it counts as available; a service never healthy again while the load ran
+                     counts as down to the window's end.
 """
 from __future__ import annotations
 
@@ -180,6 +194,51 @@ def from_load(result: dict, window: tuple[float, float] | None = None) -> dict[s
     """What one load result gives alone: latency, throughput, availability, failures, degraded time."""
     return {**latency(result), "serve_throughput_rps": throughput(result), **availability(result, window),
             "serve_degraded_s": degraded(result, window)}
+
+
+WINDOW_S = 120.0   # from the fault instant: longer than either fault's outage seen here (a lost node's ~75 s)
+
+
+def time_to_success(result: dict, fault_t: float) -> dict:
+    """{value, lo, hi}: fault -> the first successful answer to a request started after the last failure (after
+    the fault where none failed). lo: that request's start (the service answered from then on); hi: its end."""
+    rows = [r for r in requests(result) if r["end"] >= fault_t]
+    failed = [r for r in rows if not r["ok"]]
+    since = max((r["start"] for r in failed), default=fault_t)
+    ok = [r for r in rows if r["ok"] and r["start"] >= since]
+    if not ok:
+        return {"value": None, "lo": None, "hi": None, "failed": len(failed),
+                "note": "no success after the last failure while the load ran"}
+    first = min(ok, key=lambda r: r["end"])
+    return {"value": first["end"] - fault_t, "lo": max(first["start"] - fault_t, 0.0), "hi": first["end"] - fault_t,
+            "failed": len(failed)}
+
+
+def window_availability(result: dict, fault_t: float, window_s: float = WINDOW_S,
+                        load_window: tuple[float, float] | None = None) -> dict:
+    """{value, lo, hi, degraded_s, window_s, load_s}: 1 - degraded seconds inside [fault, fault + window_s] / window_s,
+    the degraded interval as degraded() bounds it (its lo/hi give this figure's hi/lo)."""
+    deg = degraded(result, load_window)
+    end = fault_t + window_s
+    load_end = result["started"] + result["elapsed_s"]
+    out = {"window_s": window_s, "load_s": max(load_end - fault_t, 0.0)}
+    if deg["value"] == 0.0 and deg["detail"].get("note") == "no failed request":
+        return {**out, "value": 1.0, "lo": 1.0, "hi": 1.0, "degraded_s": 0.0}
+    stamps = deg.get("stamps") or {}
+    bad, good = stamps.get("from"), stamps.get("to")
+    if bad is None:
+        return {**out, "value": None, "lo": None, "hi": None, "degraded_s": None}
+
+    def down(a: float, b: float) -> float:
+        return max(0.0, min(b, end) - max(a, fault_t))
+    if good is None:   # never healthy again while the load ran: down until the window's end
+        v = down(bad["t"], end)
+        return {**out, "value": 1 - v / window_s, "lo": 1 - down(bad["lo"], end) / window_s,
+                "hi": 1 - down(bad["hi"], end) / window_s, "degraded_s": v}
+    v = down(bad["t"], good["t"])
+    longest, shortest = down(bad["lo"], good["hi"]), down(bad["hi"], good["lo"])
+    return {**out, "value": 1 - v / window_s, "lo": 1 - longest / window_s, "hi": 1 - shortest / window_s,
+            "degraded_s": v}
 
 
 def _fault_window(phase: dict) -> tuple[float, float] | None:

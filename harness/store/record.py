@@ -50,6 +50,8 @@ class RunRecord:
     audit_error: str | None = None
     finished_at: float | None = None
     harness_usage: dict | None = None  # the harness's own CPU and memory while it watched the run
+    host_load: dict | None = None      # the host's load before, during and after the run (harness/hostload.py);
+                                       # records written before it have none and read as they were
     stamps_error: str | None = None    # a failed run's evidence could not be read
     scheduler: dict | None = None      # times, attempts, info and the stamps derived from the raw evidence
     environment: dict | None = None

@@ -13,14 +13,27 @@ def section(md: str, title: str) -> str:
 
 
 def lines(md: str) -> list[list[str]]:
-    """The decision table's lines as cells, header left out."""
+    """The decision table's lines as cells, header left out, in the order [criterion, evidence, ratio,
+    conditions, ahead] (the table shows the conditions second: the tests read it by what each cell holds)."""
     sec = section(md, "Decision summary")
-    rows = [ln for ln in sec.splitlines() if ln.startswith("| ") and not ln.startswith("| criterion")]
-    return [[c.strip() for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in rows]
+    table = sec.split("\n| criterion", 1)[1].split("\n\n", 1)[0]   # the first table only, not the ledger
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ")]
+    out = []
+    for ln in rows:
+        c = [x.strip() for x in re.split(r"(?<!\\)\|", ln)[1:-1]]
+        out.append([c[0], c[2], c[3], c[1], c[4]])
+    return out
+
+
+def ledger(md: str) -> list[list[str]]:
+    """The conditions ledger's lines as cells: [criterion, condition, Slurm, Kubernetes, the same on both?]."""
+    sec = section(md, "Decision summary")
+    table = sec.split("### Conditions ledger", 1)[1].split("\n\n", 2)[1]
+    return [[x.strip() for x in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in table.splitlines()[2:]]
 
 
 def criteria(md: str) -> dict[str, list[str]]:
-    """criterion -> [evidence, ratio, settings, ahead], each merged over the criterion's lines."""
+    """criterion -> [evidence, ratio, conditions, ahead], each merged over the criterion's lines."""
     merged: dict[str, list[list[str]]] = {}
     last = None
     for cells in lines(md):

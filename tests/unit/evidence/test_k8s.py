@@ -179,6 +179,25 @@ def test_an_allocation_never_excludes_the_pods_own_pod_scheduled_condition():
     assert k8s.stamps(raw)["attempts"][1]["allocated"] == a1         # kept before the change: read as it was
 
 
-def test_the_collector_marks_the_evidence_version_the_reader_knows():
+def test_from_version_3_the_allocation_is_the_binds_own_bounds_not_the_hull():
+    """The same recorded restart read by version 3's rule: the bind lay in the PodScheduled condition's second and
+    no later than the event the scheduler wrote after it, so the pod's stamp is that intersection, its point in the
+    middle, instead of the hull that kept the event's microsecond as its point though the bind could have been
+    anywhere in the second before it."""
+    raw = load_raw(RESULTS / "smoke-2026-12-03-ux-audit" / "smoke-poc" / "runs" / "k8s-kill-rank-01")
+    restart = k8s._by_attempt(list(raw["pods"]))[1]
+    late = next(p for p in restart if k8s._name(p) == "k8s-kill-rank-01-w-0-1-7p9p6")
+    cond = k8s._pod_scheduled(late)
+    event = Stamp.exact(cond.lo + 1.021, "Scheduled eventTime")
+    hull, within = k8s._hull(event, cond), k8s._within(event, cond)
+    assert (hull.t, hull.lo, hull.hi) == (event.t, cond.lo, event.hi)   # version 2: the point outside the second
+    assert (within.lo, within.hi) == (cond.lo, cond.hi) and within.t == (cond.lo + cond.hi) / 2
+    early = Stamp.exact(cond.lo - 0.5, "Scheduled eventTime")           # clocks that disagree: no intersection
+    assert k8s._within(early, cond) == k8s._hull(early, cond)
+    v2, v3 = (k8s.stamps(dict(raw, evidence_version=v))["attempts"][1]["allocated"] for v in (2, 3))
+    assert v3.lo <= v2.lo and v3.t < v2.t and v3.lo <= v3.t <= v3.hi
+
+
+def test_the_collector_marks_an_evidence_version_the_reader_knows():
     from harness.backends.k8s.evidence_raw import EVIDENCE_VERSION
-    assert max(k8s.READER_RULES) == EVIDENCE_VERSION
+    assert EVIDENCE_VERSION in k8s.READER_RULES and max(k8s.READER_RULES) >= EVIDENCE_VERSION

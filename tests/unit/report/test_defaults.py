@@ -73,7 +73,7 @@ def test_a_run_at_the_defaults_reads_as_measured(records):
     assert p.at_defaults
     [s] = d.summarize([p])
     blocks = d.section([s], str)[0][1]
-    assert "(measured: these runs used the defaults)" in blocks[0][1][1][0][5]
+    assert "(measured: these runs used the defaults)" in blocks[0][1][1][0][7]
 
 
 def test_unrecorded_settings_or_failed_runs_are_not_projected(records):
@@ -100,11 +100,18 @@ def test_the_section_names_settings_here_and_at_the_defaults():
     [(title, blocks)] = section
     assert title == "Recovery at each platform's defaults"
     header, rows = blocks[0][1]
-    assert header[5] == "at the platform's defaults"
+    assert header[5:8] == ["share the settings set", "setting-free (median)", "at the platform's defaults"]
     by = {(r[0], r[1]): r for r in rows}
     assert by[("Slurm", "kill_rank")][4] == "cred_expire 10 s, sched_interval/bf_interval 5 s"
-    assert by[("Slurm", "kill_rank")][5].endswith("(projected)")
-    assert by[("Kubernetes", "kill_rank")][5].endswith("(no setting in its path)")
+    # how much of each figure the settings set, by name, and what is left when those stretches are taken out
+    assert by[("Slurm", "kill_rank")][5] == ("56–59 % (requeue hold: cred_expire 10 s, wait for a scheduling pass: "
+                                             "sched_interval/bf_interval 5 s)")
+    assert by[("Slurm", "kill_rank")][6] == "9.7 s" and by[("Kubernetes", "kill_rank")][6] == "14 s"
+    assert by[("Slurm", "kill_rank")][7].endswith("(projected)")
+    # JobSet's own default (no failurePolicy) does not restart at all: the runs' restarts are the harness's policy
+    assert by[("Kubernetes", "kill_rank")][7] == (
+        "14 s (no cluster setting in its path); does not restart at JobSet's default (no failurePolicy: the first "
+        "failed Job fails the JobSet; these runs' JobSets carried maxRestarts 3, set by the harness)")
     assert d.section([], str) == []
 
 
@@ -112,7 +119,26 @@ def test_the_recovery_row_names_each_platforms_recovery_at_its_defaults(tmp_path
     from harness.report.document import build
 
     build(str(CAMPAIGN), str(tmp_path))
-    row = next(line for line in (tmp_path / "report.md").read_text().splitlines() if line.startswith("| recovery"))
-    assert "at each platform's defaults: " in row
-    assert "Slurm kill_rank 146 s [129–164] projected" in row
-    assert "Kubernetes kill_rank 14 s (no setting in its path)" in row
+    row = next(line for line in (tmp_path / "report.md").read_text().splitlines()
+               if "`recovery_s:kill_rank` at each platform's defaults: " in line)
+    assert "Slurm 146 s [129–164] projected, Kubernetes 14 s (no cluster setting in its path); does not restart at " \
+           "JobSet's default" in row
+    assert row.endswith("| ×0.09 | projected from these runs' phases, not measured |")
+
+
+def test_projection_to_named_settings_keeps_the_others_at_their_defaults(records):
+    """benchmarks/recovery_at_defaults.py projects site runs to the settings a measured run recorded: a lost node's
+    pods at the default 300 s toleration while the node-monitor grace period stays the cluster's 20 s."""
+    p = d.project(records["k8s-lose-node-04"], {"node-monitor-grace-period": 20.0, "pod toleration": 300.0})
+    grace, tol = p.terms
+    assert (grace.default, tol.default) == (20.0, 300.0)
+    assert grace.lo == 10.0 and grace.hi == 25.0   # the grace's own polling window around the target
+    full = d.project(records["k8s-lose-node-04"])
+    assert full.lo - p.lo == pytest.approx(30.0)   # 50 s instead of 20 s of grace
+
+
+def test_setting_free_takes_out_what_the_settings_set(records):
+    p = d.project(records["slurm-kill-rank-01"])
+    hold, wait = p.terms
+    assert p.governed == hold.measured + wait.measured and p.free == pytest.approx(p.measured - p.governed)
+    assert 0 < p.share < 1 and p.governed_resolution == 2.0   # two whole-second sacct differences

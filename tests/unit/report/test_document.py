@@ -13,7 +13,7 @@ from harness.errors import StoreError
 from harness.report import stats, table
 from harness.report.bootstrap import bootstrap_ratio
 from harness.report.document import build
-from harness.report.records import DERIVED, PHASES
+from harness.report.records import DERIVED, PHASES, SETTING_FREE
 
 FIX = FIXTURES / "local"
 FIX_RUNS = [json.loads(line) for line in (FIX / "runs.jsonl").read_text().splitlines()]
@@ -84,12 +84,16 @@ def test_table_holds_what_the_records_hold():
         assert t.curve_busbw.of(i).tolist() == [p["busbw_gbps"] for p in m["allreduce_busbw_gbps"]["detail"]["curve"]]
         assert t.samples.of(i).tolist() == m["step_time_s"]["detail"]["samples"]
         assert {p: v for p, v in zip(PHASES, t.timeline[i].tolist(), strict=True) if not np.isnan(v)} == r["timeline"]
-        for name in stats.ANY_SCENARIO | stats.BY_SCENARIO:
+        for name in (stats.ANY_SCENARIO | stats.BY_SCENARIO) - set(SETTING_FREE):
             want = m[name]["value"] if name in m else None
             if name in DERIVED:   # added up by the report, not stored
                 want = sum(m[part]["value"] for part in DERIVED[name])
             got = t.values[name][i]
             assert (np.isnan(got) and want is None) or got == want, name
+    # the setting-free recovery: the baseline's own recovery_s (no cluster setting in its path), NaN elsewhere
+    free = {t.run_id[i]: v for i, v in enumerate(t.values["recovery_free_s"].tolist()) if not np.isnan(v)}
+    assert free == {r["run_id"]: r["metrics"]["recovery_s"]["value"] for r in ok
+                    if r["platform"] == "local" and r.get("faults") and "recovery_s" in r["metrics"]}
     assert t.settings["local"]["torch"] == ok[0]["environment"]["torch"]
     assert "harness_host" not in t.settings["local"]
 
@@ -98,6 +102,7 @@ def test_groups_hold_one_value_per_run_and_metric():
     rows = tidy(FIX_RUNS)
     ok = [r for r in FIX_RUNS if r["status"] == "ok"]
     derived = sum(all(p in r["metrics"] for p in parts) for r in ok for parts in DERIVED.values())
+    derived += sum(r["platform"] == "local" and bool(r.get("faults")) and "recovery_s" in r["metrics"] for r in ok)
     assert len(rows) == sum(len(r["metrics"]) for r in ok) + derived
     assert {r["run_id"] for r in rows if r["metric"] == "recovery_s:kill_rank"} == {"local-kill-rank-01"}
     row = next(r for r in rows if r["run_id"] == "local-clean-01" and r["metric"] == "startup_s")

@@ -18,6 +18,7 @@ from support.report_rows import section as _section
 
 from harness.report import charts_serve, decision
 from harness.report import serving as servemod
+from harness.report import serving_evidence as sev
 from harness.report.document import build
 from harness.report.sections import fmt
 from harness.report.stats import HIGHER_IS_BETTER, Group, SummaryRow
@@ -82,9 +83,20 @@ def test_every_figure_with_its_bounds_and_counts(report):
         av = _m(p, "serve_availability:kill_server")
         d = av["detail"]
         errs = ", ".join(f"{k} {v}" for k, v in sorted(d["errors"].items(), key=lambda kv: -kv[1]))
-        assert _row(sec, "serving process killed: availability, request-weighted")[i] == \
+        assert _row(sec, "serving process killed: availability over the phase, request-weighted")[i] == \
             f"{av['value']:.4f} ({d['ok']} of {d['requests']} ok) ({errs})"
+        # the fault's own figures, no harness constant in them: from the fault instant to the first success after
+        # the last failure, and availability over the same fixed window from the fault on both platforms
+        ev = sev.fault_figures(servemod.load(str(FIXTURE))[i - 1].phase("node_loss"))
+        t, w = ev["time_to_success"], ev["window"]
+        assert _row(sec, "its node lost: fault → first success after the last failure [bounds]")[i].startswith(
+            f"{fmt(t['value'])}")
+        assert _row(sec, "its node lost: availability over the 120 s from the fault [bounds]")[i].startswith(
+            f"{w['value']:.3f}") and "of the 120 s from the fault" in \
+            _row(sec, "its node lost: availability over the 120 s from the fault [bounds]")[i]
         deg = _m(p, "serve_degraded_s:node_loss")
+        assert t["value"] >= deg["value"] - 1e-9 or t["value"] > 0   # counted from the fault, not the first failure
+        assert w["degraded_s"] <= deg["value"] + 1e-9 and 0 < w["value"] < 1
         cell = _row(sec, "its node lost: seconds degraded [bounds]")[i]
         assert cell.startswith(f"{fmt(deg['value'])} s [{fmt(deg['lo'])}–{fmt(deg['hi'])}]; "
                                f"{deg['detail']['failed']} failed requests, first error ")
@@ -130,13 +142,18 @@ def test_the_decision_row_is_descriptive_one_run_a_side(report):
     ready = _m("slurm", "serve_ready_s")
     assert s.startswith(f"Slurm: ready {fmt(ready['value'])} s")
     assert f"p50 {fmt(_m('slurm', 'serve_latency_p50_s')['value'] * 1000)} ms / p99 " in s
-    # time-weighted first, the request count beside it
-    assert f"({_m('slurm', 'serve_availability:kill_server')['value']:.3f} by requests), " in s
-    assert f"({_m('k8s', 'serve_availability:node_loss')['value']:.3f} by requests), " in k
-    assert "server killed: availability 0." in s and " time-weighted (" in k
+    # the figures no harness constant enters lead: seconds degraded, failed requests, the fault to the first
+    # success, availability over the fixed window from the fault; the phase's availability (≈ settle / (settle +
+    # degraded), the harness's settle time in disguise) is not in the row
+    d = _m("slurm", "serve_degraded_s:kill_server")
+    assert (f"server killed: {fmt(d['value'])} s [{fmt(d['lo'])}–{fmt(d['hi'])}] degraded, "
+            f"{_m('slurm', 'serve_failed_requests:kill_server')['value']:g} failed requests, first success ") in s
+    assert " over the 120 s from the fault" in s and "node lost: " in k and " over the 120 s from the fault" in k
+    assert "time-weighted" not in s + k and "by requests" not in s + k
     assert f"scale-out to 2 replicas {fmt(_m('k8s', 'serve_scaleout_s')['value'])} s" in k
     assert k.endswith(f"{fmt(_m('k8s', 'serve_cost_per_1k_usd')['value'], 'USD')} USD per 1,000 requests")
-    assert cells[2] == cells[3] == "–"   # no interval; no cluster setting bounds the serving row
+    assert cells[2] == "–"   # no interval
+    assert cells[3] == "host load: not recorded (these runs predate its sampling): a busy host cannot be ruled out"
     assert cells[4].startswith("descriptive: one serve run per platform; Slurm needed beyond itself, run by the "
                                "harness: a reverse proxy")
     assert cells[4].endswith("Kubernetes: nothing beyond its own objects")
@@ -168,7 +185,7 @@ def test_a_campaign_without_serve_runs_has_no_section_and_says_not_measured(tmp_
     md = paths["report.md"].read_text()
     assert f"## {servemod.TITLE}" not in md
     assert "charts/serve_cdf.png" not in paths and "charts/serve_timeline.png" not in paths
-    assert "| inference | not measured | – | – | not measured |" in md
+    assert "| inference | – | not measured | – | not measured |" in md
 
 
 def test_unreadable_raw_evidence_costs_the_charts_and_the_beyond_table_not_the_report(tmp_path):

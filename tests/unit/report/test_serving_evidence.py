@@ -3,7 +3,7 @@ time-weighted availability, who answered each request, the harness proxy's own t
 from __future__ import annotations
 
 import pytest
-from support.paths import FIXTURES
+from support.paths import FIXTURES, RESULTS
 from support.report_rows import row as _row
 from support.report_rows import section as _section
 
@@ -62,11 +62,34 @@ def test_the_proxy_row_gives_the_balancers_own_time_where_recorded():
     assert "kube-proxy" in sev.proxy_text("k8s", {})
 
 
-def test_the_report_heads_availability_with_the_time_weighted_figure(tmp_path):
+def test_the_report_heads_a_fault_with_figures_no_harness_constant_enters(tmp_path):
+    """Seconds degraded, failed requests, the fault to the first success, availability over the fixed window from
+    the fault: then the phase's availability, whose length (the settle time) weighs in it, labelled so."""
     md = build(str(FIXTURE), str(tmp_path))["report.md"].read_text()
     sec = _section(md, "Online inference (serving)")
     labels = [x.split(" | ")[0].lstrip("| ") for x in sec.splitlines() if x.startswith("| its node lost")]
-    assert labels[:3] == ["its node lost: availability, time-weighted", "its node lost: availability, request-weighted",
+    assert labels[:7] == ["its node lost: seconds degraded [bounds]", "its node lost: failed requests",
+                          "its node lost: fault → first success after the last failure [bounds]",
+                          "its node lost: availability over the 120 s from the fault [bounds]",
+                          "its node lost: availability over the phase, time-weighted",
+                          "its node lost: availability over the phase, request-weighted",
                           "its node lost: answered by (replica: share of requests)"]
-    for cell in _row(sec, "its node lost: availability, time-weighted")[1:]:
-        assert cell.endswith("client-seconds in successful requests)") and 0 < float(cell.split()[0]) < 1
+    for cell in _row(sec, "its node lost: availability over the phase, time-weighted")[1:]:
+        assert cell.endswith("the phase's length, set by its settle time, weighs in it)")
+        assert 0 < float(cell.split()[0]) < 1
+
+
+def test_what_in_the_stored_requests_says_a_figure_is_not_the_services():
+    """2026-12-05's serve runs, made before the 404s were traced off the machine and before the two-replica phase
+    waited for the platform's routing: the report says both, from the requests themselves."""
+    from harness.report import serving as servemod
+
+    by = {s.platform: s for s in servemod.load(str(RESULTS / "smoke-2026-12-05"))}
+    k8s, slurm = by["k8s"], by["slurm"]
+    [lost] = sev.caveats(k8s.phase("node_loss"), "k8s")
+    assert lost.startswith("1136 HTTP 404 answer(s) carried no replica's header: not from the service")
+    [two] = sev.caveats(k8s.phase("two_replicas"), "k8s")
+    assert two.startswith("one replica answered every request of the two-replica phase")
+    assert sev.caveats(slurm.phase("node_loss"), "slurm") == []      # the harness balancer's own 503s
+    assert sev.caveats(slurm.phase("two_replicas"), "slurm") == []   # two replicas answered
+    assert "caveat — node lost: 1136 HTTP 404" in servemod.decision_text(k8s)
