@@ -2,12 +2,12 @@
 a campaign runs in another process: the records (runs.jsonl), the in-flight journal, the lock's holder."""
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..store import read_runs
+from ..errors import StoreError
+from ..store import bounded, read_runs
 
 PROC_LOCKS = Path("/proc/locks")
 
@@ -48,11 +48,11 @@ def read(root: Path) -> CampaignView:
     notes: list[str] = []
     meta = None
     try:
-        meta = json.loads((root / "campaign.json").read_bytes())
+        meta = bounded.load_json(root / "campaign.json", bounded.MAX_META_BYTES)
     except FileNotFoundError:
         pass
-    except ValueError:
-        notes.append(f"{root / 'campaign.json'} is not readable JSON")
+    except StoreError as exc:   # not JSON, past the reading limits, a link: the runs are still listed
+        notes.append(f"{exc.message}: not read")
     records: dict[str, dict] = {}
     for rec in read_runs(root / "runs.jsonl", notes.append):
         records[str(rec.get("run_id"))] = rec
@@ -66,8 +66,8 @@ def read_inflight(root: Path, notes: list[str]) -> dict[str, dict]:
     d = root / "inflight"
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
         try:
-            h = json.loads(p.read_bytes())
-        except (OSError, ValueError, UnicodeDecodeError):   # gone (cancelled) or half-written: skipped
+            h = bounded.load_json(p, bounded.MAX_META_BYTES)
+        except (OSError, StoreError):   # gone (cancelled), half-written, past the limits, a link: skipped
             h = None
         if isinstance(h, dict) and isinstance(h.get("run_id"), str):
             out[h["run_id"]] = h

@@ -10,6 +10,7 @@ import sys
 from .. import __version__
 from ..errors import PocError
 from ..fsutil import disk_error_tip
+from .output import terminal_safe
 from .parser import build_parser
 from .run import EXIT_INTERRUPTED
 
@@ -68,10 +69,10 @@ def main(argv: list[str] | None = None, *, campaign_fn=None, env=None, backend_f
     log.info("poc %s (harness %s)", " ".join(sys.argv[1:] if argv is None else argv), __version__)
     try:
         return args.func(args)
-    except PocError as exc:
-        print(f"ERROR {exc.message}", file=sys.stderr)
+    except PocError as exc:   # a message may quote a results dir's text: shown, never acted on by the terminal
+        print(f"ERROR {terminal_safe(exc.message)}", file=sys.stderr)
         if exc.tip:
-            print(f"TIP {exc.tip}", file=sys.stderr)
+            print(f"TIP {terminal_safe(exc.tip)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         left = getattr(exc, "left", None) or []
