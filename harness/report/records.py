@@ -164,27 +164,28 @@ def read_files(files: Iterable[Path], on_skip: Callable[[str], None] = _warn_ski
     schema is an error: another writer made it, and nothing in it can be trusted."""
     decode = _DECODER.decode
     for path in files:
+        skip = bounded.SkipNotes(on_skip, path)
         for i, line in enumerate(bounded.iter_lines(path, total=None)):
             if isinstance(line, bounded.LineTooLong):
-                on_skip(f"{path}: line {i + 1} is {line}: skipped")
+                skip(f"{path}: line {i + 1} is {line}: skipped")
                 continue
             try:
                 rec = _shallow(decode(line))
             except msgspec.ValidationError as exc:
                 raise StoreError(f"{path}: line {i + 1}: {exc}", tip=_EDITED) from None
             except (RecursionError, bounded.TooDeep):
-                on_skip(f"{path}: line {i + 1} is JSON nested more than {bounded.MAX_JSON_DEPTH} levels deep, "
-                        "not a run record: skipped")
+                skip(f"{path}: line {i + 1} is JSON nested more than {bounded.MAX_JSON_DEPTH} levels deep, "
+                     "not a run record: skipped")
                 continue
             except msgspec.DecodeError:
                 if not line.isspace():
-                    on_skip(f"{path}: line {i + 1} is not a JSON record ({len(line)} bytes, a torn "
-                            "write?): skipped")
+                    skip(f"{path}: line {i + 1} is not a JSON record ({len(line)} bytes, a torn write?): skipped")
                 continue
             if rec.schema != SCHEMA_VERSION:
                 raise StoreError(f"{path}: line {i + 1} has schema {repr(rec.schema)[:40]}; this harness reads "
                                  f"{SCHEMA_VERSION}", tip=_OTHER_SCHEMA)
             yield rec
+        skip.done()
 
 
 def _shallow(rec: Record) -> Record:

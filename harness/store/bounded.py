@@ -30,6 +30,12 @@ from ..errors import StoreError
 # step) are about 13 MB. Deflate inflates up to ~1,030 times, so a 1 MB gzip could become ~1 GB: the
 # cap is what bounds the memory, and JSON within 128 MiB parses to well under a gigabyte.
 MAX_FILE_BYTES = 128 * 1024**2
+# Lines of a file read line by line within MAX_FILE_BYTES (events): an event line is about 330 bytes, so
+# 128 MiB of real events is under 500,000 lines. A file of empty or one-byte lines would otherwise cost
+# seconds per million lines to walk through while staying under the byte cap.
+MAX_LINES = 2_000_000
+# Skipped lines said one by one per file, then counted: a file of a million bad lines is one message.
+MAX_SKIP_NOTES = 20
 # campaign.json and an in-flight handle: the largest committed campaign.json is 5.7 KB (the redacted
 # config, which is itself refused past 1 MiB: harness/config/loader.py).
 MAX_META_BYTES = 16 * 1024**2
@@ -126,13 +132,18 @@ def read_text(path: str | os.PathLike, limit: int = MAX_FILE_BYTES) -> str:
 def iter_lines(path: str | os.PathLike, total: int | None = MAX_FILE_BYTES) -> Iterator[bytes | LineTooLong]:
     """A file's lines (a .gz file's decompressed), each at most MAX_LINE_BYTES: a longer one is read
     past, not kept, and yielded as LineTooLong for the caller to skip and say. `total`: the most
-    bytes read in all (StoreError past it); None for a file read line by line whatever its size."""
+    bytes read in all, and then at most MAX_LINES lines (StoreError past either); None for a file
+    read line by line whatever its size (runs.jsonl: it is not compressed, so its size on disk is
+    what it costs)."""
     p = Path(path)
     gz = " decompressed" if p.name.endswith(".gz") else ""
-    size = 0
+    size = count = 0
     with _stream(p) as fh:
         try:
             while line := fh.readline(MAX_LINE_BYTES + 1):
+                count += 1
+                if total is not None and count > MAX_LINES:
+                    raise StoreError(f"{p}: more than {MAX_LINES:,} lines{gz}; not read", tip=_TIP_BIG)
                 if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                     length = len(line)
                     while (rest := fh.readline(_CHUNK)) and (total is None or size + length <= total):
@@ -146,6 +157,23 @@ def iter_lines(path: str | os.PathLike, total: int | None = MAX_FILE_BYTES) -> I
                 yield line
         except (OSError, EOFError, zlib.error) as exc:
             raise StoreError(f"{p}: not readable{' as gzip' if gz else ''} ({exc})", tip=_TIP_DAMAGED) from None
+
+
+class SkipNotes:
+    """on_skip for the lines a reader skips, MAX_SKIP_NOTES of them said one by one, the rest counted
+    and said once at the end (call done())."""
+
+    def __init__(self, on_skip, path):
+        self.on_skip, self.path, self.count = on_skip, path, 0
+
+    def __call__(self, note: str) -> None:
+        self.count += 1
+        if self.on_skip is not None and self.count <= MAX_SKIP_NOTES:
+            self.on_skip(note)
+
+    def done(self) -> None:
+        if self.on_skip is not None and self.count > MAX_SKIP_NOTES:
+            self.on_skip(f"{self.path}: {self.count - MAX_SKIP_NOTES:,} more lines skipped for the same reasons")
 
 
 def files_under(root: str | os.PathLike) -> tuple[list[Path], list[str]]:

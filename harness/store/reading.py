@@ -26,10 +26,10 @@ def iter_runs(path: Path, on_skip: Callable[[str], None] | None = None) -> Itera
     schema is an error (another harness version wrote it, nothing was lost)."""
     if not path.exists():
         return
+    skip = bounded.SkipNotes(on_skip, path)
     for i, raw in enumerate(bounded.iter_lines(path, total=None)):
         if isinstance(raw, bounded.LineTooLong):
-            if on_skip is not None:
-                on_skip(f"{path}: line {i + 1} is {raw}: skipped")
+            skip(f"{path}: line {i + 1} is {raw}: skipped")
             continue
         line = raw.decode("utf-8", errors="replace")
         if not line.strip():
@@ -37,19 +37,18 @@ def iter_runs(path: Path, on_skip: Callable[[str], None] | None = None) -> Itera
         try:
             rec = bounded.loads(line)
         except bounded.TooDeep as exc:
-            if on_skip is not None:
-                on_skip(f"{path}: line {i + 1} is JSON {exc}, not a run record: skipped")
+            skip(f"{path}: line {i + 1} is JSON {exc}, not a run record: skipped")
             continue
         except ValueError:
             rec = None
         if not isinstance(rec, dict):
-            if on_skip is not None:
-                on_skip(f"{path}: line {i + 1} is not a JSON record ({len(raw)} bytes, a torn write?): skipped")
+            skip(f"{path}: line {i + 1} is not a JSON record ({len(raw)} bytes, a torn write?): skipped")
             continue
         if rec.get("schema") != SCHEMA_VERSION:
             raise StoreError(f"{path}: line {i + 1} has schema {repr(rec.get('schema'))[:40]}; this harness reads "
                              f"{SCHEMA_VERSION}", tip="use the harness version that wrote it, or start a new campaign")
         yield rec
+    skip.done()
 
 
 def read_runs(path: Path, on_skip: Callable[[str], None] | None = None) -> list[dict]:
