@@ -110,7 +110,9 @@ def _md_blocks(title: str, blocks: list[Block]) -> list[str]:
             md += [f"{fence}yaml", body, fence, ""]
         elif kind == "details":
             summary, inner = body
-            md += [f"<details><summary>{html.escape(summary)}</summary>", ""] + _md_blocks(title, inner) \
+            # one line: a blank line would end the HTML block, and what follows would be Markdown again
+            one_line = str(summary).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+            md += [f"<details><summary>{html.escape(one_line)}</summary>", ""] + _md_blocks(title, inner) \
                 + ["</details>", ""]
         elif kind == "h3":
             md += [f"### {md_inline(body)}", ""]
@@ -132,6 +134,8 @@ _BACKTICKS = re.compile(r"`+")
 # What would make Markdown text more than text, outside code spans: the start of an HTML tag, comment,
 # declaration or autolink (a '<' before a letter, '/', '!' or '?'), and a link's destination ('](').
 _HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
+# a line that would define a link reference ([label]: destination), which a "[label]" elsewhere would use
+_LINK_DEFINITION = re.compile(r" {0,3}\[(?:[^\[\]\\]|\\.)*\]:")
 _PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
@@ -140,8 +144,8 @@ def md_inline(text: object) -> str:
     text: no HTML, no link. Markdown renders raw HTML, and a record is anyone's to write.
 
     Code spans are kept as written (their content is literal in Markdown: the report writes commands
-    like `squeue -j <id>` there); outside them a tag's '<' becomes '&lt;' and '](' becomes '](' with the
-    parenthesis escaped, and a leading '[' is escaped (a link reference definition). The code spans are
+    like `squeue -j <id>` there); outside them a tag's '<' becomes '&lt;', '](' has its parenthesis
+    escaped, and a line that would define a link reference ([label]: ...) its '['. The code spans are
     found as CommonMark finds them (a backtick run closes at the next run of the same length; a
     backslash escapes a backtick outside them), so no text a record holds can make the two disagree.
     Line breaks become spaces: a new line could start a block (a table row, an HTML block) of its own."""
@@ -166,7 +170,7 @@ def md_inline(text: object) -> str:
             out.append(_HTML_START.sub("&lt;", s[i:j]).replace("](", "]\\("))
             i = j
     line = "".join(out)
-    return "\\" + line if line.lstrip(" ").startswith("[") and not line.startswith("    ") else line
+    return "\\" + line if _LINK_DEFINITION.match(line) else line
 
 
 def _inline(text: str) -> str:

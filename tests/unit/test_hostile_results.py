@@ -93,7 +93,7 @@ def test_a_gzip_bomb_in_the_events_or_a_log_is_refused(cdir, capsys):
         load_events(run)
     for log in (run / "logs").iterdir():
         _gzip_stream(log, b"", b"x" * 2**20, 130, b"")
-    rc, out, err = _run(["logs", RUNS[0], "--results", str(cdir.parent)], capsys)
+    rc, _out, err = _run(["logs", RUNS[0], "--results", str(cdir.parent)], capsys)
     assert rc == 1 and "ERROR" in err and "bytes decompressed; not read" in err and "TIP" in err
 
 
@@ -151,7 +151,7 @@ def test_a_campaign_json_nested_too_deep_is_said_and_the_runs_still_listed(cdir,
 def test_a_hundred_thousand_bad_lines_are_said_in_a_few_warnings(cdir, capsys):
     with open(cdir / "runs.jsonl", "a") as fh:
         fh.write("x\n" * 100_000)
-    rc, out, err = _run(["list", "--results", str(cdir.parent)], capsys)
+    rc, _out, err = _run(["list", "--results", str(cdir.parent)], capsys)
     assert rc == 0 and err.count("WARNING") == bounded.MAX_SKIP_NOTES + 1
     assert "99,980 more lines skipped" in err
 
@@ -189,7 +189,7 @@ def test_a_link_planted_in_report_never_redirects_a_write(cdir, capsys, tmp_path
             link.symlink_to(victim, target_is_directory=True)
         else:
             link.symlink_to(victim / "bashrc")
-    rc, out, err = _run(["report", str(cdir)], capsys)
+    rc, _out, err = _run(["report", str(cdir)], capsys)
     assert "Traceback" not in err
     assert (victim / "bashrc").read_text() == "the victim's own file\n"
     assert sorted(p.name for p in victim.iterdir()) == ["bashrc"], "nothing was written into the victim's dir"
@@ -206,7 +206,7 @@ def test_logs_strip_terminal_escapes(cdir, capsys):
     logs = cdir / "runs" / RUNS[0] / "logs"
     (logs / "evil.log").write_bytes(b"step 1\x1b]0;pwned title\x07\n\x1b[2J\x1b[31mred\x1b[0m\r\nbell\x07 nul\x00 "
                                     b"c1\xc2\x9b31m done\tok\n")
-    rc, out, err = _run(["logs", RUNS[0], "--results", str(cdir.parent)], capsys)
+    rc, out, _err = _run(["logs", RUNS[0], "--results", str(cdir.parent)], capsys)
     assert rc == 0
     assert "\x1b" not in out and "\x07" not in out and "\x00" not in out and "\x9b" not in out and "\r" not in out
     assert "step 1\nred\nbell nul c131m done\tok\n" in out
@@ -227,7 +227,7 @@ def test_logs_never_print_a_file_through_a_link(cdir, capsys, tmp_path):
 def test_an_error_quoting_a_results_dir_name_has_no_escapes(tmp_path, capsys):
     bad = tmp_path / "results\x1b]0;owned\x07"
     bad.mkdir()
-    rc, out, err = _run(["report", str(bad)], capsys)
+    rc, _out, err = _run(["report", str(bad)], capsys)
     assert rc != 0 and "ERROR" in err and "\x1b" not in err and "\x07" not in err
 
 
@@ -240,7 +240,7 @@ def test_html_in_a_record_lands_in_report_md_as_text(cdir, capsys, tmp_path):
     rec.update(status="failed", error={"stage": "run", "type": "PlatformError", "message": evil, "origin": "platform"})
     rec["campaign"] = "smoke-poc <iframe src=//evil>"
     (cdir / "runs.jsonl").write_text("\n".join([json.dumps(rec), *lines[1:]]) + "\n")
-    rc, out, err = _run(["report", str(cdir), "--out", str(tmp_path / "out")], capsys)
+    rc, _out, err = _run(["report", str(cdir), "--out", str(tmp_path / "out")], capsys)
     assert rc == 0, err
     md = (tmp_path / "out" / "report.md").read_text()
     assert "&lt;img src=x" in md or "alert(1)" not in md
