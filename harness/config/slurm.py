@@ -15,9 +15,11 @@ from .. import imageref
 from . import sbatch
 from .base import ENV_NAME, MAX_RESTARTS, Model
 
-_SLURM_WORD = re.compile(r"^[A-Za-z0-9_.+:@%-]{1,128}$")
+# none may start with '-': each also travels as an argument of scontrol, sinfo or sacctmgr, where it would
+# be read as an option
+_SLURM_WORD = re.compile(r"^(?!-)[A-Za-z0-9_.+:@%-]{1,128}$")
 # a Slurm constraint expression: features joined by & | , with [ ] ( ) * and counts
-_SLURM_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.&|,\[\]()*!:-]{1,256}$")
+_SLURM_CONSTRAINT = re.compile(r"^(?!-)[A-Za-z0-9_.&|,\[\]()*!:-]{1,256}$")
 _SLURM_TIME = re.compile(r"(?:(\d{1,6})-)?(\d{1,9})(?::(\d{2}))?(?::(\d{2}))?")
 # a job's time limit, and a --switches wait: Slurm takes larger ones, but a benchmark job of more than a
 # year is a typing slip
@@ -180,8 +182,8 @@ class Slurm(Model):
     @field_validator("reservation", "gpu_type")
     @classmethod
     def _word(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]{1,128}", v):
-            raise ValueError("may hold letters, digits and _ . + - only")
+        if v is not None and not re.fullmatch(r"(?!-)[A-Za-z0-9_.+-]{1,128}", v):
+            raise ValueError("may hold letters, digits and _ . + - only, and not start with -")
         return v
 
     @field_validator("constraint")
@@ -222,8 +224,8 @@ class Slurm(Model):
     @field_validator("venv", "setup_script", "checkpoint_dir", "controller_log")
     @classmethod
     def _cluster_path(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9_./~+-]+", v):
-            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -)")
+        if v is not None and not re.fullmatch(r"(?!-)[A-Za-z0-9_./~+-]{1,1024}", v):
+            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -, not starting with -)")
         return v
 
     @field_validator("proxy_jump")
@@ -237,8 +239,8 @@ class Slurm(Model):
     @field_validator("partition", "account", "qos")
     @classmethod
     def _ident(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]{1,64}", v):
-            raise ValueError("may hold letters, digits and _ . + - only")
+        if v is not None and not re.fullmatch(r"(?!-)[A-Za-z0-9_.+-]{1,64}", v):
+            raise ValueError("may hold letters, digits and _ . + - only, and not start with -")
         return v
 
     @field_validator("time_limit")
@@ -252,8 +254,8 @@ class Slurm(Model):
     @field_validator("workdir", "python")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9_./~+-]+", v):
-            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -)")
+        if not re.fullmatch(r"(?!-)[A-Za-z0-9_./~+-]{1,1024}", v):
+            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -, not starting with -)")
         return v
 
     @field_validator("extra_sbatch")
