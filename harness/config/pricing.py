@@ -25,9 +25,12 @@ class Price(Model):
 
     @model_validator(mode="after")
     def _set(self) -> Price:
-        bad = {k: v for k, v in self.sets.items() if not 0 <= v <= MAX_USD_PER_HOUR}
+        bad = {k: v for k, v in self.sets.items() if v < 0}
         if bad:
-            raise ValueError(f"price sets are from 0 to {MAX_USD_PER_HOUR:g} USD per unit-hour: {bad}")
+            raise ValueError(f"price sets must not be negative: {bad}")
+        bad = {k: v for k, v in self.sets.items() if v > MAX_USD_PER_HOUR}
+        if bad:
+            raise ValueError(f"price sets are at most {MAX_USD_PER_HOUR:g} USD per unit-hour: {bad}")
         if self.price_set is not None and self.price_set not in self.sets:
             known = ", ".join(self.sets) or "none defined"
             raise ValueError(f"price_set {self.price_set!r} is not one of sets ({known})")

@@ -21,9 +21,12 @@ class Scale(Model):
     @field_validator("nodes")
     @classmethod
     def _nodes(cls, v: list[int]) -> list[int]:
-        small = [n for n in v if n < 1 or n > MAX_NODES]
+        small = [n for n in v if n < 1]
         if small:
-            raise ValueError(f"each size is a node count from 1 to {MAX_NODES} (as resources.nodes), not {small[0]}")
+            raise ValueError(f"each size is a node count of at least 1, not {small[0]}")
+        big = [n for n in v if n > MAX_NODES]
+        if big:
+            raise ValueError(f"each size is a node count of at most {MAX_NODES} (as resources.nodes), not {big[0]}")
         twice = sorted({n for n in v if v.count(n) > 1})
         if twice:
             raise ValueError(f"each size once: {', '.join(map(str, twice))} is listed more than once")

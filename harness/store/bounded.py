@@ -43,9 +43,10 @@ MAX_META_BYTES = 16 * 1024**2
 # is read line by line and has no total cap (100,000 runs are 630 MB, benchmarks/report_generation.py).
 MAX_LINE_BYTES = 16 * 1024**2
 # Nesting levels of any JSON document or line: committed records nest at most 18 (Kubernetes objects in
-# raw evidence). Code that walks a record recurses about once per level against Python's limit of 1,000,
-# and json/msgspec refuse only near that limit: this is far below it and far above any real record.
-MAX_JSON_DEPTH = 64
+# raw evidence), and the store writes raw evidence cut 200 levels below its root (redact.py's MAX_DEPTH),
+# which must read back. Code that walks a record recurses about once per level against Python's limit of
+# 1,000, and json and msgspec refuse only near that limit: this is far below it.
+MAX_JSON_DEPTH = 256
 
 _CHUNK = 1024**2
 _TIP_LINK = "a results directory holds plain files and directories; remove the link (or copy the real file in)"

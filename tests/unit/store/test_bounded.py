@@ -79,3 +79,16 @@ def test_files_under_lists_regular_files_and_says_which_links_it_left_out(tmp_pa
     (tmp_path / "link").symlink_to(tmp_path / "logs", target_is_directory=True)
     with pytest.raises(StoreError, match="symbolic link"):
         bounded.files_under(tmp_path / "link")
+
+
+def test_whatever_the_store_writes_reads_back(tmp_path):
+    """The store cuts raw evidence at redact.MAX_DEPTH: the reading limit must not be below it."""
+    from harness import redact
+    from harness.store import Store, load_raw
+    assert bounded.MAX_JSON_DEPTH > redact.MAX_DEPTH
+    deep: object = "leaf"
+    for _ in range(5000):
+        deep = {"k": [deep]}
+    s = Store(tmp_path, "c")
+    s.write_raw("r1", {"sacct": deep})   # cut where redact.py cuts it
+    assert load_raw(s.run_dir("r1"))["sacct"]["k"][0]["k"]
