@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.errors import StoreError
 from harness.store import bounded
@@ -92,3 +95,28 @@ def test_whatever_the_store_writes_reads_back(tmp_path):
     s = Store(tmp_path, "c")
     s.write_raw("r1", {"sacct": deep})   # cut where redact.py cuts it
     assert load_raw(s.run_dir("r1"))["sacct"]["k"][0]["k"]
+
+
+LEAVES = ['a"[{\\', "]]}}", "x\\\\", 1, None, '\\"[', "é[{", "[" * 300]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 400), st.randoms(use_true_random=False))
+def test_the_depth_counted_on_the_text_agrees_with_the_parsed_objects(depth, rnd):
+    """loads counts depth on the text (a walk costs as much as the parse); brackets and escapes inside
+    strings must not fool it either way."""
+    o: object = rnd.choice(LEAVES)
+    for _ in range(depth):
+        sib = [rnd.choice(LEAVES) for _ in range(rnd.randint(0, 2))]
+        o = [o, *sib] if rnd.random() < 0.5 else {"k[": o, **{f"s{j}": x for j, x in enumerate(sib)}}
+    try:
+        bounded.check_depth(o)
+        deep = False
+    except bounded.TooDeep:
+        deep = True
+    for text in (json.dumps(o), json.dumps(o).encode(), json.dumps(o, ensure_ascii=False)):
+        if deep:
+            with pytest.raises(bounded.TooDeep):
+                bounded.loads(text)
+        else:
+            assert bounded.loads(text) == o
