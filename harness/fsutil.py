@@ -4,6 +4,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,10 @@ def atomic_write(path: Path, data: str | bytes, mode: int | None = None) -> None
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+    # a fresh name made with O_EXCL: a link planted at a guessable temporary name (a results directory
+    # may be shared) makes the create fail rather than redirect the write
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666 if mode is None else mode)
     try:
         with open(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)

@@ -26,7 +26,7 @@ from . import evidence
 from .context import Evidence
 from .errors import StoreError
 from .scenarios import kind_of, scenario_class
-from .store import RAW_FILE, iter_runs, load_events, load_raw, runs_files
+from .store import RAW_FILE, bounded, iter_runs, load_events, load_raw, runs_files
 
 FIELDS = ("value", "lo", "hi", "uncertainty")
 TOL = 1e-9
@@ -272,10 +272,10 @@ def _config(cdir: Path) -> dict:
     meta = cdir / "campaign.json"
     if not meta.exists():
         return {}
-    try:
-        return json.loads(meta.read_text()).get("config") or {}
-    except ValueError:
-        raise StoreError(f"{meta} is not JSON", tip="restore the campaign's campaign.json") from None
+    data = bounded.load_json(meta)   # StoreError for a file that is not JSON or is past the reading limits
+    if not isinstance(data, dict):
+        raise StoreError(f"{meta} is not a JSON object", tip="restore the campaign's campaign.json")
+    return data.get("config") or {}
 
 
 # -- output ------------------------------------------------------------------------------------------------------

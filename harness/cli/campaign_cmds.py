@@ -7,13 +7,13 @@ which takes the lock as a campaign does.
 from __future__ import annotations
 
 import copy
-import gzip
 import os
 import signal
 import time
 from pathlib import Path
 
 from ..errors import ConfigError, PocError, StoreError
+from ..store import bounded
 from . import campaign_state as cs
 from . import common, live_output
 from .output import Out, asked_table, columns, data_format, emit, warn
@@ -190,9 +190,12 @@ def cmd_logs(args) -> int:
                              tip="it may still be queued: `poc status` shows it; try again once it runs")
     if not run_dir.is_dir():
         raise StoreError(_not_kept_yet(args.run_id, handle), tip=_live_tip(handle))
-    logs = {str(p.relative_to(run_dir)).removesuffix(".gz"): _text(p)
-            for p in sorted((run_dir / "logs").rglob("*")) if p.is_file()} if (run_dir / "logs").is_dir() else {}
-    kept = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file())
+    # a link planted in the run's directory is never followed: it would print a file of the reader's own
+    files, skipped = bounded.files_under(run_dir)
+    logs = {str(p.relative_to(run_dir)).removesuffix(".gz"): bounded.read_text(p)
+            for p in files if p.relative_to(run_dir).parts[0] == "logs"}
+    kept = [str(p.relative_to(run_dir)) for p in files]
+    warn(skipped)
     if not logs:
         raise StoreError(f"{run_dir}: no job output kept for {args.run_id} (it holds: {', '.join(kept) or 'nothing'})"
                          + (f"; {_not_kept_yet(args.run_id, handle)}" if handle else ""),
@@ -230,12 +233,6 @@ def _print_live(args, root: Path, handle: dict) -> bool:
 
 def _logs_text(logs: dict[str, str]) -> str:
     return "".join(f"==> {name} <==\n{text}{'' if text.endswith(chr(10)) else chr(10)}" for name, text in logs.items())
-
-
-def _text(p: Path) -> str:
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt", encoding="utf-8", errors="replace") as fh:
-        return fh.read()
 
 
 def _not_kept_yet(run_id: str, handle: dict | None) -> str:

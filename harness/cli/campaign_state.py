@@ -2,13 +2,13 @@
 a campaign runs in another process: the records (runs.jsonl), the in-flight journal, the lock's holder."""
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import redact_machine
-from ..store import read_runs
+from ..errors import StoreError
+from ..store import bounded, read_runs
 
 PROC_LOCKS = Path("/proc/locks")
 
@@ -49,11 +49,11 @@ def read(root: Path) -> CampaignView:
     notes: list[str] = []
     meta = None
     try:
-        meta = json.loads((root / "campaign.json").read_bytes())
+        meta = bounded.load_json(root / "campaign.json", bounded.MAX_META_BYTES)
     except FileNotFoundError:
         pass
-    except ValueError:
-        notes.append(f"{root / 'campaign.json'} is not readable JSON")
+    except StoreError as exc:   # not JSON, past the reading limits, a link: the runs are still listed
+        notes.append(f"{exc.message}: not read")
     if isinstance(meta, dict) and isinstance(meta.get("config"), dict):
         # stored with this machine's paths as placeholders ($STATE_DIR/...): the platforms are reached with real ones
         meta["config"] = redact_machine.here(root.parent).restore_all(meta["config"])
@@ -70,8 +70,8 @@ def read_inflight(root: Path, notes: list[str]) -> dict[str, dict]:
     d = root / "inflight"
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
         try:
-            h = json.loads(p.read_bytes())
-        except (OSError, ValueError, UnicodeDecodeError):   # gone (cancelled) or half-written: skipped
+            h = bounded.load_json(p, bounded.MAX_META_BYTES)
+        except (OSError, StoreError):   # gone (cancelled), half-written, past the limits, a link: skipped
             h = None
         if isinstance(h, dict) and isinstance(h.get("run_id"), str):
             out[h["run_id"]] = h

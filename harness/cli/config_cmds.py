@@ -4,8 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import config as cfgmod
+from ..config import review
 from . import common
-from .output import data_format, emit
+from .output import data_format, emit, warn
 
 
 def cmd_render(args) -> int:
@@ -62,6 +63,8 @@ def cmd_validate(args) -> int:
 
     cfg = common.load(args)
     check_config(cfg, submitted_specs)  # what `poc render` and a run would refuse is refused here too
+    said = review.warnings(cfg)   # what a reviewer of a shared config must see, whatever --quiet says
+    warn(list(said))
     dry = None
     fmt = data_format(args)
     if args.server_dry_run:   # the Kubernetes API server's own verdict on the rendered objects
@@ -83,10 +86,10 @@ def cmd_validate(args) -> int:
                    f"(nodes {', '.join(map(str, cfg.scale.nodes))})" if cfg.scale.nodes else ""))
     if fmt == "json":   # one line, as it always was: scripts read it with a line reader
         import json
-        print(json.dumps({"ok": True, "config_hash": cfg.config_hash(), "overrides": applied,
+        print(json.dumps({"ok": True, "config_hash": cfg.config_hash(), "overrides": applied, "warnings": said,
                           **({"server_dry_run": dry} if dry else {})}))
     else:
-        emit(args, {"ok": True, "config_hash": cfg.config_hash(), "overrides": applied,
+        emit(args, {"ok": True, "config_hash": cfg.config_hash(), "overrides": applied, "warnings": said,
                     **({"server_dry_run": dry} if dry else {})}, table=human)
     return 0
 

@@ -14,6 +14,7 @@ import sys
 from .. import __version__, redact
 from ..errors import PocError
 from ..fsutil import disk_error_tip
+from .output import terminal_safe
 from .parser import build_parser
 from .run import EXIT_INTERRUPTED
 
@@ -21,8 +22,9 @@ log = logging.getLogger("harness.cli")
 
 
 def _say(kind: str, text: str) -> None:
-    """One ERROR or TIP line on stderr, credentials replaced."""
-    print(f"{kind} {_clean(text)}", file=sys.stderr)
+    """One ERROR or TIP line on stderr, credentials replaced; a message may quote a results dir's text: shown,
+    never acted on by the terminal."""
+    print(f"{kind} {terminal_safe(_clean(text))}", file=sys.stderr)
 
 
 def _clean(text: str) -> str:

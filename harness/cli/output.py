@@ -3,12 +3,30 @@ table."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
 from collections.abc import Callable
 
 FORMATS = ("json", "yaml", "table")
+
+# What a terminal would act on rather than show: escape sequences (CSI such as colours and cursor moves,
+# OSC such as window titles and hyperlinks, DCS/SOS/PM/APC strings, the two-byte ones), then any other C0
+# or C1 control but newline and tab. Text from a results directory (a log, a record's message, a file
+# name) may hold them: printed as they are, they could rewrite the screen, hide lines or set the title.
+_ESCAPES = re.compile(r"""
+      \x1b\[ [0-?]* [ -/]* [@-~]?               # CSI: parameters, intermediates, final byte
+    | \x1b[\]PX^_] [^\x07\x1b\n]* (?:\x07|\x1b\\)?  # OSC, DCS, SOS, PM, APC: to BEL or ST (or the line's end)
+    | \x1b [ -/]* [0-~]?                        # any other escape sequence
+    | [\x00-\x08\x0b-\x1f\x7f-\x9f]                # every other C0 and C1 control, and DEL
+""", re.VERBOSE)
+
+
+def terminal_safe(text: str) -> str:
+    """text as a terminal shows it literally: escape sequences and control characters removed (a
+    CR LF is a newline), newlines and tabs kept."""
+    return _ESCAPES.sub("", text.replace("\r\n", "\n"))
 
 
 class StatusLine:
@@ -50,6 +68,7 @@ class Out:
     def info(self, msg: str) -> None:
         if self.quiet:
             return
+        msg = terminal_safe(msg)
         if self.status and self.status.text:
             self.status.clear()
             print(msg, file=self.stream, flush=True)
@@ -156,7 +175,7 @@ def warn(notes: list[str]) -> None:
     """What the store kept aside or skipped (torn lines, damaged in-flight records): said once each,
     whatever --quiet says, since a person may have to act on it."""
     while notes:
-        print(f"WARNING {notes.pop(0)}", file=sys.stderr, flush=True)
+        print(f"WARNING {terminal_safe(notes.pop(0))}", file=sys.stderr, flush=True)
 
 
 def emit(args, data, table: Callable[[], str] | None = None) -> bool:
@@ -170,7 +189,7 @@ def emit(args, data, table: Callable[[], str] | None = None) -> bool:
 
         print(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False), end="")
     elif table is not None and (fmt == "table" or not getattr(args, "quiet", False)):
-        text = table()
+        text = terminal_safe(table())   # a table shows text read from results (logs, messages, names)
         if text:
             print(text, end="" if text.endswith("\n") else "\n")
     else:

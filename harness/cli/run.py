@@ -87,6 +87,11 @@ def run_campaign(args, cfg, out: Out) -> int:
     applied = getattr(args, "overrides_applied", None) or []
     if applied:
         store.meta["overrides"] = applied
+    from ..config import review
+    said = review.warnings(cfg)   # said before anything is submitted, and kept beside the config it came from
+    if said:
+        store.meta["config_warnings"] = said
+        warn(list(said))
     try:
         out.counter = RunCounter(planned_counts(cfg, plats, store, args.resume))
     except Exception:  # a count is a nicety; the pipeline reports a store it cannot read

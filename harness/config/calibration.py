@@ -17,7 +17,7 @@ class Calibration(Model):
     # below this share of the nodes' median is refused: the run would measure the node, not the scheduler
     min_peer_ratio: float = Field(0.5, gt=0, le=1)
     # RDMA registers (pins) memory: below this memlock (ulimit -l) a node is refused; 0 records it only
-    min_memlock_kib: int = Field(0, ge=0)
+    min_memlock_kib: int = Field(0, ge=0, le=2**40)   # 1 PiB: above any node's memory
     compute_seconds: float = Field(0.5, gt=0, le=60)
     # the job-wide all-reduce check's size (and the intra-node one's where nccl-tests gives none)
     allreduce_bytes: str = "16M"

@@ -9,17 +9,17 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from .. import capabilities as cap
-from .base import Model
+from .base import MAX_STEPS, Model
 
 KINDS = ("restart", "upgrade")
 
 
 class Drills(Model):
     kinds: list[str] = Field(default_factory=list)       # one drill run per kind and scheduler platform
-    at_step: int = Field(5, ge=1)       # the drill starts once rank 0 has reached this step
+    at_step: int = Field(5, ge=1, le=MAX_STEPS)       # the drill starts once rank 0 has reached this step
     # the training job's steps: long enough to outlast the drill (about 0.4 s a step on the smoke workload)
-    steps: int = Field(250, ge=1)
-    upgrade_steps: int = Field(500, ge=1)
+    steps: int = Field(250, ge=1, le=MAX_STEPS)
+    upgrade_steps: int = Field(500, ge=1, le=MAX_STEPS)
     probe_s: float = Field(0.5, gt=0, le=30)   # how often submissions and status queries are tried
     component_timeout_s: float = Field(300, gt=0, le=3600)   # one component's bound to be healthy again
     # the cluster's own name (Slurm's ClusterName, the kubeconfig context's cluster): the user's word
@@ -54,6 +54,10 @@ class Drills(Model):
                             or not all(isinstance(a, str) for a in argv):
                         raise ValueError(f"commands.{plat}.{kind}[{i}]: give component and argv "
                                          "(a list of strings: no shell)")
+                    if any("\0" in a for a in argv) or not isinstance(s["component"], str) \
+                            or len(s["component"]) > 64:
+                        raise ValueError(f"commands.{plat}.{kind}[{i}]: component is a name (at most 64 "
+                                         "characters) and no argument holds a NUL")
         return v
 
     def steps_for(self, kind: str) -> int:

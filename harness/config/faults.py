@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import Model
+from .base import MAX_RANKS, MAX_STEPS, Model
 
 # faults that change the cluster, not only the run's own processes
 DESTRUCTIVE_FAULTS = frozenset({"lose_node"})
@@ -13,5 +13,5 @@ DESTRUCTIVE_FAULTS = frozenset({"lose_node"})
 
 class Fault(Model):
     kind: Literal["kill_rank", "delete_pod", "lose_node", "requeue"]
-    at_step: int = Field(ge=1)
-    rank: int = Field(1, ge=0)
+    at_step: int = Field(ge=1, le=MAX_STEPS)
+    rank: int = Field(1, ge=0, le=MAX_RANKS)

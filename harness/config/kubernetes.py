@@ -10,12 +10,33 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import Model, image_reference
+from .base import MAX_RESTARTS, Model, image_reference
 
 _K8S_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$")
 _K8S_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _K8S_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _CAPABILITY = re.compile(r"^[A-Z][A-Z0-9_]{1,40}$")
+# a toleration's (and kubernetes.toleration_seconds') time on a node gone NotReady: Kubernetes' own
+# default is 300 s; a day is the most a job should sit on a lost node
+MAX_TOLERATION_S = 86400
+_QUANTITY_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+                    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+# /dev/shm: the largest GPU nodes hold a few TiB of memory
+MAX_SHM_BYTES = 16 * 2**40
+# keys the harness, JobSet, Kueue and the Job controller set on the pods, or read from them: a user's label
+# or annotation there would change how the run is found, admitted or placed (render/jobset.py keeps the same
+# list for what it renders)
+RESERVED_PREFIXES = ("poc/", "jobset.sigs.k8s.io/", "kueue.x-k8s.io/", "batch.kubernetes.io/")
+RESERVED_LABELS = ("job-name", "controller-uid")
+TOPOLOGY_ANNOTATIONS = ("kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology")
+
+
+def quantity_value(text: str) -> float:
+    """A Kubernetes quantity (1Gi, 500m, 4) as a number of units."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)", text)
+    if not m or m.group(2) not in _QUANTITY_SUFFIX:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity")
+    return float(m.group(1)) * _QUANTITY_SUFFIX[m.group(2)]
 
 
 class PodPlacement(Model):
@@ -42,12 +63,29 @@ class PodPlacement(Model):
                                  "letters, digits, '-', '_', '.')")
         return {k: str(val) for k, val in v.items()}
 
+    @field_validator("labels")
+    @classmethod
+    def _own_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if k.startswith(RESERVED_PREFIXES) or k in RESERVED_LABELS:
+                raise ValueError(f"{k!r} is a label the harness, JobSet or Kueue sets on the pods; use a key of "
+                                 "your own prefix, e.g. team.example.com/project")
+        return v
+
     @field_validator("annotations")
     @classmethod
     def _annotations(cls, v: dict[str, str]) -> dict[str, str]:
-        for k in v:
+        for k, val in v.items():
             if not _K8S_LABEL_KEY.match(k):
                 raise ValueError(f"{k!r} is not an annotation key ([prefix/]name)")
+            if k in TOPOLOGY_ANNOTATIONS:
+                raise ValueError(f"set {k!r} through kubernetes.topology_required / topology_preferred, e.g. "
+                                 "topology_required: cloud.provider.com/topology-block")
+            if k.startswith(RESERVED_PREFIXES):
+                raise ValueError(f"{k!r} is an annotation the harness, JobSet or Kueue sets or reads on the pods "
+                                 f"(keys under {', '.join(RESERVED_PREFIXES)} are theirs)")
+            if not isinstance(val, str | int | float | bool) or "\0" in str(val):
+                raise ValueError(f"{k}: an annotation's value is text without NUL")
         return {k: str(val) for k, val in v.items()}
 
     @field_validator("tolerations")
@@ -63,6 +101,17 @@ class PodPlacement(Model):
             if t.get("effect") not in (None, "", "NoSchedule", "PreferNoSchedule", "NoExecute"):
                 raise ValueError(f"toleration effect {t.get('effect')!r} is not NoSchedule, PreferNoSchedule "
                                  "or NoExecute")
+            if t.get("key") not in (None, "") and not (isinstance(t["key"], str) and _K8S_LABEL_KEY.match(t["key"])):
+                raise ValueError(f"toleration key {t.get('key')!r} is not a taint key ([prefix/]name)")
+            if t.get("value") not in (None, "") and not (isinstance(t["value"], str)
+                                                         and _K8S_LABEL_VALUE.match(t["value"])):
+                raise ValueError(f"toleration value {t.get('value')!r} is not a taint value (up to 63 letters, "
+                                 "digits, '-', '_', '.')")
+            secs = t.get("tolerationSeconds")
+            if secs is not None and (not isinstance(secs, int) or isinstance(secs, bool)
+                                     or not 0 <= secs <= MAX_TOLERATION_S):
+                raise ValueError(f"toleration tolerationSeconds {secs!r} is not a whole number of seconds from 0 "
+                                 f"to {MAX_TOLERATION_S}")
         return v
 
     @field_validator("priority_class", "service_account")
@@ -83,8 +132,8 @@ class PodPlacement(Model):
     @field_validator("shm_size")
     @classmethod
     def _shm(cls, v: str) -> str:
-        if not _K8S_QUANTITY.match(v):
-            raise ValueError("must be a Kubernetes quantity like 1Gi, 64Gi or 512Mi")
+        if not _K8S_QUANTITY.match(v) or quantity_value(v) > MAX_SHM_BYTES:
+            raise ValueError("must be a Kubernetes quantity like 1Gi, 64Gi or 512Mi, at most 16Ti")
         return v
 
     @field_validator("capabilities")
@@ -99,8 +148,9 @@ class PodPlacement(Model):
     @classmethod
     def _extra(cls, v: dict[str, str]) -> dict[str, str]:
         for k, val in v.items():
-            if not _K8S_LABEL_KEY.match(k) or not _K8S_QUANTITY.match(str(val)):
-                raise ValueError(f"{k}: {val!r} is not a resource name and quantity like rdma/ib: 1")
+            if not _K8S_LABEL_KEY.match(k) or not _K8S_QUANTITY.match(str(val)) or quantity_value(str(val)) > 2**63:
+                raise ValueError(f"{k}: {val!r} is not a resource name and quantity like rdma/ib: 1 (at most "
+                                 "Kubernetes' 64-bit bound)")
         return {k: str(val) for k, val in v.items()}
 
 
@@ -120,8 +170,8 @@ class Kubernetes(Model):
     local_queue: str = "poc-queue"
     image: str | None = None
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    max_restarts: int = Field(3, ge=0)
-    toleration_seconds: int = Field(30, ge=0)
+    max_restarts: int = Field(3, ge=0, le=MAX_RESTARTS)
+    toleration_seconds: int = Field(30, ge=0, le=MAX_TOLERATION_S)
     checkpoint_host_path: str | None = None
     checkpoint_pvc: str | None = None
     pod: PodPlacement = Field(default_factory=PodPlacement)
@@ -146,6 +196,14 @@ class Kubernetes(Model):
         user = [dict(t) for t in self.pod.tolerations]
         lab = [dict(t) for t in NATIVE_NODE_TOLERATIONS if self.native and t not in user]
         return user + lab
+
+    @field_validator("checkpoint_host_path")
+    @classmethod
+    def _host_path(cls, v: str | None) -> str | None:
+        # expanded on this machine (~, $VARS) for the native cluster, else a path on every node
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9_./~${}+-]{1,1024}", v):
+            raise ValueError("must be a plain path (letters, digits, _ . / ~ $ { } + -)")
+        return v
 
     @field_validator("topology_required", "topology_preferred")
     @classmethod

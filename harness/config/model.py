@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .. import capabilities as cap
 from .base import Model
@@ -34,9 +34,14 @@ HEADLINE_MIN_BYTES = {"gpu": 1024**3}
 GPU_SWEEP = "1K:4G"      # workload.sweep's default when the job has real GPUs
 
 
+# the longest a campaign waits for one run to be admitted, or to run: a week's queue on a busy GPU
+# cluster is plausible, a month is the most a benchmark should wait on anything
+MAX_TIMEOUT_S = 30 * 86400
+
+
 class Timeouts(Model):
-    queue_s: float = Field(300, gt=0)
-    run_s: float = Field(900, gt=0)
+    queue_s: float = Field(300, gt=0, le=MAX_TIMEOUT_S)
+    run_s: float = Field(900, gt=0, le=MAX_TIMEOUT_S)
 
 
 def _default_pricing() -> dict[str, Price]:
@@ -52,14 +57,16 @@ class Config(Model):
     slurm: Slurm = Field(default_factory=Slurm)
     local: Local = Field(default_factory=Local)
     pricing: dict[str, Price] = Field(default_factory=_default_pricing)
-    faults: list[Fault] = Field(default_factory=lambda: [Fault(kind="kill_rank", at_step=15, rank=1)])
+    # each fault is a run per platform and repetition: a hundred are far more than any campaign plans
+    faults: list[Fault] = Field(default_factory=lambda: [Fault(kind="kill_rank", at_step=15, rank=1)],
+                                max_length=100)
     repetitions: int = Field(1, ge=0, le=1000)
     contention: Contention | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
     # interleaved: round k runs the k-th planned run of every platform, platforms shuffled per round
     # with `seed` (harness/order.py), so drift on a noisy machine is not mistaken for a platform
     order: Literal["interleaved", "blocked"] = "interleaved"
-    seed: int = Field(1, ge=0)
+    seed: int = Field(1, ge=0, le=2**32 - 1)   # numpy's and torch's seeds take 32 bits everywhere
     fabric: Fabric = Field(default_factory=Fabric)
     # lose_node takes a node away (Slurm: DOWN; Kubernetes: cordon and evict): on a shared cluster only
     # with this set, and only nodes the run holds
@@ -83,6 +90,23 @@ class Config(Model):
     @classmethod
     def _platforms(cls, v: list[str]) -> list[str]:
         return [normalize_platform(p) for p in v]
+
+    @field_validator("ux")
+    @classmethod
+    def _probe_kubernetes(cls, v: Ux, info: ValidationInfo) -> Ux:
+        """ux.kubernetes, checked now as the probes will use it: over the campaign's kubernetes section
+        (harness/ux/mistakes.py probe_config), so a bad value is this command's error, not a probe's."""
+        base = info.data.get("kubernetes")
+        if not v.kubernetes or base is None:
+            return v
+        try:
+            Kubernetes.model_validate({**base.model_dump(mode="json"), **v.kubernetes})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-"))
+            raise ValueError(f"kubernetes{'.' + where if where else ''}: "
+                             f"{err['msg'].removeprefix('Value error, ')}") from None
+        return v
 
     @field_validator("pricing")
     @classmethod

@@ -9,11 +9,13 @@ from pydantic import Field, field_validator
 from .. import capabilities as cap
 from .base import Model
 
+MAX_NODES = 4096   # resources.nodes' own bound
+
 
 class Scale(Model):
     """nodes: the sizes, each a whole run of the config's job with resources.nodes replaced (per-rank
     batch and everything per node unchanged: weak scaling); [] plans no scale runs."""
-    nodes: list[int] = Field(default_factory=list)
+    nodes: list[int] = Field(default_factory=list, max_length=64)
     repetitions: int = Field(1, ge=1, le=100)    # runs per size and platform
 
     @field_validator("nodes")
@@ -22,6 +24,9 @@ class Scale(Model):
         small = [n for n in v if n < 1]
         if small:
             raise ValueError(f"each size is a node count of at least 1, not {small[0]}")
+        big = [n for n in v if n > MAX_NODES]
+        if big:
+            raise ValueError(f"each size is a node count of at most {MAX_NODES} (as resources.nodes), not {big[0]}")
         twice = sorted({n for n in v if v.count(n) > 1})
         if twice:
             raise ValueError(f"each size once: {', '.join(map(str, twice))} is listed more than once")

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from .base import Model
+from .base import MAX_STEPS, Model
 
 FAULTS = ("kill_server", "node_loss")
 
 
 class Serve(Model):
     enabled: bool = False               # one serving run per scheduler platform (scenario "serve")
-    train_steps: int = Field(20, ge=1)  # the short training job whose newest checkpoint is served
+    train_steps: int = Field(20, ge=1, le=MAX_STEPS)  # the short training job whose newest checkpoint is served
     clients: int = Field(4, ge=1, le=64)            # the closed loop's concurrency, the same on both
     phase_s: float = Field(15, gt=0, le=300)        # each steady load phase
     # each fault phase's bound: long enough to see recovery (Slurm's node loss here: about 80 s)

@@ -13,11 +13,32 @@ from pydantic_core import PydanticCustomError
 
 from .. import imageref
 from . import sbatch
-from .base import ENV_NAME, Model
+from .base import ENV_NAME, MAX_RESTARTS, Model
 
-_SLURM_WORD = re.compile(r"^[A-Za-z0-9_.+:@%-]{1,128}$")
+# none may start with '-': each also travels as an argument of scontrol, sinfo or sacctmgr, where it would
+# be read as an option
+_SLURM_WORD = re.compile(r"^(?!-)[A-Za-z0-9_.+:@%-]{1,128}$")
 # a Slurm constraint expression: features joined by & | , with [ ] ( ) * and counts
-_SLURM_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.&|,\[\]()*!:-]{1,256}$")
+_SLURM_CONSTRAINT = re.compile(r"^(?!-)[A-Za-z0-9_.&|,\[\]()*!:-]{1,256}$")
+_SLURM_TIME = re.compile(r"(?:(\d{1,6})-)?(\d{1,9})(?::(\d{2}))?(?::(\d{2}))?")
+# a job's time limit, and a --switches wait: Slurm takes larger ones, but a benchmark job of more than a
+# year is a typing slip
+MAX_TIME_S = 366 * 86400
+
+
+def slurm_seconds(text: str) -> int | None:
+    """A Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds; None if it is not one."""
+    m = _SLURM_TIME.fullmatch(text)
+    if not m:
+        return None
+    days, first, second, third = m.groups()
+    if days is not None:   # D-HH[:MM[:SS]]
+        if len(first) > 2:
+            return None
+        return int(days) * 86400 + int(first) * 3600 + int(second or 0) * 60 + int(third or 0)
+    if third is not None:  # HH:MM:SS
+        return None if len(first) > 2 else int(first) * 3600 + int(second) * 60 + int(third)
+    return int(first) * 60 + int(second or 0)   # MM[:SS]
 
 
 class SlurmRest(Model):
@@ -131,7 +152,7 @@ class Slurm(Model):
     python: str = "python3"
     container: Literal["none", "pyxis", "apptainer"] = "none"
     container_image: str | None = None
-    max_restarts: int = Field(3, ge=0)
+    max_restarts: int = Field(3, ge=0, le=MAX_RESTARTS)
     extra_sbatch: list[str] = Field(default_factory=list)
     reservation: str | None = None
     constraint: str | None = None        # --constraint, a feature expression like "a100&ib"
@@ -161,8 +182,8 @@ class Slurm(Model):
     @field_validator("reservation", "gpu_type")
     @classmethod
     def _word(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]{1,128}", v):
-            raise ValueError("may hold letters, digits and _ . + - only")
+        if v is not None and not re.fullmatch(r"(?!-)[A-Za-z0-9_.+-]{1,128}", v):
+            raise ValueError("may hold letters, digits and _ . + - only, and not start with -")
         return v
 
     @field_validator("constraint")
@@ -192,15 +213,19 @@ class Slurm(Model):
     @field_validator("switches")
     @classmethod
     def _switches(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"\d+(@(\d+-)?\d{1,2}(:\d{2}){0,2})?", str(v)):
-            raise ValueError("must be a count, optionally with a maximum wait: 1 or 1@00:10:00")
+        m = None if v is None else re.fullmatch(r"(\d{1,4})(?:@(.+))?", str(v))
+        wait = None if m is None or m.group(2) is None else slurm_seconds(m.group(2))
+        if v is not None and (m is None or int(m.group(1)) > 4096 or (m.group(2) is not None and
+                                                                    (wait is None or wait > MAX_TIME_S))):
+            raise ValueError("must be a count (at most 4096), optionally with a maximum wait of at most a year: "
+                             "1 or 1@00:10:00")
         return None if v is None else str(v)
 
     @field_validator("venv", "setup_script", "checkpoint_dir", "controller_log")
     @classmethod
     def _cluster_path(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9_./~+-]+", v):
-            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -)")
+        if v is not None and not re.fullmatch(r"(?!-)[A-Za-z0-9_./~+-]{1,1024}", v):
+            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -, not starting with -)")
         return v
 
     @field_validator("proxy_jump")
@@ -214,22 +239,23 @@ class Slurm(Model):
     @field_validator("partition", "account", "qos")
     @classmethod
     def _ident(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]{1,64}", v):
-            raise ValueError("may hold letters, digits and _ . + - only")
+        if v is not None and not re.fullmatch(r"(?!-)[A-Za-z0-9_.+-]{1,64}", v):
+            raise ValueError("may hold letters, digits and _ . + - only, and not start with -")
         return v
 
     @field_validator("time_limit")
     @classmethod
     def _time(cls, v: str) -> str:
-        if not re.fullmatch(r"(\d+-)?\d{1,2}(:\d{2}){0,2}|\d+", v):
-            raise ValueError("must be a Slurm time like 00:15:00, 90 or 1-00:00:00")
+        secs = slurm_seconds(v)
+        if secs is None or secs > MAX_TIME_S:
+            raise ValueError("must be a Slurm time like 00:15:00, 90 or 1-00:00:00, at most 366 days")
         return v
 
     @field_validator("workdir", "python")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9_./~+-]+", v):
-            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -)")
+        if not re.fullmatch(r"(?!-)[A-Za-z0-9_./~+-]{1,1024}", v):
+            raise ValueError("must be a plain path (letters, digits, _ . / ~ + -, not starting with -)")
         return v
 
     @field_validator("extra_sbatch")

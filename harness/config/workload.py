@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import ENV_NAME, Model
+from .base import ENV_NAME, MAX_STEPS, Model
 
 _SIZE = re.compile(r"^\s*\d+\s*[KMGkmg]?(i?B)?\s*$")
 
@@ -28,17 +28,17 @@ MAX_MODEL_PARAMS = 2 * 1024**3
 class Workload(Model):
     model_params: str = "4M"
     layers: int = Field(4, ge=1, le=64)
-    steps: int = Field(40, ge=1)
-    batch: int = Field(64, ge=1)
-    checkpoint_every: int = Field(10, ge=0)
+    steps: int = Field(40, ge=1, le=MAX_STEPS)
+    batch: int = Field(64, ge=1, le=1024**2)   # per rank: a million samples is past any device's memory
+    checkpoint_every: int = Field(10, ge=0, le=MAX_STEPS)
     # the newest N checkpoints stay (0: all): a resume needs only the newest, and a shared file system's
     # quota is not the benchmark's to fill
-    checkpoint_keep: int = Field(2, ge=0)
+    checkpoint_keep: int = Field(2, ge=0, le=10_000)
     sweep: str = "1K:64M"
     # nccl-tests all_reduce_perf's defaults: -n 20 timed iterations, -w 1 warm-up per size (src/common.cu
     # since v2.16.8, checked at v2.19.6; up to v2.16.7 it was -w 5, at the smallest and largest sizes only)
-    sweep_iters: int = Field(20, ge=1)
-    sweep_warmup: int = Field(1, ge=0)
+    sweep_iters: int = Field(20, ge=1, le=10_000)   # per size; nccl-tests runs 20
+    sweep_warmup: int = Field(1, ge=0, le=10_000)
     backend: Literal["auto", "nccl", "gloo"] = "auto"
     # mlp: the tiny smoke model; transformer: decoder blocks sized to model_params, so step time,
     # memory and all-reduce sizes look like real training
@@ -92,8 +92,8 @@ class Resources(Model):
     nodes: int = Field(2, ge=1, le=4096)
     procs_per_node: int = Field(1, ge=1, le=64)
     gpus_per_node: int = Field(0, ge=0, le=64)
-    cpus_per_node: int = Field(1, ge=1)
-    memory_mb: int = Field(3072, ge=64)
+    cpus_per_node: int = Field(1, ge=1, le=4096)          # the largest nodes have a few hundred cores
+    memory_mb: int = Field(3072, ge=64, le=32 * 1024**2)  # 32 TiB: the largest nodes have a few
     # whole nodes, no other job on them (Slurm --exclusive; Kubernetes: no other JobSet's pod beside the
     # run's): unset, it is on for real GPUs (a neighbour's traffic on the NICs and PCIe would be measured
     # as the scheduler's) and off otherwise

@@ -15,15 +15,15 @@ A replay directory inside a campaign (<campaign>/scale/<replay name>/) joins tha
 """
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 from .. import redact
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..fsutil import atomic_write
 from ..scale import outcome
 from ..scale import trace as tr
+from ..store import bounded
 from . import k8s_records, slurm_records
 
 PLATFORMS = ("k8s", "slurm")
@@ -86,7 +86,7 @@ def save(where: Path, trace: tr.Trace, platform: str, result: dict, total_gpus: 
     read against the wrong jobs."""
     where.mkdir(parents=True, exist_ok=True)
     kept = where / "trace.jsonl"
-    if kept.is_file() and kept.read_text() != tr.dumps(trace):
+    if kept.is_file() and _trace_text(kept) != tr.dumps(trace):
         raise ConfigError(f"{where} holds replays of another trace",
                           tip="repeat a replay with the same trace and --compress, or choose another --name")
     tr.save(trace, kept)
@@ -109,12 +109,33 @@ def load(where: Path) -> tuple[tr.Trace, dict[str, dict]]:
         i = 1
         while f := run_file(where, run_name(p, i)):
             try:
-                text = gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes()
-                stored[run_name(p, i)] = json.loads(text)
-            except (json.JSONDecodeError, gzip.BadGzipFile, EOFError) as e:
-                raise ConfigError(f"{f} is not JSON: {e}", tip="the file was cut or edited; replay again") from None
+                body = bounded.load_json(f)   # within the reading limits, a link never followed
+            except StoreError as e:
+                raise ConfigError(e.message, tip="the file was cut or edited; replay again") from None
+            if not isinstance(body, dict):
+                raise ConfigError(f"{f} is a JSON {type(body).__name__}, not a replay's record",
+                                  tip="the file was cut or edited; replay again")
+            stored[run_name(p, i)] = body
             i += 1
-    return tr.load(where / "trace.jsonl"), stored
+    path = where / "trace.jsonl"
+    return tr.loads(_trace_text(path), where=str(path)), stored
+
+
+def _trace_text(path: Path) -> str:
+    """A stored trace's text, read within the reading limits, each line within the nesting limit (the
+    trace's own parser takes any depth its JSON parser does)."""
+    try:
+        text = bounded.read_text(path)
+    except StoreError as e:
+        raise ConfigError(e.message, tip=e.tip) from None
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            bounded.loads(line)
+        except bounded.TooDeep as e:
+            raise ConfigError(f"{path}:{n}: JSON {e}", tip="the file was cut or edited; replay again") from None
+        except ValueError:
+            pass   # the trace's parser names the line that is not JSON
+    return text
 
 
 def replay_dirs(results: Path) -> list[Path]:

@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib import cbook, mlab
 from matplotlib.ticker import FuncFormatter
 
+from . import files
 from .extras import is_scale
 from .records import PHASES, RECOVERY_PHASES
 from .stats import PLATFORM_LABEL, Groups, base_metric, platform_sort_key
@@ -32,9 +33,7 @@ def _color(p: str) -> str:
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return files.save_figure(fig, path)
 
 
 def _sorted_platforms(names) -> list[str]:
@@ -294,7 +293,7 @@ def recovery_phases(gs: Groups, out: Path) -> Path:
 
 
 def all_charts(table: RunTable, gs: Groups, outdir: Path) -> dict[str, Path]:
-    outdir.mkdir(parents=True, exist_ok=True)
+    files.real_dir(outdir)
     charts = {
         "metrics": metrics_side_by_side(gs, outdir / "metrics.png"),
         "timeline": timeline(table, outdir / "timeline.png"),

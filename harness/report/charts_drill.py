@@ -8,6 +8,7 @@ from pathlib import Path
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from . import files
 from .charts import _color, plt
 from .drills import Drill
 from .stats import PLATFORM_LABEL, platform_sort_key
@@ -68,9 +69,7 @@ def timeline(drills: list[Drill], out: Path) -> Path | None:
                  "(x: seconds since the drill started; shaded: while the drill watched)", fontsize=11)
     fig.subplots_adjust(left=0.11, right=0.97, bottom=0.55 / fig.get_figheight() + 0.02,
                         top=1 - 0.6 / fig.get_figheight())
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return files.save_figure(fig, out)
 
 
 def _panel(d: Drill, top, bottom) -> None:

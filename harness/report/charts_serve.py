@@ -11,6 +11,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..serve.load import histogram
+from . import files
 from .charts import _color, plt
 from .serving import FAULT_TEXT, Serve, num
 from .stats import PLATFORM_LABEL, platform_sort_key
@@ -69,9 +70,7 @@ def cdf(serves: list[Serve], out: Path) -> Path | None:
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("Serving latency CDF (closed loop; from the stored HdrHistograms, 3 digits)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return files.save_figure(fig, out)
 
 
 def marks(s: Serve) -> list[tuple[float, str, str]]:
@@ -118,9 +117,7 @@ def timeline(serves: list[Serve], out: Path) -> Path | None:
     fig.suptitle("Serving timeline: requests per second through each fault and the scale-out "
                  "(by when each request ended)", fontsize=11)
     fig.tight_layout(rect=(0, 0.05, 1, 0.96))
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return files.save_figure(fig, out)
 
 
 def rates(tl: list[dict], elapsed: float) -> tuple[list[float], list[float], list[float], list[float]]:

@@ -16,7 +16,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..store import atomic_write
+from ..store import bounded
+from . import files
 from . import sections as sec
 from .compare import Comparison
 from .registry import HARNESS_ERRORS, REGISTRY, settings_blocks
@@ -55,12 +56,13 @@ def build(results_dir: str, out_dir: str | None = None,
     `sections`: those the report may show, in its order; the registry unless a caller brings its own."""
     out = Path(out_dir or Path(results_dir) / "report")
     ctx = gather(results_dir, out)
-    atomic_write(out / "summary.csv", summary_csv(ctx.summary))
-    atomic_write(out / "comparisons.csv", comparisons_csv(ctx.comparisons))
+    # every file through files.write: a link planted in report/ never redirects a write
+    files.write(out / "summary.csv", summary_csv(ctx.summary))
+    files.write(out / "comparisons.csv", comparisons_csv(ctx.comparisons))
     intro = _intro(ctx)
     secs = [(s.title, s.blocks(ctx)) for s in sections if s.applies(ctx)]
-    atomic_write(out / "report.md", _markdown(intro, secs))
-    atomic_write(out / "report.html", _html(intro, secs))
+    files.write(out / "report.md", _markdown(intro, secs))
+    files.write(out / "report.html", _html(intro, secs))
     return {"report.md": out / "report.md", "report.html": out / "report.html", "summary.csv": out / "summary.csv",
             "comparisons.csv": out / "comparisons.csv", **{f"charts/{p.name}": p for p in ctx.charts.values()}}
 
@@ -90,7 +92,7 @@ def comparisons_csv(comps: list[Comparison]) -> str:
 
 
 def _markdown(intro: str, secs: list[tuple[str, list[Block]]]) -> str:
-    md = ["# Kubernetes vs Slurm: DDP benchmark report", "", intro, ""]
+    md = ["# Kubernetes vs Slurm: DDP benchmark report", "", md_inline(intro), ""]
     for title, blocks in secs:
         md += [f"## {title}", ""] + _md_blocks(title, blocks)
     return "\n".join(md)
@@ -100,21 +102,25 @@ def _md_blocks(title: str, blocks: list[Block]) -> list[str]:
     md: list[str] = []
     for kind, body in blocks:
         if kind == "p":
-            md += [body, ""]
+            md += [md_inline(body), ""]
         elif kind == "small":
-            md += [f"<sub>{body}</sub>", ""]
+            md += [f"<sub>{md_inline(body)}</sub>", ""]
         elif kind == "pre":
-            md += ["```yaml", body, "```", ""]
+            fence = "`" * max(3, 1 + max(map(len, _BACKTICKS.findall(body)), default=0))
+            md += [f"{fence}yaml", body, fence, ""]
         elif kind == "details":
             summary, inner = body
-            md += [f"<details><summary>{html.escape(summary)}</summary>", ""] + _md_blocks(title, inner) \
+            # one line: a blank line would end the HTML block, and what follows would be Markdown again
+            one_line = str(summary).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+            md += [f"<details><summary>{html.escape(one_line)}</summary>", ""] + _md_blocks(title, inner) \
                 + ["</details>", ""]
         elif kind == "h3":
-            md += [f"### {body}", ""]
+            md += [f"### {md_inline(body)}", ""]
         elif kind == "ul":
-            md += [f"- {x}" for x in body] + [""]
+            md += [f"- {md_inline(x)}" for x in body] + [""]
         elif kind == "table":
-            md += [sec.md_table(*body), ""]
+            header, rows = body
+            md += [sec.md_table([md_inline(c) for c in header], [[md_inline(c) for c in r] for r in rows]), ""]
         else:
             key, path = body
             # a chart alone in a section of its own name needs no second heading
@@ -125,6 +131,47 @@ def _md_blocks(title: str, blocks: list[Block]) -> list[str]:
 
 _CODE = re.compile(r"`([^`]*)`")
 _STRONG = re.compile(r"\*\*([^*]+)\*\*")   # what the Markdown bolds (an unequal condition, a busy host)
+_BACKTICKS = re.compile(r"`+")
+# What would make Markdown text more than text, outside code spans: the start of an HTML tag, comment,
+# declaration or autolink (a '<' before a letter, '/', '!' or '?'), and a link's destination ('](').
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
+# a line that would define a link reference ([label]: destination), which a "[label]" elsewhere would use
+_LINK_DEFINITION = re.compile(r" {0,3}\[(?:[^\[\]\\]|\\.)*\]:")
+_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def md_inline(text: object) -> str:
+    """Text (much of it from the records: messages, names, facts) as one line of Markdown that stays
+    text: no HTML, no link. Markdown renders raw HTML, and a record is anyone's to write.
+
+    Code spans are kept as written (their content is literal in Markdown: the report writes commands
+    like `squeue -j <id>` there); outside them a tag's '<' becomes '&lt;', '](' has its parenthesis
+    escaped, and a line that would define a link reference ([label]: ...) its '['. The code spans are
+    found as CommonMark finds them (a backtick run closes at the next run of the same length; a
+    backslash escapes a backtick outside them), so no text a record holds can make the two disagree.
+    Line breaks become spaces: a new line could start a block (a table row, an HTML block) of its own."""
+    s = str(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    out: list[str] = []
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\" and i + 1 < n and s[i + 1] in _PUNCT:   # an escaped character, never a delimiter
+            out.append(s[i:i + 2])
+            i += 2
+        elif c == "`":
+            run = _BACKTICKS.match(s, i).end() - i
+            close = next((m.start() for m in _BACKTICKS.finditer(s, i + run) if m.end() - m.start() == run), None)
+            end = i + run if close is None else close + run   # no closing run: the backticks are text
+            out.append(s[i:end])
+            i = end
+        else:
+            j = i + 1
+            while j < n and s[j] not in "`\\":
+                j += 1
+            out.append(_HTML_START.sub("&lt;", s[i:j]).replace("](", "]\\("))
+            i = j
+    line = "".join(out)
+    return "\\" + line if _LINK_DEFINITION.match(line) else line
 
 
 def _inline(text: str) -> str:
@@ -167,7 +214,7 @@ def _html_blocks(title: str, blocks: list[Block]) -> list[str]:
                 "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
         else:
             key, path = body
-            data = base64.b64encode(path.read_bytes()).decode()
+            data = base64.b64encode(bounded.read_bytes(path)).decode()   # the chart just written, no link
             h.append(("" if CHART_TITLES[key] == title else f"<h3>{CHART_TITLES[key]}</h3>")
                      + f'<img alt="{html.escape(CHART_TITLES[key])}" src="data:image/png;base64,{data}">')
     return h

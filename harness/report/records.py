@@ -17,7 +17,7 @@ import msgspec
 
 from ..errors import StoreError
 from ..metrics import UNITS
-from ..store import SCHEMA_VERSION
+from ..store import SCHEMA_VERSION, bounded
 
 # The phases a timeline chart can show, in the order a run passes them.
 PHASES = ("submitted", "blocker_released", "admitted", "allocated", "launched", "rendezvous", "sweep_done",
@@ -182,26 +182,50 @@ def _warn_skipped(note: str) -> None:
 
 def read_files(files: Iterable[Path], on_skip: Callable[[str], None] = _warn_skipped) -> Iterator[Record]:
     """Every complete record, in file order. As store.iter_runs: blank lines are skipped, and so is a
-    line that is not JSON (a write torn by a crash or a full disk), described to on_skip (a WARNING
-    by default): the records around it are still the campaign's. A JSON line of another shape or
+    line that is not JSON (a write torn by a crash or a full disk), or one past the reading limits
+    (harness/store/bounded.py: too long, nested too deep), described to on_skip (a WARNING by
+    default): the records around it are still the campaign's. A JSON line of another shape or
     schema is an error: another writer made it, and nothing in it can be trusted."""
     decode = _DECODER.decode
     for path in files:
-        with open(path, "rb") as fh:
-            for i, line in enumerate(fh):
-                try:
-                    rec = decode(line)
-                except msgspec.ValidationError as exc:
-                    raise StoreError(f"{path}: line {i + 1}: {exc}", tip=_EDITED) from None
-                except msgspec.DecodeError:
-                    if not line.isspace():
-                        on_skip(f"{path}: line {i + 1} is not a JSON record ({len(line)} bytes, a torn "
-                                "write?): skipped")
-                    continue
-                if rec.schema != SCHEMA_VERSION:
-                    raise StoreError(f"{path}: line {i + 1} has schema {rec.schema!r}; this harness reads "
-                                     f"{SCHEMA_VERSION}", tip=_OTHER_SCHEMA)
-                yield rec
+        skip = bounded.SkipNotes(on_skip, path)
+        for i, line in enumerate(bounded.iter_lines(path, total=None)):
+            if isinstance(line, bounded.LineTooLong):
+                skip(f"{path}: line {i + 1} is {line}: skipped")
+                continue
+            try:
+                rec = _shallow(decode(line))
+            except msgspec.ValidationError as exc:
+                raise StoreError(f"{path}: line {i + 1}: {exc}", tip=_EDITED) from None
+            except (RecursionError, bounded.TooDeep):
+                skip(f"{path}: line {i + 1} is JSON nested more than {bounded.MAX_JSON_DEPTH} levels deep, "
+                     "not a run record: skipped")
+                continue
+            except msgspec.DecodeError:
+                if not line.isspace():
+                    skip(f"{path}: line {i + 1} is not a JSON record ({len(line)} bytes, a torn write?): skipped")
+                continue
+            if rec.schema != SCHEMA_VERSION:
+                raise StoreError(f"{path}: line {i + 1} has schema {repr(rec.schema)[:40]}; this harness reads "
+                                 f"{SCHEMA_VERSION}", tip=_OTHER_SCHEMA)
+            yield rec
+        skip.done()
+
+
+def _shallow(rec: Record) -> Record:
+    """rec, when what it holds untyped (the fields typed Any, which msgspec builds as they come) is
+    within bounded.MAX_JSON_DEPTH; the typed fields are as deep as their types, and the Raw ones are
+    checked where they are parsed (table.py). A new Any field belongs in this list."""
+    m, e, a, u = rec.metrics, rec.error, rec.audit, rec.ux
+    curve = m.allreduce_busbw_gbps.detail if m is not None else None
+    bounded.check_depth((
+        rec.schema, rec.mistake,
+        (e.stage, e.type) if e is not None else None,
+        [(x.answered, x.value, x.source, x.note) for x in a.answers.values()] if a is not None else None,
+        (u.calls, u.written) if u is not None else None,
+        (curve.transport, curve.backend, curve.interface, curve.comm_env, curve.nccl) if curve is not None else None,
+    ), bounded.MAX_JSON_DEPTH + 3)   # the tuples above add up to three levels of their own
+    return rec
 
 
 def from_dicts(records: Iterable[dict]) -> Iterator[Record]:

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 from ..replay import store as rs
 from ..scale import outcome
 from ..scale.trace import SIZE_CLASSES, size_class, summary
-from . import replay_verdict
+from . import files, replay_verdict
 from .charts import COLORS
 from .stats import PLATFORM_LABEL
 
@@ -28,9 +28,7 @@ UTIL_POINTS = 400        # samples on the utilisation curve, whatever the replay
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return files.save_figure(fig, path, levels=1)   # <replay>/report/*.png
 
 
 def _label(p: str) -> str:
@@ -148,7 +146,7 @@ def write(where: Path, out: Path | None = None) -> Path:
     n_runs = {p: len(rs.runs_of(every, p)) for p in rs.PLATFORMS if rs.runs_of(every, p)}
     stored = {p: rs.runs_of(every, p)[0] for p in n_runs}   # the charts and the figures: each one's first replay
     out = out or where / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    files.real_dir(out)
     outs = {p: rs.outcomes_of(p, trace, body) for p, body in stored.items()}
     figs = {p: rs.figures(p, trace, body, body["total_gpus"]) for p, body in stored.items()}
     gpus = {p: body["total_gpus"] for p, body in stored.items()}
@@ -210,5 +208,5 @@ def write(where: Path, out: Path | None = None) -> Path:
                 f"{k} {v:g}" for k, v in sorted(body["control_plane_cpu_cores"].items(), key=lambda kv: -kv[1])))
         lines.append(f"- {_label(p)}: " + "; ".join([*(f"{k} {_setting(v)}" for k, v in settings.items()), *cost]))
     lines += ["", f"Re-derive every figure from the raw records: `poc scale rederive {where}`.", ""]
-    (out / "report.md").write_text("\n".join(lines))
+    files.write(out / "report.md", "\n".join(lines))
     return out / "report.md"

@@ -21,7 +21,7 @@ from . import charts_decision as chartdec
 from . import charts_drill as chartdrill
 from . import charts_serve as chartserve
 from . import conditions as condmod
-from . import decision
+from . import decision, files
 from . import defaults as defaultsmod
 from . import design as designmod
 from . import drills as drillmod
@@ -76,7 +76,7 @@ def gather(results_dir: str, out: Path) -> ReportContext:
     runs are read here for all sections at once; a section only its own scenario feeds may read more from
     `results_dir` itself."""
     table = tablemod.read(results_dir)
-    out.mkdir(parents=True, exist_ok=True)   # after the read: a campaign that cannot be read leaves no folder
+    files.real_dir(out)   # after the read: a campaign that cannot be read leaves no folder
     charts_dir = out / "charts"
     gs = groups(table)
     summ = summary(gs)

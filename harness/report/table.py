@@ -19,8 +19,9 @@ import msgspec
 import numpy as np
 from msgspec.structs import astuple
 
+from ..errors import StoreError
 from ..provenance import BUILD_KEYS
-from ..store import runs_files
+from ..store import bounded, runs_files
 from . import defaults
 from .comm_facts import CommFacts, facts_of
 from .extras import Extras, is_probe
@@ -179,7 +180,7 @@ class Environments:
         if env is None:
             if len(self._by_text) >= self.KEEP:
                 self._by_text.clear()
-            facts = self._decode(text)
+            facts = _shallow(self._decode, text, "a run's environment")
             env = self._by_text[text] = Environment(facts, bool(facts.get("gpus_visible")),
                                                     _hashable(facts.get("harness_host") or None),
                                                     _hashable(facts.get("torch") or None), build_of(facts))
@@ -361,7 +362,7 @@ class _Columns:
 
     def _pricing(self, raw: msgspec.Raw) -> dict:
         try:
-            return self._decode_dict(raw)
+            return _shallow(self._decode_dict, raw, "a run's cost detail")
         except msgspec.DecodeError:   # a null or odd detail: the record's value still counts
             return {}
 
@@ -469,6 +470,15 @@ def _settings_of(records: Iterable[Record], latest: set[int], pos_of: dict[tuple
         if row in latest:
             out.add(rec.platform, envs(rec.environment), pos_of[(rec.campaign, rec.run_id)], row, None)
     return out
+
+
+def _shallow(decode: Callable[[bytes], dict], raw, what: str) -> dict:
+    """A record's JSON text kept unparsed (msgspec.Raw), parsed within bounded.MAX_JSON_DEPTH."""
+    try:
+        return bounded.check_depth(decode(raw))
+    except (RecursionError, bounded.TooDeep):
+        raise StoreError(f"{what} is JSON nested more than {bounded.MAX_JSON_DEPTH} levels deep",
+                         tip="the record was edited by hand; restore runs.jsonl from the campaign's copy") from None
 
 
 def _hashable(v):

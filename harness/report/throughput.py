@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
 from ..scale.saturation import KEEPS_UP, Saturation
+from . import files
 from .charts import COLORS
 from .stats import PLATFORM_LABEL
 
@@ -87,9 +88,7 @@ def chart(pts: dict[str, list[tuple[float | None, float | None]]], path: Path,
     if drawn:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return files.save_figure(fig, path, levels=0)   # wherever the caller (a benchmark) chose
 
 
 def saturation_lines(sat: dict[str, Saturation]) -> list[str]:

@@ -65,8 +65,9 @@ _LAUGHS = "\n".join(["kubernetes:", "  pod:", "    affinity:", '      a0: &a0 ["
 @pytest.mark.parametrize("text, what", [
     (_LAUGHS, "values once its aliases are expanded"),
     ("kubernetes:\n  pod:\n    affinity:\n      x: " + "[" * 3000 + "]" * 3000 + "\n", "levels of nesting"),
-    ("kubernetes:\n  pod:\n    affinity:\n" + "".join(" " * (6 + 2 * i) + f"k{i}:\n" for i in range(3000))
-     + " " * 6006 + "v: 1\n", "levels of nesting"),
+    # 600 levels by indentation (3,000 would be 9 MB, past the file's byte limit, tested below)
+    ("kubernetes:\n  pod:\n    affinity:\n" + "".join(" " * (6 + 2 * i) + f"k{i}:\n" for i in range(600))
+     + " " * 1206 + "v: 1\n", "levels of nesting"),
     ("a: &a [x]\n" + "".join(f"b{i}: &b{i} [*{'a' if i == 0 else f'b{i - 1}'}]\n" for i in range(100)),
      "levels of nesting once its aliases are expanded"),
     ("a: &a\n  b: *a\n", "refers to itself"),
@@ -152,3 +153,105 @@ def test_an_ssh_config_that_is_not_one_is_refused_without_quoting_its_lines(tmp_
         resolve_route("login1", ssh_config=str(shadow))
     text = ei.value.message + (ei.value.tip or "")
     assert "saltsalt" not in text and "root:" not in text and "line 1" in text
+
+
+# ---------------------------------------------------------------- bytes, text, keys, numbers
+
+def _validate(tmp_path, capsys, text: str | bytes) -> tuple[int, str]:
+    p = tmp_path / "c.yaml"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    rc = main(["validate", "--config", str(p)])   # an exception out of main is the traceback a user would see
+    return rc, capsys.readouterr().err
+
+
+def test_a_config_past_the_byte_limit_is_refused_unread(tmp_path, capsys):
+    from harness.config.loader import MAX_BYTES
+    t0 = time.perf_counter()
+    rc, err = _validate(tmp_path, capsys, "campaign: big\n" + "# padding\n" * (MAX_BYTES // 10))
+    assert rc == 2 and "larger than 1,048,576 bytes; not read" in err and "TIP" in err
+    assert time.perf_counter() - t0 < 10   # 60 MB of YAML took 102 s to parse before the limit
+    rc, _ = _validate(tmp_path, capsys, "campaign: ok\n" + "# padding\n" * (MAX_BYTES // 20))
+    assert rc == 0
+
+
+@pytest.mark.parametrize("data, said", [
+    (b"campaign: a\x00b\n", "holds a NUL character"),
+    (b"campaign: \xff\xfe\n", "is not UTF-8 text (byte 10, line 1)"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is not UTF-8 text"),
+    (b"campaign: a\x07b\n", "not valid YAML"),
+])
+def test_binary_junk_is_error_and_tip_not_a_traceback(tmp_path, capsys, data, said):
+    rc, err = _validate(tmp_path, capsys, data)
+    assert rc == 2 and said in err and "TIP" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, key", [
+    ("campaign: a\ncampaign: b\n", "campaign"),
+    ("workload:\n  steps: 10\n  batch: 4\n  steps: 99\n", "steps"),
+    ("kubernetes: {namespace: a, namespace: b}\n", "namespace"),
+    ("kubernetes:\n  pod:\n    labels: {team: a, team: b}\n", "team"),
+])
+def test_a_key_given_twice_is_refused(tmp_path, capsys, text, key):
+    rc, err = _validate(tmp_path, capsys, text)
+    assert rc == 2 and f"key {key!r} is given twice in one mapping" in err
+
+
+def test_a_merged_key_may_still_be_overridden(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("serve:\n  <<: {train_steps: 5, clients: 2}\n  train_steps: 7\n")
+    assert (cfgmod.load(p).serve.train_steps, cfgmod.load(p).serve.clients) == (7, 2)
+
+
+@pytest.mark.parametrize("path, value", [
+    ("workload.steps", "100000000000"), ("workload.steps", "1.0e+30"), ("workload.batch", "99999999999"),
+    ("workload.checkpoint_every", "10000000"), ("workload.checkpoint_keep", "1000000"),
+    ("workload.sweep_iters", "10000000"), ("resources.cpus_per_node", "1000000"),
+    ("resources.memory_mb", "999999999999"), ("timeouts.queue_s", ".inf"), ("timeouts.run_s", "1.0e+300"),
+    ("timeouts.run_s", ".nan"), ("pricing.k8s.usd_per_hour", ".inf"), ("pricing.slurm.overhead_usd_per_hour", "1e9"),
+    ("pricing.k8s.sets", "{spot: .inf}"), ("pricing.k8s.sets", "{spot: 1.0e+12}"), ("seed", "99999999999"),
+    ("kubernetes.max_restarts", "1000000"), ("kubernetes.toleration_seconds", "99999999"),
+    ("slurm.max_restarts", "1000000"), ("slurm.time_limit", "99999999"), ("slurm.time_limit", "999-00:00:00"),
+    ("slurm.switches", "99999@1:00"), ("drills.steps", "100000000"), ("serve.train_steps", "100000000"),
+    ("calibration.min_memlock_kib", "99999999999999999"), ("scale.nodes", "[2, 999999]"),
+    ("contention", "{runs: 1, blocker_steps: 100000000}"), ("faults", "[{kind: kill_rank, at_step: 100000000}]"),
+    ("kubernetes.pod.shm_size", "99999999Ei"), ("kubernetes.pod.extra_resources", "{rdma/ib: 99999999999Ei}"),
+    ("kubernetes.pod.tolerations", "[{key: a, operator: Exists, tolerationSeconds: .inf}]"),
+    ("kubernetes.pod.affinity", "{nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: .inf}]}}"),
+    ("kubernetes.pod.affinity", "{podAffinity: {x: 99999999999999999999999999}}"),
+])
+def test_every_number_is_finite_and_bounded(tmp_path, capsys, path, value):
+    keys = path.split(".")
+    text = "".join("  " * i + f"{k}:\n" for i, k in enumerate(keys[:-1])) + "  " * (len(keys) - 1) \
+        + f"{keys[-1]}: {value}\n"
+    if path.startswith("kubernetes.pod"):
+        text = "platforms: [k8s]\n" + text
+    rc, err = _validate(tmp_path, capsys, text)
+    assert rc == 2 and "Traceback" not in err, err
+    assert "ERROR" in err and "TIP" in err
+
+
+def test_the_probes_kubernetes_settings_are_validated_at_validate(tmp_path, capsys):
+    rc, err = _validate(tmp_path, capsys, "ux:\n  kubernetes:\n    namespace: 'Bad NS'\n")
+    assert rc == 2 and "ux: kubernetes.namespace: must be a DNS label" in err
+    rc, err = _validate(tmp_path, capsys, "ux:\n  kubernetes:\n    pod: {capabilities: [cap_sys_admin]}\n")
+    assert rc == 2 and "ux: kubernetes.pod.capabilities" in err
+    rc, err = _validate(tmp_path, capsys, "ux:\n  kubernetes:\n    pod: {labels: {poc/run-id: x}}\n")
+    assert rc == 2 and "is a label the harness" in err
+    rc, _ = _validate(tmp_path, capsys, "ux:\n  kubernetes:\n    namespace: team-b\n    local_queue: team-b-q\n")
+    assert rc == 0
+
+
+@pytest.mark.parametrize("key", ["kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class",
+                                 "kueue.x-k8s.io/podset-required-topology", "poc/owner", "jobset.sigs.k8s.io/x",
+                                 "batch.kubernetes.io/job-name"])
+def test_annotations_of_the_harness_jobset_and_kueue_are_reserved_like_labels(tmp_path, capsys, key):
+    rc, err = _validate(tmp_path, capsys, f"platforms: [k8s]\nkubernetes:\n  pod:\n    annotations: {{{key}: x}}\n")
+    assert rc == 2 and key in err
+    rc, err = _validate(tmp_path, capsys, f"platforms: [k8s]\nkubernetes:\n  pod:\n    labels: {{{key}: x}}\n")
+    assert rc == 2 and key in err
+
+
+def test_an_ordinary_annotation_still_passes(tmp_path, capsys):
+    rc, _ = _validate(tmp_path, capsys, "platforms: [k8s]\nkubernetes:\n  pod:\n    annotations: "
+                                        "{k8s.v1.cni.cncf.io/networks: ib-net}\n")
+    assert rc == 0

@@ -27,3 +27,16 @@ def test_secrets_are_never_readable_by_others(tmp_path):
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "key").st_mode) == 0o600
     assert {stat.S_IMODE(p.stat().st_mode) for p in sec.iterdir()} == {0o600}
+
+
+def test_a_link_at_a_guessable_temporary_name_never_redirects_an_atomic_write(tmp_path):
+    import os
+
+    from harness.fsutil import atomic_write
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    shared = tmp_path / "results"
+    shared.mkdir()
+    (shared / f".campaign.json.tmp-{os.getpid()}").symlink_to(victim)   # the name it was written through before
+    atomic_write(shared / "campaign.json", "{}\n")
+    assert victim.read_text() == "mine\n" and (shared / "campaign.json").read_text() == "{}\n"

@@ -41,3 +41,18 @@ def test_quiet_and_data_output_print_no_progress():
         out = Out(quiet, as_json, stream=tty)
         out.progress("slurm", "r", "running", 1.0)
         assert "\x1b[K" not in tty.getvalue()
+
+
+def test_terminal_safe_removes_what_a_terminal_would_act_on_and_keeps_the_text():
+    from harness.cli.output import terminal_safe
+    cases = {
+        "a\x1b[31mred\x1b[0m b": "ared b",                       # colours (CSI)
+        "x\x1b]0;title\x07y": "xy",                               # window title (OSC, BEL-terminated)
+        "x\x1b]8;;http://e\x1b\\link\x1b]8;;\x1b\\y": "xlinky",   # hyperlink (OSC, ST-terminated)
+        "z\x1bPq\x1b\\w": "zw",                                   # DCS
+        "a\r\nb\rc\td\x00e\x7f\x9b31mf": "a\nbc\tde31mf",         # CR, NUL, DEL, C1 CSI; tab and newline kept
+        "trailing escape\x1b": "trailing escape",
+        "é ✓ plain": "é ✓ plain",
+    }
+    for given, shown in cases.items():
+        assert terminal_safe(given) == shown
