@@ -128,7 +128,9 @@ def test_no_planted_secret_survives_at_any_depth(case):
 @settings(max_examples=300, deadline=None)
 @given(safe_json)
 def test_clean_evidence_is_untouched(doc):
-    out = scrub(doc)
+    # secrets only: this machine's host name (a short word such as "vm") may be drawn as a key, and is
+    # rightly replaced; test_redact_machine.py tests that part
+    out = scrub(doc, NOWHERE)
     assert out.data == doc and out.removed == 0
 
 
