@@ -23,6 +23,7 @@ from pathlib import Path
 from .. import owner, redact, redact_machine
 from ..errors import StoreError
 from ..fsutil import append_line, atomic_write, disk_error_tip, fsync_dir, write_synced
+from . import bounded
 from .reading import RAW_FILE, raw_bytes, read_runs
 from .record import SCHEMA_VERSION, RunRecord
 
@@ -34,11 +35,11 @@ def set_aside_bad_lines(path: Path, torn_path: Path) -> list[str]:
     is replaced atomically after the lines are safe in torn_path. Returns a note per line moved."""
     if not path.exists():
         return []
-    data = path.read_bytes()
+    data = bounded.read_bytes(path)
     keep, bad, notes = [], [], []
     for i, line in enumerate(data.splitlines(keepends=True)):
-        try:
-            ok = not line.strip() or isinstance(json.loads(line), dict)
+        try:   # within the reading limits: a line nested past them is no record this harness wrote
+            ok = not line.strip() or isinstance(bounded.loads(line), dict)
         except ValueError:
             ok = False
         if ok:
@@ -120,8 +121,8 @@ class Store:
         existing = read_runs(self.runs_path, self.note)
         if meta_path.exists():
             try:
-                meta = json.loads(meta_path.read_bytes())
-            except ValueError:
+                meta = bounded.load_json(meta_path, bounded.MAX_META_BYTES)
+            except StoreError:   # not JSON, past the reading limits, a link
                 meta = None
             if not isinstance(meta, dict):
                 raise StoreError(f"{meta_path} is not readable JSON (a damaged file?)",
@@ -261,8 +262,8 @@ class Store:
         out = []
         for p in sorted(d.glob("*.json")) if d.is_dir() else []:
             try:
-                h = json.loads(p.read_bytes())
-            except (ValueError, UnicodeDecodeError):
+                h = bounded.load_json(p, bounded.MAX_META_BYTES)
+            except StoreError:   # damaged, past the reading limits, a link: kept aside below
                 h = None
             if isinstance(h, dict) and isinstance(h.get("run_id"), str) and isinstance(h.get("platform"), str):
                 out.append(h)

@@ -246,3 +246,35 @@ def test_html_in_a_record_lands_in_report_md_as_text(cdir, capsys, tmp_path):
     assert "&lt;img src=x" in md or "alert(1)" not in md
     for tag in ("<img", "<script", "<iframe", "](javascript:"):
         assert tag not in md
+
+
+# ------------------------------------------------------------------ the campaign's own store, reopened
+def test_reopening_a_campaign_sets_a_deep_runs_line_aside_instead_of_crashing(tmp_path):
+    from harness.store import Store
+    s = Store(tmp_path, "camp")
+    s.open("h", {}, resume=False)
+    s.close()
+    with open(tmp_path / "camp" / "runs.jsonl", "a") as fh:
+        fh.write('{"schema":1,"run_id":"x","platform":"k8s","metrics":' + _deep() + "}\n")
+    again = Store(tmp_path, "camp")
+    again.open("h", {}, resume=True)   # a RecursionError here was the traceback of --resume and cleanup
+    again.close()
+    assert "levels deep" not in (tmp_path / "camp" / "runs.jsonl").read_text()
+    assert (tmp_path / "camp" / "runs.jsonl.torn").stat().st_size > DEEP
+    assert any("not a JSON record" in n for n in again.notes)
+
+
+def test_a_deep_campaign_json_or_journal_entry_is_damaged_not_a_traceback(tmp_path):
+    from harness.errors import StoreError
+    from harness.store import Store
+    s = Store(tmp_path, "camp")
+    s.open("h", {}, resume=False)
+    s.close()
+    journal = tmp_path / "camp" / "inflight"
+    journal.mkdir()
+    (journal / "r1.json").write_text('{"run_id":"r1","platform":"k8s","x":' + _deep() + "}")
+    assert Store(tmp_path, "camp").inflight() == []
+    assert (journal / "r1.json.corrupt").exists()
+    (tmp_path / "camp" / "campaign.json").write_text('{"schema":1,"config":' + _deep() + "}")
+    with pytest.raises(StoreError, match="not readable JSON"):
+        Store(tmp_path, "camp").open("h", {}, resume=True)
