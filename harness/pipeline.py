@@ -22,7 +22,7 @@ from .context import Evidence, Progress, RunContext, Scenario, StageFailed, Stag
 from .errors import BackendError, PocError, RunTimeout
 from .order import arrange
 from .scenarios import job_spec, kind_of, plan, runner, scenario_class
-from .spec import JobSpec
+from .spec import JobSpec, resolve_caps
 from .states import JobState
 from .store import RunRecord, Store
 
@@ -355,6 +355,9 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 continue
             contexts[plat] = RunContext(backend, store, cfg, info, progress,
                                         poll_s or getattr(backend, "poll_s", 0.5), clock, sleep, stamps_fn)
+        caps, why = resolve_caps(cfg.resources.caps, {p: c.platform_info for p, c in contexts.items()})
+        for c in contexts.values():   # every run's environment says which, and why (the conditions ledger)
+            c.platform_info["resources_caps"] = {"caps": caps, "why": why}
         for slot in arrange({p: v for p, v in plans.items() if p in contexts}, cfg.order, cfg.seed):
             ctx = contexts[slot.platform]
             run_id, _, scenario = slot.planned
@@ -366,7 +369,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                          clock=clock, sleep=sleep, progress=progress))
                 continue
             spec = replace(job_spec(cfg, slot.platform, slot.planned), owner=store.owner_id,
-                           owner_key=store.owner_key)
+                           owner_key=store.owner_key, caps=caps)
             emit(execute(ctx, spec, order=slot.to_json(cfg.seed, cfg.order), host_sampler=host_sampler))
     finally:
         try:

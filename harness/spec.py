@@ -59,6 +59,9 @@ class JobSpec:
     # whole nodes (Slurm --exclusive; Kubernetes: no other JobSet's pod on the run's nodes): resources.exclusive,
     # on by default for real GPUs; the contention scenario's blocker always
     exclusive: bool = False
+    # "enforced": cpus_per_node and memory_mb confine the job; "requests": they only reserve
+    # (config resources.caps, resolved for the campaign by resolve_caps)
+    caps: str = "enforced"
     labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     model: str = "mlp"
     seq_len: int = 512
@@ -160,6 +163,29 @@ def campaign_dir(campaign: str, owner: str) -> str:
     return f"{campaign}-{owner}" if owner else campaign
 
 
+def slurm_confines(settings: dict | None) -> bool | None:
+    """Whether a Slurm cluster confines a task to what it asked (its TaskPlugin, as preflight read it from
+    `scontrol show config`): task/cgroup does; task/none and task/affinity alone do not (affinity binds CPUs
+    but caps no memory). None when the setting was not read."""
+    task = str((settings or {}).get("TaskPlugin") or "")
+    return ("cgroup" in task) if task else None
+
+
+def resolve_caps(setting: str | None, platform_info: dict[str, dict]) -> tuple[str, str]:
+    """The caps every run of the campaign gets, and why: the config's resources.caps when set; else
+    enforced, unless a Slurm cluster of the campaign cannot confine its tasks (platform_info: each
+    platform's preflight), where requests everywhere keeps the platforms on equal terms."""
+    if setting:
+        return setting, f"resources.caps: {setting} (set in the config)"
+    slurm = platform_info.get("slurm")
+    if slurm is not None:
+        settings = slurm.get("slurm_settings") or {}
+        if slurm_confines(settings) is False:
+            return "requests", (f"Slurm's TaskPlugin {settings.get('TaskPlugin')} confines no task, so no platform "
+                                "caps the job: CPU and memory are reserved, never limited (resources.caps unset)")
+    return "enforced", "every platform of the campaign confines the job to what it asked (resources.caps unset)"
+
+
 def blocker_spec(spec: JobSpec, steps: int | None = None) -> JobSpec:
     """The contention scenario's blocker: the same job, holding whole nodes until it finishes."""
     run_id = f"{spec.run_id}-blocker"
@@ -182,6 +208,7 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         gpus_per_node=r.gpus_per_node,
         cpus_per_node=r.cpus_per_node,
         memory_mb=r.memory_mb,
+        caps=r.caps or "enforced",
         steps=w.steps,
         batch=w.batch,
         model_params=w.model_params,

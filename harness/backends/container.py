@@ -75,13 +75,14 @@ def render_containers(spec: JobSpec, image: str, work_dir: str, script: str, use
     command = ["python3", "-m", "torch.distributed.run", *spec.torchrun_args(f"{hosts[0]}:{spec.rdzv_port}"),
                f"{WORKLOAD_DIR}/{WORKLOAD_SCRIPT}",
                *spec.workload_args(f"{RUN_MOUNT}/ckpt", f"{RUN_MOUNT}/events")]
+    # caps = what a pod of the clusters gets (spec.caps): limits, no swap beyond the memory; none where
+    # the campaign's platforms only reserve
+    caps = [f"--cpus={spec.cpus_per_node}", f"--memory={spec.memory_mb}m",
+            f"--memory-swap={spec.memory_mb}m"] if spec.caps == "enforced" else []
     runs = []
     for name, host in zip(names, hosts, strict=True):
         argv = ["docker", "run", "--detach", "--name", name, "--hostname", host,
-                "--network", network, "--network-alias", host, *lab,
-                # limits = what a Slurm node or a pod of the clusters gets; no swap beyond the memory
-                f"--cpus={spec.cpus_per_node}", f"--memory={spec.memory_mb}m",
-                f"--memory-swap={spec.memory_mb}m", "--user", user]
+                "--network", network, "--network-alias", host, *lab, *caps, "--user", user]
         for k, v in sorted(env.items()):
             argv += ["--env", f"{k}={v}"]
         argv += ["--volume", f"{work_dir}:{RUN_MOUNT}",

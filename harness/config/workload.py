@@ -98,6 +98,13 @@ class Resources(Model):
     # run's): unset, it is on for real GPUs (a neighbour's traffic on the NICs and PCIe would be measured
     # as the scheduler's) and off otherwise
     exclusive: bool | None = None
+    # whether cpus_per_node and memory_mb confine the job or only reserve for it, the same on every
+    # platform: "enforced" (Kubernetes limits = requests, the baseline's docker --cpus/--memory, Slurm's
+    # --cpus-per-task/--mem under a TaskPlugin that confines tasks), "requests" (reserved, nothing
+    # confines: no limits, no docker caps). Unset: enforced, unless a Slurm cluster of the campaign cannot
+    # confine (TaskPlugin without cgroup): then requests everywhere, since a cap on one side only would be
+    # measured as a scheduler difference (spec.resolve_caps; every run records which and why)
+    caps: Literal["enforced", "requests"] | None = None
 
     @property
     def world_size(self) -> int:

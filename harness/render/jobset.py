@@ -164,6 +164,8 @@ def resources(spec: JobSpec, extra: dict[str, str] | None = None) -> dict:
     if spec.gpus_per_node:
         req[GPU_RESOURCE] = str(spec.gpus_per_node)
     req.update(extra or {})     # device plugins' resources (rdma/ib, ...): integers, requests = limits
+    if spec.caps == "requests":   # reserved, not confined, as on a Slurm cluster that confines no task
+        return {"requests": dict(req), "limits": {k: v for k, v in req.items() if k not in ("cpu", "memory")}}
     # limits = requests: the pod gets what Kueue counted, no more (Guaranteed QoS)
     return {"requests": dict(req), "limits": dict(req)}
 

@@ -191,9 +191,9 @@ def _local(raw: dict, env: dict) -> Facts:
         f.cpu = ((f"{nano / 1e9:g} CPU a container, enforced (docker --cpus: CFS quota)", (nano / 1e9, True),
                   f"{nano / 1e9:g} CPU, enforced (CFS quota)")
                  if nano else ("no CPU limit on its containers: not enforced", (None, False), "no limit"))
-        if mem:
-            f.memory = (f"{mem / 2 ** 20:g} MiB a container, enforced (docker --memory)", (mem / 2 ** 20, True),
-                        f"{mem / 2 ** 20:g} MiB, enforced")
+        f.memory = ((f"{mem / 2 ** 20:g} MiB a container, enforced (docker --memory)", (mem / 2 ** 20, True),
+                     f"{mem / 2 ** 20:g} MiB, enforced")
+                    if mem else ("no memory limit on its containers: not enforced", (None, False), "no limit"))
         f.exclusive = ("no scheduler: its containers run beside the clusters' nodes", ("none",), "no scheduler")
         f.image = ("a local image, never pulled", "present", "local")
     return f
