@@ -201,4 +201,4 @@ def test_from_version_3_the_allocation_is_the_binds_own_bounds_not_the_hull():
 def test_the_collector_marks_the_newest_evidence_version_the_reader_knows():
     # a rule the reader gained but the collector never marks applies to no run ever made
     from harness.backends.k8s.evidence_raw import EVIDENCE_VERSION
-    assert EVIDENCE_VERSION == max(k8s.READER_RULES)
+    assert max(k8s.READER_RULES) == EVIDENCE_VERSION
