@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError
-from ..store import load_raw, runs_files
+from ..store import bounded, load_raw, runs_files
 from . import bounds, defaults
 from .stats import PLATFORM_LABEL
 from .table import RunTable
@@ -217,6 +217,29 @@ def _clean(pick: tuple[dict, Path] | None) -> bool:
     return pick is not None and pick[0].get("scenario") == "clean"
 
 
+def _pick(lines, marks: dict, picked: dict, campaign_dir: Path) -> None:
+    """Into picked: per platform, the first clean (else any ok) training run among lines (runs.jsonl)."""
+    for line in lines:
+        # parse only a line that could still change the pick: a platform without a clean run yet
+        if not isinstance(line, bytes):   # past the reading limit: no record
+            continue
+        wanted = [p for p, (a, b) in marks.items() if (a in line or b in line) and not _clean(picked.get(p))]
+        if not wanted or b'"ok"' not in line:
+            continue
+        try:
+            rec = bounded.loads(line)
+        except ValueError:
+            continue
+        plat, scen = rec.get("platform"), rec.get("scenario")
+        if rec.get("status") != "ok" or plat not in READERS or scen in ("serve", "preflight") \
+                or str(scen).startswith(("mistake", "drill", "scale")):
+            continue
+        if plat not in picked or (scen == "clean" and not _clean(picked[plat])):
+            picked[plat] = (rec, campaign_dir / "runs" / str(rec.get("run_id")))
+        if all(_clean(picked.get(p)) for p in READERS):
+            return
+
+
 def platform_facts(results_dir: str) -> dict[str, Facts]:
     """Each platform's caps, from the raw evidence of its first successful clean run (any training run where
     none was clean); a platform without one reads "not recorded"."""
@@ -228,24 +251,10 @@ def platform_facts(results_dir: str) -> dict[str, Facts]:
     # the store writes compact JSON; a hand-written file may have a space after the colon
     marks = {p: (f'"platform":"{p}"'.encode(), f'"platform": "{p}"'.encode()) for p in READERS}
     for f in files:
-        with open(f, "rb") as fh:
-            for line in fh:
-                # parse only a line that could still change the pick: a platform without a clean run yet
-                wanted = [p for p, (a, b) in marks.items() if (a in line or b in line) and not _clean(picked.get(p))]
-                if not wanted or b'"ok"' not in line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                plat, scen = rec.get("platform"), rec.get("scenario")
-                if rec.get("status") != "ok" or plat not in READERS or scen in ("serve", "preflight") \
-                        or str(scen).startswith(("mistake", "drill", "scale")):
-                    continue
-                if plat not in picked or (scen == "clean" and not _clean(picked[plat])):
-                    picked[plat] = (rec, f.parent / "runs" / str(rec.get("run_id")))
-                if all(_clean(picked.get(p)) for p in READERS):
-                    break
+        try:
+            _pick(bounded.iter_lines(f, None), marks, picked, f.parent)
+        except StoreError:   # a link, a damaged file: its runs give no conditions
+            continue
     out = {}
     for plat, (rec, run_dir) in picked.items():
         try:
@@ -294,19 +303,29 @@ class HostState:
         return f"{self.state}{part}: {load}{other}{steal}{who}{cover}"
 
 
-def noted_load(results_dir: str) -> dict[str, dict]:
-    """campaign name -> the operator's note of its host load (campaign.json "conditions"."host_load")."""
-    out = {}
+def _metas(results_dir: str) -> list[dict]:
+    """Each campaign's campaign.json under results_dir, read within the reading limits (store/bounded.py);
+    one that cannot be read is left out (the runs' own records still stand)."""
+    out = []
     try:
         files = runs_files(results_dir)
     except StoreError:
         return out
     for f in files:
         try:
-            meta = json.loads((f.parent / "campaign.json").read_text())
-        except (OSError, ValueError):
+            meta = bounded.load_json(f.parent / "campaign.json", bounded.MAX_META_BYTES)
+        except (OSError, StoreError):
             continue
-        note = (meta.get("conditions") or {}).get("host_load") if isinstance(meta, dict) else None
+        if isinstance(meta, dict):
+            out.append(meta)
+    return out
+
+
+def noted_load(results_dir: str) -> dict[str, dict]:
+    """campaign name -> the operator's note of its host load (campaign.json "conditions"."host_load")."""
+    out = {}
+    for meta in _metas(results_dir):
+        note = (meta.get("conditions") or {}).get("host_load")
         if isinstance(note, dict):
             out[str(meta.get("campaign"))] = note
     return out
@@ -316,16 +335,8 @@ def campaign_notes(results_dir: str) -> list[str]:
     """What the campaign's maker wrote beside it for the opening (campaign.json "notes": a list of texts), e.g.
     which earlier verdicts a new campaign changes and why."""
     out: list[str] = []
-    try:
-        files = runs_files(results_dir)
-    except StoreError:
-        return out
-    for f in files:
-        try:
-            meta = json.loads((f.parent / "campaign.json").read_text())
-        except (OSError, ValueError):
-            continue
-        notes = meta.get("notes") if isinstance(meta, dict) else None
+    for meta in _metas(results_dir):
+        notes = meta.get("notes")
         out += [str(n) for n in notes if isinstance(n, str) and n.strip()] if isinstance(notes, list) else []
     return out
 

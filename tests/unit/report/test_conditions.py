@@ -94,3 +94,18 @@ def test_the_campaigns_own_notes_open_the_report(tmp_path):
     opening = section(build(str(tmp_path), str(tmp_path / "rep"))["report.md"].read_text(), "Bottom line")
     assert opening.split("\n\n")[2] == ("Noted with the campaign: Startup: 2026-12-03 found Slurm ahead ×1.15; "
                                         "2026-12-05 (load 12) called it equivalent; here ...")
+
+
+def test_the_ledger_reads_a_campaign_within_the_reading_limits(tmp_path):
+    """campaign.json nested past the limit, a runs.jsonl line past it, or a link: left out, never a traceback."""
+    d = tmp_path / "c"
+    d.mkdir()
+    deep = '{"a":' * 100_000 + "1" + "}" * 100_000
+    (d / "runs.jsonl").write_text('{"schema":1,"run_id":"r","platform":"k8s","status":"ok","x":' + deep + "}\n")
+    (d / "campaign.json").write_text('{"campaign":"c","notes":' + deep + "}")
+    assert cond.noted_load(str(tmp_path)) == {} and cond.campaign_notes(str(tmp_path)) == []
+    assert cond.platform_facts(str(tmp_path)) == {}
+    (d / "campaign.json").unlink()
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"campaign": "c", "notes": ["planted"]}))
+    (d / "campaign.json").symlink_to(tmp_path / "elsewhere.json")
+    assert cond.campaign_notes(str(tmp_path)) == []
