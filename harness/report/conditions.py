@@ -27,7 +27,6 @@ measured.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,8 +202,8 @@ def _sacct_job(raw: dict) -> dict:
     j = raw.get("sacct_json")
     if isinstance(j, dict) and isinstance(j.get("text"), str):
         try:
-            j = json.loads(j["text"])
-        except ValueError:
+            j = bounded.loads(j["text"])
+        except ValueError:   # not JSON, or nested past the reading limit (TooDeep)
             return {}
     jobs = j.get("jobs") if isinstance(j, dict) else None
     return jobs[0] if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict) else {}

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreError
-from ..store import runs_files
+from ..store import bounded, runs_files
 from . import power
 from .compare import CLEAN_ONLY, VERDICT_METRICS, above_resolution, matched_u
 from .equivalence import margin_of
@@ -275,8 +275,8 @@ def read(results_dir: str) -> Design | None:
     for f in files:
         path = f.parent / DESIGN_FILE
         if path.exists():
-            try:
-                return Design.from_json(json.loads(path.read_text()))
-            except (ValueError, TypeError):
+            try:   # within the reading limits: a results dir is anyone's to write
+                return Design.from_json(bounded.load_json(path, bounded.MAX_META_BYTES))
+            except (StoreError, ValueError, TypeError, AttributeError, KeyError):
                 return None
     return None

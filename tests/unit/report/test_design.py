@@ -135,3 +135,16 @@ def test_a_sequential_campaigns_report_opens_with_its_design_and_its_verdicts_e_
     ahead = criteria(md)["user experience"][3]
     assert ahead.startswith("Kubernetes ahead (within-round ratio ×0.50")
     assert "sequential rule: e-value 180 against no difference" in ahead and "20 needed (1 questions / α 0.05)" in ahead
+
+
+def test_a_design_file_past_the_reading_limits_or_through_a_link_is_no_design(tmp_path):
+    from harness.report import design as dmod
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "runs.jsonl").write_text("")
+    (d / dmod.DESIGN_FILE).write_text('{"stages":' + '[' * 100_000 + ']' * 100_000 + "}")
+    assert dmod.read(str(tmp_path)) is None   # was a RecursionError
+    (d / dmod.DESIGN_FILE).unlink()
+    (tmp_path / "planted.json").write_text('{"budget_s": 1}')
+    (d / dmod.DESIGN_FILE).symlink_to(tmp_path / "planted.json")
+    assert dmod.read(str(tmp_path)) is None
