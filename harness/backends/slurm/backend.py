@@ -188,19 +188,20 @@ class SlurmBackend(Backend):
         guard.prepare_run_dir(self.t, job.run_dir, mark)
         ckpt = guard.own_checkpoint_dir(self.cfg.checkpoint_dir, job.ckpt_dir, campaign_dir(spec.campaign, spec.owner),
                                         spec.run_id)
-        if ckpt:
-            guard.prepare_checkpoint_dir(self.t, ckpt, mark)
-        self._put(job.workload_path, workload_script().read_text())
-        self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
+        try:
+            if ckpt:
+                guard.prepare_checkpoint_dir(self.t, ckpt, mark)
+            self._put(job.workload_path, workload_script().read_text())
+            self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
+        except BackendError:   # a checkpoint root the user cannot write: nothing was submitted, nothing stays
+            self._drop_run_dir(job.run_dir, mark)
+            raise
         submitted = time.time()
         try:
             job_id = self.sched.submit(job.script, job.run_dir)
         except SubmitError as exc:   # an impossible GPU request: say what the nodes have
             # nothing will run in the run directory: it goes (the rendered files are in the results)
-            try:
-                guard.remove_run_dir(self.t, job.run_dir, mark)
-            except BackendError as left:   # the refusal is the error to report; what stayed is said
-                log.warning("%s", left.message)
+            self._drop_run_dir(job.run_dir, mark)
             raise gpus.explain_refusal(exc, self.t, spec.gpus_per_node, self.cfg.gpu_type, self.cfg.partition) from exc
         returned = time.time()   # with `submitted`, brackets the instant slurmctld took the job
         self._files[spec.run_id] = ef.RunFiles(job.events_dir)   # a resumed run starts over
@@ -209,6 +210,13 @@ class SlurmBackend(Backend):
                       data={"job_id": job_id, "run_dir": job.run_dir, "events_dir": job.events_dir,
                             "campaign": spec.campaign, "owner": spec.owner, "owner_mark": mark, "cluster": cluster,
                             "lost_nodes": [], "submit_returned_at": returned, **({"ckpt_dir": ckpt} if ckpt else {})})
+
+    def _drop_run_dir(self, run_dir: str, mark: str) -> None:
+        """The run directory of a submit that failed; the failure stays the error to report, what stayed is logged."""
+        try:
+            guard.remove_run_dir(self.t, run_dir, mark)
+        except BackendError as left:
+            log.warning("%s", left.message)
 
     def cluster_identity(self) -> dict | None:
         """What the handles recorded, asked again when preflight has not run (cleanup, --resume)."""
