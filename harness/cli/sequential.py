@@ -12,6 +12,7 @@ each question ended) into the first campaign's directory, where the report reads
 """
 from __future__ import annotations
 
+import glob
 import re
 import statistics
 import sys
@@ -117,6 +118,25 @@ def scenarios_for(open_metrics: list[str], faults: list[str]) -> list[str]:
     return out
 
 
+def resumed(results: Path, first: str, fresh: designmod.Design) -> tuple[designmod.Design, int]:
+    """A resumed sequential smoke: the stages the earlier command ran, and the number of the last stage's
+    campaign under results (a stage it was interrupted in counts: its runs are data, its name is taken).
+    The budget is this command's, added to the earlier ones'. The family must be the one fixed before the
+    first run; another is a new design, not a continuation."""
+    prior = designmod.read(str(results))
+    names = [p.parent.name for p in results.glob(f"{glob.escape(first)}-seq[0-9][0-9]/runs.jsonl")]
+    k = max((int(n[-2:]) for n in names if re.fullmatch(re.escape(first) + r"-seq\d\d", n)), default=0)
+    if prior is None:
+        return fresh, k
+    if prior.family != fresh.family:
+        raise ConfigError(f"--resume: the design under {results} decides {', '.join(prior.family) or 'nothing'}; "
+                          f"this config's family is {', '.join(fresh.family) or 'empty'}",
+                          tip="resume with the config that started it, or give a new design its own --results")
+    prior.budget_s += fresh.budget_s
+    prior.stopped = ""
+    return prior, k
+
+
 def extend(args, cfg, out, family: list[str], budget_s: float, started: float,
            run_stage: Callable, clock: Callable[[], float] = time.monotonic) -> int:
     """After the first stage: evaluate, add a stage for what is open, again, until decided or out of budget.
@@ -129,8 +149,11 @@ def extend(args, cfg, out, family: list[str], budget_s: float, started: float,
     first = results / cfg.campaign
     des = designmod.Design(family=list(family), budget_s=budget_s,
                            stages=[{"campaign": cfg.campaign, "rounds": cfg.repetitions, "scenarios": "the plan"}])
+    k = 0
+    if getattr(args, "resume", False):   # go on where it stopped: the e-processes are valid at any stopping time
+        des, k = resumed(results, cfg.campaign, des)
     faults = [f.kind for f in cfg.faults]
-    rc, k = 0, 0
+    rc = 0
     while True:
         try:
             table = tablemod.read(str(results))
@@ -154,7 +177,8 @@ def extend(args, cfg, out, family: list[str], budget_s: float, started: float,
             if rounds > 0:
                 break
         if rounds <= 0:
-            des.stopped = (f"the budget ({budget_s / 60:g} min): {max(left, 0) / 60:.1f} min left, a round of "
+            whole = f"; {des.budget_s / 60:g} min with the earlier command's" if des.budget_s != budget_s else ""
+            des.stopped = (f"the budget ({budget_s / 60:g} min{whole}): {max(left, 0) / 60:.1f} min left, a round of "
                            f"{', '.join(scen)} takes about {one / 60:.1f} min")
             break
         k += 1

@@ -195,3 +195,29 @@ def test_what_the_figures_are_derived_from_is_already_clean():
             if got.data != docs:
                 changed.append(f"{f.relative_to(RESULTS)}: {got.summary()}")
     assert changed == [], changed[:10]
+
+
+QUIET = RESULTS / "smoke-2026-12-07-quiet"   # the sequential smoke on a quiet host
+
+
+def test_the_quiet_sequential_campaign_regenerates_and_opens_with_its_decided_verdicts(tmp_path):
+    paths = build(str(QUIET), str(tmp_path / "report"))
+    for name in ("summary.csv", "comparisons.csv"):
+        assert paths[name].read_text() == (QUIET / "report" / name).read_text(), name
+    stamp = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+    text = paths["report.md"].read_text()
+    assert stamp.sub("", text) == stamp.sub("", (QUIET / "report" / "report.md").read_text())
+    opening = text.split("## Decision summary")[0]
+    assert "Design: sequential (anytime-valid e-values" in opening and "6 stage(s)" in opening
+    assert "Slurm is ahead on startup" in opening and "`recovery_free_s:kill_rank`" in opening
+    assert "Noted with the campaign: What changed against the earlier smoke campaigns" in opening
+    assert "Busy host" not in opening
+    runs = [r for r in load_results(QUIET) if not r.get("mistake")]   # the probes are no training runs
+    assert len(runs) == 66 and all(r["status"] == "ok" for r in runs)
+    assert all(r["host_load"]["samples"] for r in runs), "every training run sampled the host's load"
+
+
+def test_the_quiet_campaign_rederives_from_its_raw_evidence_alone():
+    checks = rederive.check(QUIET)
+    totals = rederive.totals(checks)
+    assert rederive.passed(checks) and totals["mismatches"] == 0 and totals["runs_checked"] == 76, totals

@@ -198,3 +198,41 @@ def test_where_every_scenario_does_not_fit_the_most_useful_one_still_runs(tmp_pa
                clock=clock)
     des = designmod.read(str(tmp_path))
     assert des.stages[1]["scenarios"] == ["kill_rank"] and des.stages[1]["rounds"] == 1
+
+
+def test_a_resumed_design_goes_on_from_its_last_stage_with_the_added_budget(tmp_path):
+    """Kubernetes half of Slurm every round, a family of two (threshold 40; `startup_s` is never measured, so it
+    stays open). 15 min: one stage, 7 rounds, e-value C(14, 7) / 2^7 = 26.8, open. Resumed with 10 more
+    minutes: the stages go on as seq02 and seq03 (seq01's name is taken), and 9 rounds reach
+    C(18, 9) / 2^9 = 95: decided. The e-process is valid at any stopping time, so going on is no peeking."""
+    cfg, args = _base(tmp_path)
+    clock, out = _Clock(), _Out()
+    run_stage = _stage_writer(clock, lambda i: 1.5)
+    run_stage(args, cfg, out)
+    family = ["first_log_s", "startup_s"]
+    seq.extend(args, cfg, out, family, 900.0, 0.0, run_stage, clock=clock)
+    first = designmod.read(str(tmp_path))
+    assert [s["campaign"] for s in first.stages] == ["smoke-poc", "smoke-poc-seq01"]
+    assert first.final["first_log_s"]["verdict"] == "open"
+    assert first.final["first_log_s"]["e_difference"] == pytest.approx(math.comb(14, 7) / 2 ** 7)
+
+    args.resume = True
+    seq.extend(args, cfg, out, family, 600.0, clock.t, run_stage, clock=clock)
+    des = designmod.read(str(tmp_path))
+    assert [s["campaign"] for s in des.stages] == ["smoke-poc", "smoke-poc-seq01", "smoke-poc-seq02",
+                                                   "smoke-poc-seq03"]
+    assert des.budget_s == 1500.0 and des.stopped.startswith("the budget (10 min; 25 min with the earlier command's): ")
+    assert des.final["first_log_s"]["verdict"] == "difference"
+    assert des.final["first_log_s"]["e_difference"] >= math.comb(18, 9) / 2 ** 9
+    assert des.final["startup_s"]["verdict"] == "open"
+
+
+def test_a_resume_with_another_family_is_refused(tmp_path):
+    cfg, args = _base(tmp_path)
+    clock, out = _Clock(), _Out()
+    run_stage = _stage_writer(clock, lambda i: 1.5)
+    run_stage(args, cfg, out)
+    seq.extend(args, cfg, out, ["first_log_s", "startup_s"], 650.0, 0.0, run_stage, clock=clock)
+    args.resume = True
+    with pytest.raises(ConfigError, match=r"this config's family is first_log_s$"):
+        seq.extend(args, cfg, out, ["first_log_s"], 600.0, clock.t, run_stage, clock=clock)
