@@ -125,7 +125,7 @@ def resumed(results: Path, first: str, fresh: designmod.Design) -> tuple[designm
     first run; another is a new design, not a continuation."""
     prior = designmod.read(str(results))
     names = [p.parent.name for p in results.glob(f"{glob.escape(first)}-seq[0-9][0-9]/runs.jsonl")]
-    k = max((int(n[-2:]) for n in names if re.fullmatch(re.escape(first) + r"-seq\d\d", n)), default=0)
+    k = max((int(n[-2:]) for n in names), default=0)   # the glob already matched <first>-seqNN exactly
     if prior is None:
         return fresh, k
     if prior.family != fresh.family:
