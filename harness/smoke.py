@@ -35,14 +35,17 @@ STAGE_PLATFORMS = ["slurm", "k8s"]
 
 
 def smoke_config(cfg: Config, platforms: list[str] | None, repetitions: int | None,
-                 tenant: dict | None = None) -> Config:
+                 tenant: dict | None = None, baseline_rounds: int | None = None) -> Config:
     """tenant: the native cluster's restricted user (clusters/k8s/tenant.describe), whom the
-    user-experience probes run as on Kubernetes, as a team member on a shared cluster would."""
+    user-experience probes run as on Kubernetes, as a team member on a shared cluster would.
+    baseline_rounds: the local baseline's runs of each scenario, where the config leaves local.rounds unset."""
     cfg = cfg.model_copy(deep=True)
     # the smoke POC runs on this machine's own clusters: node loss is allowed there
     cfg.allow_destructive_faults = True
     cfg.platforms = platforms or SMOKE_PLATFORMS
     cfg.repetitions = SMOKE_REPETITIONS if repetitions is None else repetitions
+    if cfg.local.rounds is None:
+        cfg.local.rounds = baseline_rounds
     # the built-in faults become the smoke's; a config that names its own faults keeps them (told
     # apart by value, as the sweep below: the loaded config marks every field as set)
     if cfg.faults == type(cfg).model_fields["faults"].default_factory():

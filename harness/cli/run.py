@@ -162,7 +162,8 @@ def cmd_smoke(args) -> int:
     base = common.load(args)
     plats = common.platforms(args, base) if args.platform else None
     reps = args.repetitions if args.repetitions is not None or not sequential else seq.FIRST_STAGE_REPETITIONS
-    cfg = smoke_config(base, plats, reps)
+    baseline = seq.FIRST_STAGE_BASELINE_ROUNDS if sequential else None
+    cfg = smoke_config(base, plats, reps, baseline_rounds=baseline)
     if not args.campaign:
         cfg.campaign = SMOKE_CAMPAIGN
     if sequential:
@@ -172,7 +173,7 @@ def cmd_smoke(args) -> int:
     if not args.no_clusters:
         ensure_clusters(cfg.platforms, out.info)
     if "k8s" in cfg.platforms:   # the probes run as the native cluster's restricted user, once it exists
-        cfg = smoke_config(base, plats, reps, tenant=native_tenant())
+        cfg = smoke_config(base, plats, reps, tenant=native_tenant(), baseline_rounds=baseline)
         if not args.campaign:
             cfg.campaign = SMOKE_CAMPAIGN
     args.repetitions = cfg.repetitions
