@@ -25,10 +25,7 @@ from ..errors import ConfigError, StoreError
 from ..report import design as designmod
 
 DEFAULT_BUDGET = "45m"     # the whole sequential smoke, first stage included
-FIRST_STAGE_REPETITIONS = 5   # clean runs of the first stage: MIN_N; later stages add rounds where still open
-# the baseline's runs of each scenario in the first stage: it answers no question of the family, and its
-# 5 + 5 runs were 5.6 of the 45 minutes (results/smoke-2026-12-07-quiet), time the open questions need
-FIRST_STAGE_BASELINE_ROUNDS = 1
+FIRST_STAGE_REPETITIONS = 5   # clean and kill_rank runs of the first stage: MIN_N; later stages add where open
 STAGE_ROUNDS = 2          # rounds a later stage adds at most: each stage pays the platforms' preflight once
 STAGE_OVERHEAD_S = 40.0   # a stage's own cost beside its runs: preflight, the report of what is open
 UNKNOWN_RUN_S = 120.0     # a run of a scenario the campaign has not timed yet

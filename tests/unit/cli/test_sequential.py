@@ -94,15 +94,15 @@ def test_the_baseline_takes_at_most_local_rounds_runs_of_each_scenario():
     assert cfg.config_hash() == before   # unset, a campaign keeps the hash it had
 
 
-def test_the_sequential_smoke_gives_the_baseline_one_run_of_each_scenario():
+def test_the_smoke_gives_the_baseline_one_run_of_each_scenario_unless_the_config_says():
     from harness.config import Config
     from harness.smoke import smoke_config
 
-    cfg = smoke_config(Config(), None, seq.FIRST_STAGE_REPETITIONS, baseline_rounds=seq.FIRST_STAGE_BASELINE_ROUNDS)
+    cfg = smoke_config(Config(), None, seq.FIRST_STAGE_REPETITIONS, fault_rounds=seq.FIRST_STAGE_REPETITIONS)
     assert cfg.local.rounds == 1 and cfg.clean_runs("local") == 1 and cfg.clean_runs("k8s") == 5
-    assert smoke_config(Config(), None, None).local.rounds is None   # the fixed design: every round
+    assert [f.kind for f in cfg.faults_for("slurm")] == ["kill_rank"] * 5 + ["lose_node"]
     mine = from_mapping({"local": {"rounds": 3}})
-    assert smoke_config(mine, None, 5, baseline_rounds=1).local.rounds == 3   # the config's own wins
+    assert smoke_config(mine, None, 5).local.rounds == 3   # the config's own wins
 
 
 class _Clock:
