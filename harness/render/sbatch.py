@@ -164,10 +164,10 @@ def container_binds(cfg: Slurm) -> list[str]:
 # in sessions of their own; under cgroup or linuxproc they get Slurm's signal too, and a second USR1
 # before the step ends asks for the same one checkpoint. A constant script: the Python is "$0" and
 # torchrun's arguments "$@".
-# Each agent names itself by its node's address as Slurm reaches it (--local_addr: NodeAddr from the batch
-# script's POC_NODE_ADDRS, else the NodeName), not by the host name torchrun would look up: where /etc/hosts
-# maps the host name to 127.0.1.1 (Ubuntu, DGX OS, enroot containers inheriting the file), rank 0's agent
-# would give the workers a MASTER_ADDR that, on its own node, is loopback.
+# Each agent names itself (--local_addr; rank 0's is the workers' MASTER_ADDR) by its node's address as Slurm
+# reaches it: NodeAddr from the batch script's POC_NODE_ADDRS, else the NodeName. torchrun would otherwise
+# take socket.getfqdn(), read from an /etc/hosts where Ubuntu, DGX OS and enroot containers put the host
+# name at 127.0.1.1, beside names the other nodes need not resolve.
 # One line: sacct -P prints a step's SubmitLine as it was, so a newline in it would split the step's row.
 SLURM_LAUNCH = ('if [ "${SLURM_NODEID:-0}" = 0 ]; then h=1; else h=0; fi; '
                 'a=${SLURMD_NODENAME:-$(hostname)}; '
