@@ -339,15 +339,19 @@ class SlurmBackend(Backend):
 
     def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
         job_id = handle.data["job_id"]
-        host = str(target_event.get("host") or "")
-        target = {k: target_event.get(k) for k in ("rank", "host", "pid", "attempt", "step")}
+        # the node as Slurm names it: the workload's events carry SLURMD_NODENAME (`node`), which srun --nodelist
+        # and scontrol take; the host name the rank saw may be an FQDN or another name altogether. Events written
+        # before `node` was added name the host only.
+        host = str(target_event.get("node") or target_event.get("host") or "")
+        target = {k: target_event.get(k) for k in ("rank", "host", "node", "pid", "attempt", "step")}
         if kind == "kill_rank":
             pid = int(target_event["pid"])
             argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
                     "kill", "-9", str(pid)]
             t = time.time()
             self.t.run(argv, timeout=60)
-            return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "srun --overlap"}, acted_at=time.time())
+            return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "srun --overlap", "node": host},
+                               acted_at=time.time())
         if kind == "lose_node":
             require_destructive_allowed(kind, self.allow_destructive_faults, "slurm")
             if not host:
@@ -369,12 +373,12 @@ class SlurmBackend(Backend):
             t = time.time()
             if container:
                 self._docker(["docker", "kill", container])
-                return FaultRecord(kind, t, target, {"how": "docker kill of the node's container",
+                return FaultRecord(kind, t, target, {"how": "docker kill of the node's container", "node": host,
                                                       "container": container, "alone_checked_at": checked},
                                    acted_at=time.time())
             self.sched.set_node_state(host, "down", guard.lost_node_mark(str(job_id)))
             return FaultRecord(kind, t, target, {"how": f"{self._node_update} state=down (needs operator rights)",
-                                                 "alone_checked_at": checked}, acted_at=time.time())
+                                                 "node": host, "alone_checked_at": checked}, acted_at=time.time())
         if kind == "requeue":
             t = time.time()
             self.sched.requeue(job_id)
