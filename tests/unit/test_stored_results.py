@@ -200,14 +200,18 @@ def test_what_the_figures_are_derived_from_is_already_clean():
 QUIET = RESULTS / "smoke-2026-12-07-quiet"   # the sequential smoke on a quiet host
 
 
-def test_the_quiet_sequential_campaign_regenerates_and_opens_with_its_decided_verdicts(tmp_path):
-    paths = build(str(QUIET), str(tmp_path / "report"))
+def _regenerated(where, tmp_path) -> str:
+    paths = build(str(where), str(tmp_path / "report"))
     for name in ("summary.csv", "comparisons.csv"):
-        assert paths[name].read_text() == (QUIET / "report" / name).read_text(), name
+        assert paths[name].read_text() == (where / "report" / name).read_text(), name
     stamp = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
     text = paths["report.md"].read_text()
-    assert stamp.sub("", text) == stamp.sub("", (QUIET / "report" / "report.md").read_text())
-    opening = text.split("## Decision summary")[0]
+    assert stamp.sub("", text) == stamp.sub("", (where / "report" / "report.md").read_text())
+    return text.split("## Decision summary")[0]
+
+
+def test_the_quiet_sequential_campaign_regenerates_and_opens_with_its_decided_verdicts(tmp_path):
+    opening = _regenerated(QUIET, tmp_path)
     assert "Design: sequential (anytime-valid e-values" in opening and "6 stage(s)" in opening
     assert "Slurm is ahead on startup" in opening and "`recovery_free_s:kill_rank`" in opening
     # the rule decided submit -> first step equivalent; the opening once said "within the clocks' resolution"
@@ -227,16 +231,6 @@ def test_the_quiet_campaign_rederives_from_its_raw_evidence_alone():
 
 PLANNED = RESULTS / "smoke-2026-12-07-planned"   # the default smoke's fixed plan: 9 kill_rank rounds
 SEQUENTIAL45 = RESULTS / "smoke-2026-12-07-sequential45"   # the sequential design at its default 45 min
-
-
-def _regenerated(where, tmp_path) -> str:
-    paths = build(str(where), str(tmp_path / "report"))
-    for name in ("summary.csv", "comparisons.csv"):
-        assert paths[name].read_text() == (where / "report" / name).read_text(), name
-    stamp = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
-    text = paths["report.md"].read_text()
-    assert stamp.sub("", text) == stamp.sub("", (where / "report" / "report.md").read_text())
-    return text.split("## Decision summary")[0]
 
 
 def test_the_default_smokes_plan_decides_kill_rank_recovery_and_every_record_sampled_the_host(tmp_path):
