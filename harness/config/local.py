@@ -15,7 +15,7 @@ class Local(Model):
     image: str | None = None          # None: the locally built worker image (the one the clusters run)
     # the baseline's runs of each scenario (clean, each fault kind) at most; None: as many as the
     # schedulers'. It answers no Kubernetes-vs-Slurm question, so a campaign whose time goes to those
-    # rounds (the sequential smoke) gives it fewer: its figures are then a reference, not a test
+    # rounds (the smoke, beside the schedulers: 1) gives it fewer: its figures are then a reference, not a test
     rounds: int | None = Field(None, ge=1, le=1000)
 
     _image = field_validator("image")(image_reference)
