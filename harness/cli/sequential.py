@@ -95,10 +95,11 @@ def _durations(results: Path) -> dict[tuple[str, str], float]:
     return {k: statistics.median(v) for k, v in seen.items()}
 
 
-def round_seconds(results: Path, scenarios: list[str], platforms: list[str]) -> float:
-    """What one round of these scenarios on these platforms took so far (median run each), or a guess."""
+def round_seconds(results: Path, scenarios: list[str], platforms: list[str]) -> dict[str, float]:
+    """What one round of each scenario on these platforms took so far (median run each), or a guess; the
+    results are read once for all of them."""
     took = _durations(results)
-    return sum(took.get((p, s), UNKNOWN_RUN_S) for s in scenarios for p in platforms)
+    return {s: sum(took.get((p, s), UNKNOWN_RUN_S) for p in platforms) for s in scenarios}
 
 
 def own_scenario(metric: str, faults: list[str]) -> str | None:
@@ -184,7 +185,7 @@ def extend(args, cfg, out, family: list[str], budget_s: float, started: float,
         plats = [p for p in STAGE_PLATFORMS if p in cfg.platforms]
         left = budget_s - (clock() - started) - STAGE_OVERHEAD_S
         # the best scenario whose rounds fit what is left, or, where none does, the reason named by the cheapest
-        took = {scen: round_seconds(results, [scen], plats) for scen in wanted}
+        took = round_seconds(results, wanted, plats)
         fits = [scen for scen in wanted if took[scen] > 0 and left // took[scen] >= 1]
         scen = fits[0] if fits else min(wanted, key=took.get)
         rounds = min(STAGE_ROUNDS, int(left // took[scen])) if fits else 0
