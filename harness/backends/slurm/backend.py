@@ -34,7 +34,7 @@ from ... import events as evmod
 from ... import slurm_parse as sp
 from ...config import Config, Slurm
 from ...errors import BackendError, CommandError, SubmitError, TransportError
-from ...render.local import workload_script
+from ...render.local import workload_texts
 from ...render.sbatch import job_name, render_sbatch
 from ...spec import JobSpec, campaign_dir
 from ...states import JobState
@@ -190,7 +190,8 @@ class SlurmBackend(Backend):
                                         spec.run_id)
         if ckpt:
             guard.prepare_checkpoint_dir(self.t, ckpt, mark)
-        self._put(job.workload_path, workload_script().read_text())
+        for name, text in workload_texts().items():    # the workload and the modules shipped beside it
+            self._put(f"{job.run_dir}/{name}", text)
         self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
         submitted = time.time()
         try:
@@ -331,8 +332,11 @@ class SlurmBackend(Backend):
 
     def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
         job_id = handle.data["job_id"]
-        host = str(target_event.get("host") or "")
-        target = {k: target_event.get(k) for k in ("rank", "host", "pid", "attempt", "step")}
+        # the node as Slurm names it: the workload's events carry SLURMD_NODENAME (`node`), which srun --nodelist
+        # and scontrol take; the host name the rank saw may be an FQDN or another name altogether. Events from
+        # before `node` was written name the host only.
+        host = str(target_event.get("node") or target_event.get("host") or "")
+        target = {k: target_event.get(k) for k in ("rank", "host", "node", "pid", "attempt", "step")}
         if kind == "kill_rank":
             pid = int(target_event["pid"])
             argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
