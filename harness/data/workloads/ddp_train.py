@@ -11,17 +11,24 @@ that schedulers' log streams can be filtered, and appends the same lines to
 (one file per process, so concurrent writers never interleave).
 
 Phases: process start -> torch imported (its build, the NCCL_*/GLOO_* environment) -> rendezvous
--> all-reduce sweep as nccl-tests measures it (first attempt only) -> comm (the transport the
-backend used) -> checkpoint load -> training steps with periodic checkpoints -> done.
+-> calibration (--calibrate) -> all-reduce sweep as nccl-tests measures it (first attempt only) -> comm (the
+transport the backend used, the interface gloo bound) -> checkpoint load -> training steps with periodic
+checkpoints (and one on USR1 or SIGTERM) -> done.
 
 Models: --model mlp, the tiny fp32 smoke model; --model transformer, a decoder-only language model
 sized to --model-params (1M to ~2G), trained on synthetic tokens with AdamW, bf16 autocast on GPUs.
 --gpus-per-node N: one CUDA device per rank, nccl; missing GPUs are an error, never gloo instead.
 --simulated-gpus: the scheduler allocated GPUs that do not exist; train on CPUs and record that.
 
-The harness ships and runs harness/data/workloads/ddp_train.py; workloads/ddp_train.py at the top
-of the repository is an identical copy to take to a cluster by hand. Edit the first; a unit test
-(tests/unit/test_package_data.py) fails until the copy matches, and with POC_UPDATE_GOLDEN=1 copies it.
+Shipped beside it, in the same directory wherever it goes: poc_calibration.py (the calibration phase, imported
+only with --calibrate), and poc_check.py with poc_health.py (the step before training that checks the whole
+allocation, which the harness runs before this script when calibration is on). Without --calibrate this file
+needs neither. Every event names the node as its scheduler does (`node`: SLURMD_NODENAME, or the pod's
+spec.nodeName as POC_NODE_NAME) beside the host name.
+
+The harness ships and runs harness/data/workloads/*.py; workloads/*.py at the top of the repository are
+identical copies to take to a cluster by hand. Edit the first; a unit test (tests/unit/test_package_data.py)
+fails until the copies match, and with POC_UPDATE_GOLDEN=1 copies them.
 """
 from __future__ import annotations
 
