@@ -589,6 +589,42 @@ def watch_nccl():
     return tap.close, f"NCCL_DEBUG={level}, stderr"
 
 
+class StopWatchdog:
+    """SIGTERM reaches the training loop's handler only between bytecodes: a rank blocked in a collective whose
+    peer is gone (a lost node) would never see it, and would hold its node until SIGKILL at the end of the grace
+    period. Python's C-level handler writes every signal to a wakeup fd at once, blocked main thread or not; this
+    thread reads it and gives the loop `patience()` seconds (a few steps) to reach the end of its step and say so
+    (ack); otherwise it ends the process as SIGTERM's default would have."""
+
+    def __init__(self, patience):
+        import threading
+        self.patience, self.acked = patience, threading.Event()
+        self.read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while chunk := os.read(self.read_end, 64):
+            if signal.SIGTERM in chunk and not self.acked.wait(self.patience()):
+                os._exit(128 + signal.SIGTERM)
+
+    def ack(self) -> None:
+        self.acked.set()
+
+    def close(self) -> None:
+        """The wakeup fd back to none (the thread ends as the pipe's last write end closes)."""
+        import contextlib
+        old = signal.set_wakeup_fd(-1)
+        with contextlib.suppress(OSError):
+            os.close(old)
+
+
+def statistics_median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2 if s else 0.0
+
+
 def build_model(torch, params: int, layers: int, width: int | None):
     """An MLP of `layers` square layers sized so the total is close to `params`."""
     layers = max(1, layers)
@@ -1181,45 +1217,52 @@ def train(args, ev: Events, torch, dist, backend: str, device, gpus: dict, ckpt_
     warned, stopping = [], []
     signal.signal(signal.SIGUSR1, lambda signum, frame: warned.append(signum))
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
+    durations: list[float] = []
+    watchdog = StopWatchdog(lambda: max(1.0, 3 * statistics_median(durations[-5:] or [0.0])))
 
     gen = torch.Generator(device="cpu")
     ev.emit("train_start", start_step=start_step, steps=args.steps, params=nparams, width=w["width"],
             layers=args.layers, batch=args.batch, model=args.model, params_requested=parse_size(args.model_params),
             precision=precision, precision_requested=args.precision, grad_bytes=grad_bytes,
             optimizer=type(opt).__name__, device=str(device), simulated_gpus=args.simulated_gpus, **w["facts"])
-    for step in range(start_step + 1, args.steps + 1):
-        t0 = time.perf_counter()
-        # Data depends on (seed, step, rank) only, so a resumed run sees what it would have seen.
-        gen.manual_seed(args.seed * 1_000_003 + step * 1009 + ev.rank)
-        x, y = w["batch"](gen)
-        opt.zero_grad(set_to_none=True)
-        before = mark(torch, device)
-        with autocast(torch, device, precision):
-            loss = w["loss"](ddp(x), y)
-        after = mark(torch, device)
-        loss.backward()
-        opt.step()
-        sync(torch, device)
-        # fwd_s: this rank's forward pass alone; dur_s includes the gradient all-reduce, in which every
-        # rank waits for the slowest, so only the forward shows which rank is slow
-        ev.emit("step", step=step, dur_s=time.perf_counter() - t0, fwd_s=spans([before, after])[0],
-                loss=float(loss.item()))
-        if args.ckpt_dir and args.ckpt_every > 0 and step % args.ckpt_every == 0 and step < args.steps:
-            if ev.rank == 0:
-                save_checkpoint(step, "interval")
-            dist.barrier()
-        elif (warned or stopping) and args.ckpt_dir:
-            if ev.rank == 0:
-                save_checkpoint(step, "sigterm" if stopping else "signal")
-            warned.clear()
-        if stopping:
-            ev.emit("stopped", step=step, signal="SIGTERM")
-            return 128 + signal.SIGTERM
+    try:
+        for step in range(start_step + 1, args.steps + 1):
+            t0 = time.perf_counter()
+            # Data depends on (seed, step, rank) only, so a resumed run sees what it would have seen.
+            gen.manual_seed(args.seed * 1_000_003 + step * 1009 + ev.rank)
+            x, y = w["batch"](gen)
+            opt.zero_grad(set_to_none=True)
+            before = mark(torch, device)
+            with autocast(torch, device, precision):
+                loss = w["loss"](ddp(x), y)
+            after = mark(torch, device)
+            loss.backward()
+            opt.step()
+            sync(torch, device)
+            # fwd_s: this rank's forward pass alone; dur_s includes the gradient all-reduce, in which every
+            # rank waits for the slowest, so only the forward shows which rank is slow
+            durations.append(time.perf_counter() - t0)
+            ev.emit("step", step=step, dur_s=durations[-1], fwd_s=spans([before, after])[0], loss=float(loss.item()))
+            if stopping:
+                watchdog.ack()     # at the step's end: the save below may take its time
+            if args.ckpt_dir and args.ckpt_every > 0 and step % args.ckpt_every == 0 and step < args.steps:
+                if ev.rank == 0:
+                    save_checkpoint(step, "interval")
+                dist.barrier()
+            elif (warned or stopping) and args.ckpt_dir:
+                if ev.rank == 0:
+                    save_checkpoint(step, "sigterm" if stopping else "signal")
+                warned.clear()
+            if stopping:
+                ev.emit("stopped", step=step, signal="SIGTERM")
+                return 128 + signal.SIGTERM
 
-    dist.barrier()  # without it a fast rank can tear down while a peer is still in a collective
-    ev.emit("done", steps=args.steps, **peak_memory(torch, device))
-    dist.destroy_process_group()
-    return 0
+        dist.barrier()  # without it a fast rank can tear down while a peer is still in a collective
+        ev.emit("done", steps=args.steps, **peak_memory(torch, device))
+        dist.destroy_process_group()
+        return 0
+    finally:
+        watchdog.close()
 
 
 if __name__ == "__main__":

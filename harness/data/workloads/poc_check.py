@@ -195,7 +195,10 @@ def ssh_agent(port: int, key: str) -> str:
 def mpirun_argv(args, hosts: list[str], key: str, env: dict) -> list[str]:
     """The first pod's mpirun: one rank per GPU on every pod (-H ip:slots), started over ssh into each pod's sshd."""
     root = ["--allow-run-as-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    return [args.mpirun, *root, "-np", str(len(hosts) * args.gpus_per_node),
+    # an ssh session gets sshd's PATH, not the image's: --prefix tells the other pods where Open MPI's orted is
+    found = shutil.which(args.mpirun)
+    prefix = ["--prefix", os.path.dirname(os.path.dirname(found))] if found else []
+    return [args.mpirun, *root, *prefix, "-np", str(len(hosts) * args.gpus_per_node),
             "-H", ",".join(f"{h}:{args.gpus_per_node}" for h in hosts), "--bind-to", "none",
             "--mca", "plm_rsh_agent", ssh_agent(args.ssh_port, key), *mpi_export(env),
             args.binary, *args.args.split(), "-g", "1"]
