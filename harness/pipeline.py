@@ -20,6 +20,7 @@ from .backends.identity import refuse_other_cluster
 from .config import Config
 from .context import Evidence, Progress, RunContext, Scenario, StageFailed, Stages, _noop
 from .errors import BackendError, PocError, RunTimeout
+from .metrics.cost import COST_RULE
 from .order import arrange
 from .scenarios import job_spec, kind_of, plan, runner, scenario_class
 from .spec import JobSpec, resolve_caps
@@ -30,7 +31,7 @@ from .store import RunRecord, Store
 def derive_inputs(cfg: Config, spec: JobSpec) -> dict:
     """What metrics.derive needs beyond events and stamps; stored with the record for `poc rederive`."""
     return {"world": spec.world_size, "nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node,
-            "steps": spec.steps, "price": cfg.pricing[spec.platform].model_dump()}
+            "steps": spec.steps, "price": cfg.pricing[spec.platform].model_dump(), "cost_rule": COST_RULE}
 
 
 def _stamp(new_events: list[dict], now: float) -> list[dict]:

@@ -165,13 +165,15 @@ def derive_inputs(rec: dict, config: dict) -> dict:
     way harness.spec.build does."""
     if rec.get("derive_inputs"):
         d = rec["derive_inputs"]
-        return {k: d[k] for k in ("world", "nodes", "gpus_per_node", "steps", "price")}
+        # cost by the rule the run was derived by (metrics/cost.py COST_RULES); none recorded: rule 1
+        return {**{k: d[k] for k in ("world", "nodes", "gpus_per_node", "steps", "price")},
+                "cost_rule": int(d.get("cost_rule") or 1)}
     if not config:
         raise StoreError("campaign.json holds no config and the record no derive_inputs")
     r, w = config["resources"], config["workload"]
     return {"world": int(r["nodes"]) * int(r["procs_per_node"]), "nodes": int(r["nodes"]),
             "gpus_per_node": int(r["gpus_per_node"]), "steps": int(w["steps"]),
-            "price": config["pricing"][rec["platform"]]}
+            "price": config["pricing"][rec["platform"]], "cost_rule": 1}
 
 
 def check_mistake(rec: dict, run_dir: Path) -> list[Finding]:

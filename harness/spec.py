@@ -81,6 +81,22 @@ class JobSpec:
     # the workload's calibration options (config calibration): checked in the allocation before training
     calibration: tuple[str, ...] = ()
     checkpoint_keep: int = 0           # the newest N checkpoints stay (0: all)
+    # the step before training (workloads/poc_check.py: the health gate, the all-reduce across the allocation):
+    # its options (config calibration.check_args), none when off; check_mpi: srun --mpi for its GPU form
+    allocation_check: tuple[str, ...] = ()
+    check_mpi: str = "pmix"
+    rdzv_join_timeout_s: int | None = None   # torchrun's rendezvous join timeout (workload.rdzv_join_timeout_s)
+    stop_grace_s: int = 60             # before a stop: Slurm --signal=B:USR1@N, Kubernetes' grace period
+
+    @property
+    def join_timeout_s(self) -> int:
+        """The configured join timeout; unset, torch's 600 s plus 60 s a node above 4 (this job's nodes: a scale
+        curve's 16-node run waits longer than its 2-node one)."""
+        return self.rdzv_join_timeout_s or 600 + 60 * max(0, self.nodes - 4)
+
+    @property
+    def real_gpus(self) -> bool:
+        return bool(self.gpus_per_node and not self.simulated_gpus)
 
     @property
     def owner_mark(self) -> str:
@@ -232,4 +248,8 @@ def build(cfg: Config, platform: str, run_id: str, fault: FaultPlan | None, scen
         exclusive=r.exclusive if r.exclusive is not None else bool(r.gpus_per_node and not w.simulated_gpus),
         calibration=cfg.calibration.workload_args(),
         checkpoint_keep=w.checkpoint_keep,
+        allocation_check=cfg.calibration.check_args(bool(r.gpus_per_node and not w.simulated_gpus)),
+        check_mpi=cfg.calibration.mpi,
+        rdzv_join_timeout_s=w.rdzv_join_timeout_s,
+        stop_grace_s=w.stop_grace_s,
     )

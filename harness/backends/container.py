@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .. import events as evmod
 from ..errors import BackendError
-from ..render.local import workload_script
+from ..render.local import WORKLOAD_SIBLINGS, workload_script
 from ..spec import WORKLOAD_SCRIPT, JobSpec
 from ..states import JobState
 from ..timing import docker_time
@@ -85,8 +85,12 @@ def render_containers(spec: JobSpec, image: str, work_dir: str, script: str, use
                 "--network", network, "--network-alias", host, *lab, *caps, "--user", user]
         for k, v in sorted(env.items()):
             argv += ["--env", f"{k}={v}"]
+        # the workload and the modules shipped beside it (ddp_train.py imports poc_calibration.py with --calibrate)
+        here = os.path.dirname(script)
+        siblings = [a for name in WORKLOAD_SIBLINGS
+                    for a in ("--volume", f"{os.path.join(here, name)}:{WORKLOAD_DIR}/{name}:ro")]
         argv += ["--volume", f"{work_dir}:{RUN_MOUNT}",
-                 "--volume", f"{script}:{WORKLOAD_DIR}/{WORKLOAD_SCRIPT}:ro",
+                 "--volume", f"{script}:{WORKLOAD_DIR}/{WORKLOAD_SCRIPT}:ro", *siblings,
                  "--workdir", RUN_MOUNT, image, *command]
         runs.append(tuple(argv))
     return ContainerJob(network, names, hosts, net_argv, tuple(runs))

@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 
 from .. import capabilities as cap
 from .base import Model
+from .calibration import LATER_DEFAULTS as CALIBRATION_LATER
 from .calibration import Calibration
 from .contention import Contention
 from .drills import Drills
@@ -23,6 +24,7 @@ from .scale import Scale
 from .serve import Serve
 from .slurm import Slurm
 from .ux import Ux
+from .workload import LATER_DEFAULTS as WORKLOAD_LATER
 from .workload import SWEEP_MAX_BYTES, Fabric, Resources, Workload
 
 PLATFORMS = cap.PLATFORMS
@@ -219,6 +221,10 @@ class Config(Model):
             data["resources"].pop("caps", None)
         if data["local"].get("rounds") is None:     # likewise
             data["local"].pop("rounds", None)
+        for section, later in (("calibration", CALIBRATION_LATER), ("workload", WORKLOAD_LATER)):
+            for key, default in later.items():   # added later too: at their defaults, left out alike
+                if data[section].get(key) == default:
+                    data[section].pop(key, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

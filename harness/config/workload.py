@@ -19,6 +19,9 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2).upper()]
 
 
+# Keys added after campaigns were stored, with their defaults: config_hash leaves them out at the default.
+LATER_DEFAULTS = {"rdzv_join_timeout_s": None, "stop_grace_s": 60}
+
 # The largest all-reduce sweep size: 8 GiB on GPUs (two buffers of it must fit in device memory),
 # 1 GiB on CPUs (host memory, and a gloo all-reduce of 1 GiB already takes seconds).
 SWEEP_MAX_BYTES = {"gpu": 8 * 1024**3, "cpu": 1024**3}
@@ -49,6 +52,14 @@ class Workload(Model):
     # the scheduler allocates GPUs, but there are none: train on CPUs with gloo and say so in the
     # results (the local GPU-shaped clusters); without it a missing GPU is an error
     simulated_gpus: bool = False
+    # torchrun's rendezvous join timeout (--rdzv_conf join_timeout; torch's default 600 s): how long the first
+    # agents wait for the last. Unset: 600 s, plus 60 s a node above 4 nodes (16 nodes pulling a large image at
+    # once start minutes apart); the same on every platform
+    rdzv_join_timeout_s: int | None = Field(None, ge=60, le=86_400)
+    # the time the workload gets to save a checkpoint before it is stopped, the same on every platform: Slurm's
+    # --signal=B:USR1@N before the time limit, Kubernetes' terminationGracePeriodSeconds (SIGTERM, then SIGKILL);
+    # the workload saves at the end of its step on either signal
+    stop_grace_s: int = Field(60, ge=5, le=3600)
 
     @field_validator("model_params")
     @classmethod
@@ -124,4 +135,9 @@ class Fabric(Model):
                 raise ValueError(f"{k!r} is not an environment variable name")
             if any(c in str(val) for c in "\n\r\0"):
                 raise ValueError(f"{k}: a value must be one line")
+        hca = str(v.get("NCCL_IB_HCA", ""))
+        if hca and not hca.startswith(("=", "^")):
+            # NCCL reads a bare list as prefixes: mlx5_1 also selects mlx5_10 and mlx5_11, mlx5 every adapter
+            raise ValueError(f"NCCL_IB_HCA {hca!r} is a list of prefixes to NCCL (mlx5_1 also takes mlx5_10, "
+                             f"mlx5_11): write the exact form, '={hca}' (or '^=...' to exclude exact names)")
         return {k: str(val) for k, val in v.items()}

@@ -43,7 +43,7 @@ END_SRC = "slurmctld End (sacct -D, whole s)"
 SUBMIT_SRC = "slurmctld Submit (sacct -D, whole s)"
 BRACKET_SRC = "harness clock around sbatch (before the call, after it returned)"
 CLOCK_RES = 1e-9                                 # date +%s.%N
-_KINDS = {"batch_start", "srun_start", "srun_exit", "requeue"}
+_KINDS = {"batch_start", "srun_start", "srun_exit", "requeue", "import_start", "import_done"}
 _LIVE = {JobState.PENDING, JobState.STARTING, JobState.RUNNING, JobState.RESTARTING, JobState.UNKNOWN}
 
 
@@ -217,6 +217,13 @@ def _attempt(i: int, row: sp.SlurmJob, lines: list[dict], last: bool, floor: flo
     step = first("srun_start")
     if step is not None:    # batch scripts from before it was written have none
         out["step_requested"] = Stamp.exact(step["t"], f"batch script before srun (date +%s.%N on {step['host']})")
+    began, ready = first("import_start"), first("import_done")
+    if began is not None and ready is not None:   # the image import step (pyxis, apptainer; render/sbatch.py)
+        out["image_import"] = {"start": Stamp.exact(began["t"], f"batch script before the import step (date "
+                                                                f"+%s.%N on {began['host']})"),
+                               "done": Stamp.exact(ready["t"], f"batch script after it (date +%s.%N on "
+                                                               f"{ready['host']}), exit {ready['rc']}"),
+                               "rc": ready["rc"]}
     return out
 
 

@@ -20,6 +20,15 @@ campaigns from before it re-derive as they were.
   why, and a short summary of every node's facts.
 
 calibration_s (rendezvous -> every rank's calibration_done) is timing's: it is a span of instants.
+
+The step before training (workloads/poc_check.py; allocation_check below) gives, from its first attempt:
+- allocation_allreduce_busbw_gbps: the all-reduce across the whole allocation (on GPUs an MPI build of nccl-tests,
+  one rank per GPU; on CPUs gloo), in-place bus bandwidth at its largest size, read from the tool's table; None
+  where it did not run or counted wrong results. The detail holds the form, the rows, the floor and the verdict.
+- health_nodes_refused: how many nodes the health gate refused (the run then stopped untrained), each with why,
+  and every node's health facts in short (GPUs' throttling, power and clocks, remapped rows, NVLink, HCA ports,
+  GPUDirect, XIDs, DCGM, the clock offset, the topology address Slurm gave it).
+allocation_check_s (the check's first start -> its last end, left out of launch_s) is timing's.
 """
 from __future__ import annotations
 
@@ -213,3 +222,106 @@ def _refused(cal: dict, nodes: list[dict], per_attempt: dict, used: tuple, sourc
     if notes:
         detail["note"] = "; ".join(notes)
     return _metric("calibration_nodes_refused", len(refused), sources, **detail)
+
+
+def _first_of(events: list[dict], kind: str) -> dict | None:
+    found = sorted(ev.of_kind(events, kind), key=lambda e: (ev.attempt_of(e), e["ts_ns"]))
+    return found[0] if found else None
+
+
+def allocation_check(events: list[dict]) -> dict[str, dict]:
+    """The step before training's metrics by name; {} for a run without it (older runs, calibration off)."""
+    out: dict[str, dict] = {}
+    ar = _first_of(events, "allocation_allreduce")
+    if ar is not None:
+        nccl = ar.get("nccl") if isinstance(ar.get("nccl"), dict) else None
+        detail = {"attempt": list(ev.attempt_of(ar)), "form": ar.get("form"), "argv": ar.get("argv"),
+                  "rc": ar.get("rc"), "version": ar.get("version"), "ranks": ar.get("world"),
+                  "nodes": ar.get("nodes"), "bytes": ar.get("bytes"), "oop_busbw_gbps": ar.get("oop_busbw_gbps"),
+                  "avg_busbw_gbps": ar.get("avg_busbw_gbps"), "floor_gbps": ar.get("floor_gbps"),
+                  "ok": bool(ar.get("ok")), "why": ar.get("why"),
+                  "rows": len(ar.get("rows") or []),
+                  "transport": None if nccl is None else transport_text("nccl", _net(nccl)),
+                  "gdrdma": None if nccl is None else nccl.get("gdrdma"),
+                  "env_dropped": ar.get("env_dropped")}
+        out["allocation_allreduce_busbw_gbps"] = _metric("allocation_allreduce_busbw_gbps", ar.get("busbw_gbps"),
+                                                         {"allocation_allreduce": _t(ar)}, **detail)
+    gate = _first_of(events, "health_gate")
+    if gate is not None:
+        refused = [{"node": r.get("node"), "host": r.get("host"), "why": list(r.get("why") or [])}
+                   for r in gate.get("refused") or [] if isinstance(r, dict)]
+        nodes = [health_summary(n) for n in gate.get("nodes") or [] if isinstance(n, dict)]
+        bindings = rank_bindings(events, ev.attempt_of(gate))
+        for n in nodes:
+            n["rank_cpus"] = bindings.get(str(n.get("host")), {})
+        out["health_nodes_refused"] = _metric("health_nodes_refused", len(refused), {"health_gate": _t(gate)},
+                                              attempt=list(ev.attempt_of(gate)), ok=bool(gate.get("ok")),
+                                              refused=refused, nodes=nodes, bars=gate.get("bars"),
+                                              seconds=gate.get("seconds"),
+                                              locality_warnings=[w for n in nodes for w in locality(n)])
+    return out
+
+
+def rank_bindings(events: list[dict], attempt: tuple) -> dict[str, dict[str, str]]:
+    """host -> local rank -> the CPUs the training rank may run on (its process_start binding), in the attempt."""
+    out: dict[str, dict[str, str]] = {}
+    for e in ev.of_kind(events, "process_start", attempt):
+        cpus = (e.get("binding") or {}).get("cpus") if isinstance(e.get("binding"), dict) else None
+        if cpus:
+            out.setdefault(str(e.get("host")), {})[str(e.get("local_rank", 0))] = str(cpus)
+    return out
+
+
+def cpu_set(text: str | None) -> set[int]:
+    """The kernel's cpulist ("0-3,8") as a set; empty for anything else."""
+    got: set[int] = set()
+    for raw in str(text or "").split(","):
+        part = raw.strip()
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (hi.isdigit() or not hi):
+            got.update(range(int(lo), int(hi or lo) + 1))
+    return got
+
+
+def locality(n: dict) -> list[str]:
+    """A node's training ranks whose CPUs lie outside their GPU's CPU affinity (nvidia-smi topo -m): their data
+    loading and NCCL's proxy threads cross the socket. A warning, not a refusal."""
+    out = []
+    for lr, cpus in sorted((n.get("rank_cpus") or {}).items()):
+        near = cpu_set((n.get("gpu_cpus") or {}).get(lr))
+        mine = cpu_set(cpus)
+        if near and mine and not mine <= near:
+            out.append(f"{n.get('node')}: local rank {lr} runs on CPUs {cpus}, {len(mine - near)} of them outside "
+                       f"GPU {lr}'s affinity {(n.get('gpu_cpus') or {}).get(lr)}")
+    return out
+
+
+def _net(nccl: dict) -> str | None:
+    paths = [p for p in nccl.get("paths") or [] if isinstance(p, str)]
+    kinds = sorted({"/".join(p.split("/")[:2]) if p.startswith("NET/") else p.split("/")[0] for p in paths})
+    return "+".join(kinds) if kinds else nccl.get("network")
+
+
+def health_summary(n: dict) -> dict:
+    """One node's health facts as the report shows them: counts and states, no tool output."""
+    f = n.get("facts") if isinstance(n.get("facts"), dict) else {}
+    gpus = f.get("gpus") if isinstance(f.get("gpus"), list) else None
+    ports = f.get("ib_ports") if isinstance(f.get("ib_ports"), list) else None
+    nvl = f.get("nvlink") if isinstance(f.get("nvlink"), list) else None
+    gdr = f.get("gdr") if isinstance(f.get("gdr"), dict) else {}
+    topo = f.get("topo") if isinstance(f.get("topo"), dict) else {}
+    return {"node": n.get("node"), "host": n.get("host"), "problems": list(n.get("problems") or []),
+            "clock_offset_s": n.get("clock_offset_s"),
+            "gpus": None if gpus is None else len(gpus),
+            "throttled": None if gpus is None else sum(1 for g in gpus if g.get("reasons_active")),
+            "power_limit_w": sorted({(g.get("power") or {}).get("limit_w") for g in gpus or []} - {None}),
+            "nvlinks_active": None if nvl is None else [sum(1 for v in (x.get("links") or {}).values() if v)
+                                                         for x in nvl],
+            "ib_ports": None if ports is None else [f"{p.get('ca')}/{p.get('port')} {p.get('state')} "
+                                                    f"{p.get('rate_gbps')}" for p in ports],
+            "gdr": {"peermem": gdr.get("peermem"), "dma_buf": gdr.get("dma_buf")} if gdr else None,
+            "gpu_cpus": {str(k): v.get("cpus") for k, v in (topo.get("gpus") or {}).items()} if topo else None,
+            "binding": (f.get("binding") or {}).get("cpus") if isinstance(f.get("binding"), dict) else None,
+            "memlock_soft": _memlock_soft(f), "gloo_ifname": f.get("gloo_ifname"),
+            "host_loopback": f.get("host_loopback"), "topology_addr": f.get("topology_addr"),
+            "xids": None if f.get("xids") is None else len(f.get("xids") or [])}

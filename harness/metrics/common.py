@@ -33,6 +33,9 @@ UNITS = {
     # the calibration phase (metrics/calibration.py): the allocation checked before training
     "calibration_allreduce_busbw_gbps": "GB/s", "calibration_nccl_tests_busbw_gbps": "GB/s",
     "calibration_workload_vs_nccl_tests": "ratio", "calibration_nodes_refused": "count",
+    # the step before training (workloads/poc_check.py): its time, the all-reduce across the allocation, the
+    # nodes the health gate refused
+    "allocation_check_s": "s", "allocation_allreduce_busbw_gbps": "GB/s", "health_nodes_refused": "count",
     # checkpoints (metrics/checkpoint.py), throughput (metrics/throughput.py), stragglers (metrics/straggler.py)
     "checkpoint_save_s": "s", "checkpoint_load_s": "s", "samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
     "mfu": "ratio", "straggler_ratio": "ratio",

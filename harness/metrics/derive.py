@@ -5,10 +5,10 @@ import statistics
 
 from .. import events as ev
 from .bandwidth import allreduce
-from .calibration import calibration
+from .calibration import allocation_check, calibration
 from .checkpoint import checkpoint
 from .common import _metric, normalise
-from .cost import cost, recovery_cost
+from .cost import COST_RULE, cost, recovery_cost
 from .goodput import goodput
 from .image import image_pull_metrics
 from .recovery import recovery, step_times
@@ -18,12 +18,14 @@ from .timing import first_log, handover, queue, startup
 
 
 def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per_node: int, steps: int,
-           price: dict, faults: list[dict], contention: dict | None = None) -> tuple[dict, dict]:
+           price: dict, faults: list[dict], contention: dict | None = None,
+           cost_rule: int = COST_RULE) -> tuple[dict, dict]:
     """All metrics of one run, and its phase timeline (name -> epoch seconds, each instant's best value).
 
     stamps: the evidence dict of harness.evidence.stamps (Stamps or their JSON): submitted, admitted,
     allocated, ended, released, attempts[], checks[]. The old flat times (name -> epoch seconds) are
-    still accepted, each taken as exact.
+    still accepted, each taken as exact. cost_rule: what cost bills (metrics/cost.py COST_RULES), the
+    run's own for a stored run (its derive_inputs; rule 1 before there were rules).
     """
     events = sorted(events, key=lambda e: e["ts_ns"])
     st = normalise(stamps)
@@ -37,6 +39,7 @@ def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per
     bw = allreduce(events, world)   # one metric record, or several by name (nccl-tests' average too)
     m.update({"allreduce_busbw_gbps": bw} if "value" in bw else bw)
     m.update(calibration(events))   # nothing for a run without the calibration phase
+    m.update(allocation_check(events))   # nor without the step before training
     st_samples = step_times(events)
     med = statistics.median(st_samples) if st_samples else None
     m["step_time_s"] = _metric("step_time_s", med, {}, n=len(st_samples), samples=[round(x, 6) for x in st_samples],
@@ -51,7 +54,7 @@ def derive(events: list[dict], stamps: dict, *, world: int, nodes: int, gpus_per
         if rec_inst:
             m["recovery_cost_usd"] = recovery_cost(rec_inst, price, nodes, gpus_per_node)
     m["goodput"] = goodput(events, st)
-    m.update(cost(events, st, price, nodes, gpus_per_node, steps, med))
+    m.update(cost(events, st, price, nodes, gpus_per_node, steps, med, rule=cost_rule))
     return m, _timeline(events, st, inst, faults, rec_inst, contention)
 
 

@@ -18,9 +18,11 @@ What the kubelet writes (kubernetes/kubernetes, pkg/kubelet/images/image_manager
 * anything else (``Successfully pulled image "X"`` with no time, another runtime's words), or a pull the
   kubelet tried more than once (more than one Pulling event: the message times the last try only): from
   the first Pulling event to the Pulled event, at the events' whole seconds.
-Nothing is measured on Slurm: pyxis imports the image inside srun before the task starts (inside
-launch_s, and step_launch_s where the batch script stamped srun's start), and apptainer pulls nothing
-when given a .sif.
+On Slurm with a container runtime the batch script imports the image as a step of its own before the others
+(render/sbatch.py: pyxis under the job's container name, which the later steps reuse; apptainer's conversion of
+a docker:// reference): image_pull_s is that step, the script's time-stamps around it (exact), all nodes at once.
+Batch scripts from before the step had none: pyxis imported inside the training step (inside launch_s and
+step_launch_s), and apptainer pulls nothing when given a .sif.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ def image_pull_metrics(st: dict) -> dict[str, dict]:
     a Kubernetes run whose pods have no Pulled event kept)."""
     facts = st.get("image_pull")
     if not isinstance(facts, dict):
-        return {}
+        return slurm_import(st)
     m = image_pull(facts.get("events") or [], facts.get("pods") or [])
     return {} if m is None else {"image_pull_s": m}
 
@@ -149,3 +151,16 @@ def _container(p: dict, container: str, events: list[dict]) -> dict | None:
 
 def _t(s) -> float:
     return s.t if isinstance(s, Stamp) else float("-inf")
+
+
+def slurm_import(st: dict) -> dict[str, dict]:
+    """Slurm's image import step of the first attempt (harness/evidence/slurm.py image_import); {} without one."""
+    atts = st.get("attempts") or []
+    imp = atts[0].get("image_import") if atts and isinstance(atts[0], dict) else None
+    if not isinstance(imp, dict) or not isinstance(imp.get("start"), Stamp) or not isinstance(imp.get("done"), Stamp):
+        return {}
+    window = Span.between(imp["start"], imp["done"])
+    return {"image_pull_s": _span_metric("image_pull_s", window, {"import_start": imp["start"],
+                                                                  "import_done": imp["done"]},
+                                         how="the batch script's image import step, every node at once (pyxis/enroot "
+                                             "or apptainer), exit " + str(imp.get("rc")))}

@@ -45,13 +45,22 @@ def startup(events: list[dict], st: dict, world: int) -> tuple[dict, dict]:
     before_sweep = calibrated if calibrated is not None else rdzv
     sweep_end = swept if swept is not None else before_sweep
     launch_s, rdzv_s = span(alloc, launched), span(launched, rdzv)
+    # the allocation check before training (workloads/poc_check.py: its own steps, or the pods' first command) is
+    # the harness's, as the calibration is: left out of launch_s, its own figure allocation_check_s
+    chk = [e for e in ev.of_kind(events, "check_start", first) + ev.of_kind(events, "check_done", first)]
+    check_a = at(min(e["ts_ns"] for e in chk) / 1e9) if chk else None
+    check_b = at(max(e["ts_ns"] for e in chk) / 1e9) if chk else None
+    if chk and launch_s is not None:
+        before, after = span(alloc, check_a), span(check_b, launched)
+        launch_s = before.plus(after) if before is not None and after is not None else launch_s
     sweep_s = span(before_sweep, swept) if swept is not None else Span(0.0, 0.0, 0.0)
     first_s = span(sweep_end, step1)
     total = launch_s.plus(rdzv_s).plus(first_s) if None not in (launch_s, rdzv_s, first_s) else None
     inst = {"allocated": alloc, "launched": launched, "rendezvous": rdzv, "sweep_done": swept, "first_step": step1}
     out = {
         "startup_s": _span_metric("startup_s", total, inst, attempt=list(first)),
-        "launch_s": _span_metric("launch_s", launch_s, {"allocated": alloc, "launched": launched}),
+        "launch_s": _span_metric("launch_s", launch_s, {"allocated": alloc, "launched": launched},
+                                 **({"left_out": "the allocation check (allocation_check_s)"} if chk else {})),
         "rendezvous_s": _span_metric("rendezvous_s", rdzv_s, {"launched": launched, "rendezvous": rdzv}),
         "first_step_s": _span_metric("first_step_s", first_s, {"sweep_done": sweep_end, "first_step": step1}),
         "sweep_s": _span_metric("sweep_s", sweep_s, {"rendezvous": before_sweep, "sweep_done": swept}),
@@ -61,6 +70,12 @@ def startup(events: list[dict], st: dict, world: int) -> tuple[dict, dict]:
     if step_requested is not None:   # Slurm: the batch script stamps the moment it starts srun
         out["step_launch_s"] = _span_metric("step_launch_s", span(step_requested, launched),
                                             {"step_requested": step_requested, "launched": launched})
+    if chk:
+        inst["checked"] = check_b
+        out["allocation_check_s"] = _span_metric("allocation_check_s", span(check_a, check_b),
+                                                 {"check_start": check_a, "check_done": check_b},
+                                                 what="the health gate and the all-reduce across the allocation, "
+                                                      "left out of launch_s")
     if calibrated is not None:   # a run with the calibration phase (config calibration.enabled)
         inst["calibrated"] = calibrated
         out["calibration_s"] = _span_metric("calibration_s", span(rdzv, calibrated),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
+import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -31,7 +32,7 @@ from ..errors import ConfigError
 from ..imageref import FORM, reference_problem
 from ..spec import WORKLOAD_SCRIPT, JobSpec, campaign_dir
 from .gloo_ifname import with_gloo_default
-from .local import workload_script
+from .local import CHECK_SCRIPT, WORKLOAD_SIBLINGS, workload_script, workload_texts
 from .owned_dir import OWNER_MARK
 from .rbac import HARNESS_ROLE, rbac_note, rbac_objects  # noqa: F401 - part of this module's interface
 
@@ -87,6 +88,12 @@ class K8sJob:
 @lru_cache(maxsize=1)
 def _workload_text() -> str:
     return workload_script().read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def _sibling_texts() -> dict[str, str]:
+    texts = workload_texts()
+    return {name: texts[name] for name in WORKLOAD_SIBLINGS}
 
 
 def check(spec: JobSpec, image: str | None) -> None:
@@ -184,6 +191,31 @@ _IS_HOST = 'if [ "${JOB_COMPLETION_INDEX:-0}" = 0 ]; then host=1; else host=0; f
 POD_NETWORK_LAUNCH = _IS_HOST + 'exec python3 -m torch.distributed.run --rdzv_conf="is_host=$host" "$@"'
 HOST_NETWORK_LAUNCH = (_IS_HOST + 'exec python3 -m torch.distributed.run --rdzv_conf="is_host=$host" '
                        '--local_addr="$POC_POD_IP" "$@"')
+CHECK_PORT_OFFSET = 1     # the allocation check's gloo store: the rendezvous port + 1, on the first pod
+
+
+def launch_script(spec: JobSpec, host_network: bool) -> str:
+    """The pod's shell script: the allocation check first where there is one (its exit ends the pod untrained),
+    then torchrun with the config's join timeout (the same as Slurm's). The check's words are quoted here; the
+    torchrun arguments arrive as "$@"."""
+    script = (HOST_NETWORK_LAUNCH if host_network else POD_NETWORK_LAUNCH).replace(
+        "is_host=$host", f"is_host=$host,join_timeout={int(spec.join_timeout_s)}")
+    if not spec.allocation_check:
+        return script
+    check = shlex.join(check_command(spec))
+    return _IS_HOST + f"{check} || exit $?; " + script[len(_IS_HOST):]
+
+
+def check_command(spec: JobSpec) -> list[str]:
+    """workloads/poc_check.py in every pod, both parts (the health gate, the all-reduce across the allocation):
+    one process per pod, ranked by the Indexed Job's completion index; the first pod holds its gloo store.
+    On GPUs the all-reduce is an MPI build of nccl-tests, started by the first pod's mpirun over ssh into a
+    per-run sshd in each pod (nothing cluster-wide: keys made for the check and gone with it)."""
+    master = f"{spec.run_id}-{REPLICATED_JOB}-0-0.{spec.run_id}:{spec.rdzv_port + CHECK_PORT_OFFSET}"
+    gpus = ["--gpus-per-node", str(spec.gpus_per_node), *(["--simulated-gpus"] if spec.simulated_gpus else [])]
+    return ["python3", f"{WORKLOAD_DIR}/{CHECK_SCRIPT}", "all", "--run-id", spec.run_id, "--master", master,
+            "--ranks-from", "k8s", "--nodes", str(spec.nodes), *gpus,
+            f"--form={'mpirun-ssh' if spec.real_gpus else 'gloo'}", *spec.allocation_check]
 
 
 def entrypoint_path(spec: JobSpec) -> str:
@@ -197,7 +229,7 @@ def container_command(spec: JobSpec, host_network: bool = False) -> list[str]:
     args = [*spec.torchrun_args(rdzv_endpoint(spec)), script,
             # the run's pods write the owner mark: only a pod reaches a claim, and the cleanup pod checks it
             *spec.workload_args(f"{CKPT_MOUNT}/ckpt", f"{CKPT_MOUNT}/events", f"{CKPT_MOUNT}/{OWNER_MARK}")]
-    return ["sh", "-c", HOST_NETWORK_LAUNCH if host_network else POD_NETWORK_LAUNCH, "torchrun", *args]
+    return ["sh", "-c", launch_script(spec, host_network), "torchrun", *args]
 
 
 def checkpoint_volume(spec: JobSpec, k: Kubernetes, host_root: str, pvc: str | None) -> tuple[dict, dict, str]:
@@ -228,7 +260,7 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": cm_name, "namespace": ns, "labels": dict(lab),
                      "annotations": {"poc/workload-sha256": sha}},
-        "data": {WORKLOAD_SCRIPT: text},
+        "data": {WORKLOAD_SCRIPT: text, **_sibling_texts()},
     }
     vol, mount, ckpt_path = checkpoint_volume(spec, k, checkpoint_root, checkpoint_pvc)
     pod = k.pod
@@ -253,7 +285,9 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         "command": container_command(spec, pod.host_network),
         "env": env,
         # with hostNetwork the rendezvous port is a host port: the scheduler keeps two such pods off a node
-        "ports": [{"name": "rdzv", "containerPort": int(spec.rdzv_port), "protocol": "TCP"}],
+        "ports": [{"name": "rdzv", "containerPort": int(spec.rdzv_port), "protocol": "TCP"},
+                  *([{"name": "check", "containerPort": int(spec.rdzv_port) + CHECK_PORT_OFFSET, "protocol": "TCP"}]
+                    if spec.allocation_check else [])],
         "resources": resources(spec, pod.extra_resources),
         "volumeMounts": [{"name": "workload", "mountPath": WORKLOAD_DIR, "readOnly": True}, mount,
                          {"name": "dshm", "mountPath": "/dev/shm"}],
@@ -262,7 +296,9 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         container["securityContext"] = {"capabilities": {"add": list(pod.capabilities)}}
     pod_spec = {
         "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 5,
+        # the time to save a checkpoint on SIGTERM (the workload saves at the end of its step), as Slurm's USR1
+        # warning gives before the time limit: workload.stop_grace_s on both
+        "terminationGracePeriodSeconds": int(spec.stop_grace_s),
         "enableServiceLinks": False,
         "affinity": affinity(name, pod.affinity, spec.exclusive),
         "tolerations": tolerations(k),
@@ -291,7 +327,12 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
         "spec": {
             "suspend": True,                 # Kueue admits it (unsuspends) when the quota fits
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": name},
-            "failurePolicy": {"maxRestarts": int(spec.max_restarts), "restartStrategy": "Recreate"},
+            # a pod evicted or preempted (its DisruptionTarget condition: a drained or lost node, a preemption)
+            # fails its Job by the pod failure policy, and JobSet restarts the set without spending a restart of
+            # maxRestarts: those count the job's own failures, as Slurm's self-requeue counts failed ranks
+            "failurePolicy": {"maxRestarts": int(spec.max_restarts), "restartStrategy": "Recreate",
+                              "rules": [{"action": "RestartJobSetAndIgnoreMaxRestarts",
+                                         "onJobFailureReasons": ["PodFailurePolicy"]}]},
             "successPolicy": {"operator": "All"},
             "replicatedJobs": [{
                 "name": REPLICATED_JOB,
@@ -303,6 +344,8 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
                         "completions": spec.nodes,
                         "completionMode": "Indexed",
                         "backoffLimit": 0,       # a failed rank fails the Job; JobSet restarts the set
+                        "podFailurePolicy": {"rules": [{"action": "FailJob",
+                                                        "onPodConditions": [{"type": "DisruptionTarget"}]}]},
                         "template": {"metadata": pod_meta, "spec": pod_spec},
                     },
                 },
@@ -339,15 +382,20 @@ def tolerations(k: Kubernetes) -> list[dict]:
 def affinity(name: str, user: dict | None, exclusive: bool = False) -> dict:
     """One pod per node (one torchrun agent per node, as on Slurm: a lost node takes one rank), merged
     with the user's affinity: their nodeAffinity and podAffinity as written, their podAntiAffinity
-    terms after the harness's. exclusive: no other JobSet's pod on the run's nodes either (required
-    anti-affinity holds both ways: the scheduler keeps theirs off ours too), as Slurm's --exclusive;
-    a pod outside any JobSet can still land where the node has room."""
+    terms after the harness's. exclusive: as Slurm's --exclusive, no other job's pod on the run's nodes:
+    no pod of the run's namespace but its own (a JobSet's or not: NotIn also matches pods without the label),
+    and no other JobSet's pod of any namespace (required anti-affinity holds both ways: the scheduler keeps
+    theirs off ours too). What this cannot keep off a node: another namespace's pods outside any JobSet,
+    the DaemonSets every node runs among them; a dedicated node pool (a taint the run tolerates) does."""
     terms = [{"labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}}, "topologyKey": "kubernetes.io/hostname"}]
     if exclusive:
         terms.append({"labelSelector": {"matchExpressions": [
-            {"key": JOBSET_NAME_LABEL, "operator": "Exists"},
             {"key": JOBSET_NAME_LABEL, "operator": "NotIn", "values": [name]}]},
             "topologyKey": "kubernetes.io/hostname"})
+        terms.append({"labelSelector": {"matchExpressions": [
+            {"key": JOBSET_NAME_LABEL, "operator": "Exists"},
+            {"key": JOBSET_NAME_LABEL, "operator": "NotIn", "values": [name]}]},
+            "namespaceSelector": {}, "topologyKey": "kubernetes.io/hostname"})
     own = {"requiredDuringSchedulingIgnoredDuringExecution": terms}
     out = {key: copy.deepcopy(v) for key, v in (user or {}).items() if key != "podAntiAffinity"}
     anti = copy.deepcopy((user or {}).get("podAntiAffinity") or {})

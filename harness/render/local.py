@@ -12,10 +12,22 @@ from pathlib import Path
 from .. import data
 from ..spec import WORKLOAD_SCRIPT, JobSpec
 
+# The modules shipped beside the workload, in the same directory wherever it goes (the Slurm run directory, the
+# pods' ConfigMap, the local baseline's package folder): ddp_train.py imports poc_calibration.py with
+# --calibrate, and the allocation check (poc_check.py, with poc_health.py) runs before training.
+CHECK_SCRIPT = "poc_check.py"
+WORKLOAD_SIBLINGS = ("poc_calibration.py", "poc_health.py", CHECK_SCRIPT)
+WORKLOAD_FILES = (WORKLOAD_SCRIPT, *WORKLOAD_SIBLINGS)
+
 
 def workload_script() -> Path:
     """The training job as shipped with the harness (a real file: the local baseline runs it)."""
     return data.path("workloads", WORKLOAD_SCRIPT)
+
+
+def workload_texts() -> dict[str, str]:
+    """Every file the workload ships as, by name, the training job first."""
+    return {name: data.text("workloads", name) for name in WORKLOAD_FILES}
 
 
 def render_local(spec: JobSpec, work_dir: str, python: str, script: str | None = None) -> list[list[str]]:

@@ -18,12 +18,15 @@ from ..errors import ConfigError
 from ..imageref import FORM, SLURM_FORMS, slurm_image_problem
 from ..spec import WORKLOAD_SCRIPT, JobSpec, campaign_dir
 from .gloo_ifname import with_gloo_default
+from .local import CHECK_SCRIPT
 from .owned_dir import OWNER_MARK
 
 TEMPLATE = ("sbatch", "job.sbatch.tmpl")     # in harness/data
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _HEAD = "__POC_HEAD__"
 _PORT = "__POC_PORT__"
+_CHECK_PORT = "__POC_CHECK_PORT__"
+_JOB = "__POC_JOB__"
 # The c10d store listens on the allocation's first node. Jobs that do not hold whole nodes share them,
 # so a fixed port would clash (or, worse, join another job's rendezvous): each job takes the base port
 # plus its job id modulo this span (29500-29999 by default, below Linux's ephemeral range).
@@ -111,7 +114,7 @@ def sbatch_options(spec: JobSpec, cfg: Slurm, rdir: str) -> list[str]:
     # submitting shell's; a login shell's `ulimit -l` of 64 KiB would make ibv_reg_mr fail, or NCCL fall
     # back to sockets without a word. A site that wants some propagated says so in slurm.extra_sbatch
     # (a later --propagate wins).
-    opts += ["--requeue", "--open-mode=append", "--signal=B:USR1@60", "--propagate=NONE",
+    opts += ["--requeue", "--open-mode=append", f"--signal=B:USR1@{int(spec.stop_grace_s)}", "--propagate=NONE",
              f"--output={rdir}/slurm-%j.out", f"--chdir={rdir}"]
     opts += [o for o in cfg.extra_sbatch if o not in opts]   # --exclusive may be asked for twice
     return opts
@@ -156,6 +159,8 @@ def container_binds(cfg: Slurm) -> list[str]:
 # its FQDN, or an IP literal); the endpoint is Slurm's NodeName, which need not be either (a NodeName
 # for the IB address, say), and then no agent hosts the store and every agent waits. The allocation's
 # first node (SLURM_NODEID 0 in the step, evaluated on each node) is told so.
+# The join timeout is the config's (workload.rdzv_join_timeout_s, longer for more nodes): the same on every
+# platform.
 # A USR1 (--signal=B:USR1's warning before the time limit, which the batch script passes on through
 # srun) is for the workers, whose handler checkpoints; torchrun's agent has no handler for it and would
 # die, failing the job and spending a requeue. So torchrun starts with USR1 ignored (its workers inherit
@@ -176,44 +181,60 @@ SLURM_LAUNCH = ('if [ "${SLURM_NODEID:-0}" = 0 ]; then h=1; else h=0; fi; '
                 'if [ "$k" = PPid: ]; then [ "$v" = "$c" ] && p=${s#/proc/} && kill -USR1 "${p%/status}"; break; fi; '
                 'done < "$s"; done 2>/dev/null; }; '
                 'trap "" USR1; '
-                '"$0" -m torch.distributed.run --rdzv_conf="is_host=$h" --local_addr="$a" "$@" & c=$!; '
+                '"$0" -m torch.distributed.run --rdzv_conf="is_host=$h,join_timeout=__POC_JOIN_TIMEOUT__" '
+                '--local_addr="$a" "$@" & c=$!; '
                 'trap usr1_to_workers USR1; '
                 # a trapped USR1 ends `wait` early; the last wait gives torchrun's own exit status
                 'while kill -0 "$c" 2>/dev/null; do wait "$c"; done; '
                 'wait "$c"')
 
 
+def launch_script(spec: JobSpec) -> str:
+    return SLURM_LAUNCH.replace("__POC_JOIN_TIMEOUT__", str(int(spec.join_timeout_s)))
+
+
 def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     """The srun line that starts one torchrun agent per node."""
     script = entrypoint_path(spec, rdir)
-    torchrun = ["bash", "-c", SLURM_LAUNCH, cfg.python,
+    torchrun = ["bash", "-c", launch_script(spec), cfg.python,
                 *spec.torchrun_args(f"{_HEAD}:{_PORT}"),
                 script, *spec.workload_args(ckpt_dir(spec, cfg, rdir), f"{rdir}/events",
                                              owner_mark(spec, cfg, rdir))]
+    return step_line(spec, cfg, rdir, torchrun, breaks={cfg.python, script, "bash"})
+
+
+def step_line(spec: JobSpec, cfg: Slurm, rdir: str, command: list[str], *, tasks_per_node: int = 1,
+              mpi: str | None = None, breaks: set[str] | frozenset = frozenset()) -> str:
+    """One srun step of the job over every node, in the job's container: the training's, the image import, the
+    allocation check's. Each word quoted; the rendezvous host, ports and job id expanded by the batch shell."""
     # --export=ALL: every node's step gets this script's environment (setup, fabric), whatever
     # --export the job itself was given (extra_sbatch may say NONE, which srun would inherit).
     # --cpus-per-task: srun of Slurm 22.05-23.02 does not take it from the job, and the agent, its ranks
     # and NCCL's proxy threads would share one core. The number the #SBATCH line asks for, written out:
     # a job submitted through slurmrestd has no SLURM_CPUS_PER_TASK in its environment.
-    srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={spec.nodes}", "--ntasks-per-node=1",
-            f"--cpus-per-task={cpus_per_task(spec)}", "--export=ALL"]
+    srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={spec.nodes}", f"--ntasks-per-node={tasks_per_node}",
+            f"--cpus-per-task={max(1, cpus_per_task(spec) // tasks_per_node)}", "--export=ALL"]
+    if mpi:
+        srun.append(f"--mpi={mpi}")
     if cfg.container == "pyxis":
         # Pyxis passes the job's environment into the container, but a variable the image sets
         # keeps the image's value unless --container-env names it; GPUs need nothing here (enroot's
         # nvidia hook follows the allocation). No home mount: ~/.local could shadow the image's torch.
-        srun += [f"--container-image={cfg.container_image}",
+        # --container-name: the image is imported once per node, by the job's first step (the timed import),
+        # and every later step starts from that container instead of importing it again.
+        srun += [f"--container-image={cfg.container_image}", f"--container-name=poc-{_JOB}",
                  "--container-mounts=" + ",".join(f"{p}:{p}" for p in container_binds(cfg)),
                  f"--container-workdir={rdir}", "--no-container-mount-home",
                  "--container-env=" + ",".join(_env_names(spec))]
-        cmd = srun + torchrun
+        cmd = srun + command
     elif cfg.container == "apptainer":
         # --nv binds the host's NVIDIA driver and devices; simulated GPUs have none to bind.
         nv = ["--nv"] if spec.gpus_per_node and not spec.simulated_gpus else []
         binds = [w for p in container_binds(cfg) for w in ("--bind", f"{p}:{p}")]
-        cmd = srun + ["apptainer", "exec", *nv, *binds, cfg.container_image] + torchrun
+        cmd = srun + ["apptainer", "exec", *nv, *binds, cfg.container_image] + command
     else:
-        cmd = srun + torchrun
-    breaks = {cfg.python, script, "apptainer", "bash"}
+        cmd = srun + command
+    breaks = {*breaks, "apptainer"}
     parts: list[str] = []
     for a in cmd:
         q = shlex.quote(a)
@@ -222,7 +243,66 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
         else:
             parts.append((" " if parts else "") + q)
     # The rendezvous host and port are only known inside the allocation: let the shell expand them.
-    return "".join(parts).replace(_HEAD, '"$head"').replace(_PORT, '"$rdzv_port"')
+    return ("".join(parts).replace(_HEAD, '"$head"').replace(_PORT, '"$rdzv_port"')
+            .replace(_CHECK_PORT, '"$check_port"').replace(_JOB, '"$SLURM_JOB_ID"'))
+
+
+def _clock(kind: str, clock: str, rc: bool = False) -> str:
+    """The batch script's time-stamp line of one kind (harness/evidence/slurm.py reads them), as the template's."""
+    fmt = f"{kind} %s %s %s %s" + (" %s" if rc else "")
+    args = '"$(date +%s.%N)" "$RESTART" "$(hostname)" "$SLURM_JOB_ID"' + (' "$rc"' if rc else "")
+    return f"printf '{fmt}\\n' {args} >> {shlex.quote(clock)}"
+
+
+def import_lines(spec: JobSpec, cfg: Slurm, rdir: str, clock: str) -> list[str]:
+    """The image made ready on every node as a step of its own, timed (image_pull_s): pyxis imports it under the
+    job's container name, which the later steps reuse; apptainer converts a docker:// reference into its cache.
+    Outside it, the training step's launch (step_launch_s) no longer hides an import."""
+    if cfg.container not in ("pyxis", "apptainer"):
+        return []
+    step = step_line(spec, cfg, rdir, ["true"])
+    return ["# The image on every node before the job's other steps: its own step, timed (image_pull_s); pyxis keeps",
+            "# the imported container under the job's name for the later steps, which then start from it.",
+            _clock("import_start", clock), f"{step}; rc=$?", _clock("import_done", clock, rc=True),
+            'if [ "$rc" -ne 0 ]; then echo "poc: the image import failed (exit $rc)" >&2; exit "$rc"; fi']
+
+
+def check_command(spec: JobSpec, cfg: Slurm, rdir: str, part: str, form: str | None = None) -> list[str]:
+    """workloads/poc_check.py's argv for one part, as this run ships it."""
+    gpus = ["--gpus-per-node", str(spec.gpus_per_node), *(["--simulated-gpus"] if spec.simulated_gpus else [])]
+    return [cfg.python, f"{rdir}/{CHECK_SCRIPT}", part, "--run-id", spec.run_id, "--events-dir", f"{rdir}/events",
+            "--master", f"{_HEAD}:{_CHECK_PORT}", "--ranks-from", "slurm", "--nodes", str(spec.nodes), *gpus,
+            *([f"--form={form}"] if form else []), *spec.allocation_check]
+
+
+def check_lines(spec: JobSpec, cfg: Slurm, rdir: str) -> list[str]:
+    """The allocation checked before training (calibration.enabled), each part a step of this job: the health
+    gate, one task per node; then the all-reduce across the allocation: on GPUs an MPI build of nccl-tests, one
+    task per GPU under the site's PMI (srun --mpi), on CPUs gloo, one task per node. A refusal (exit 4) ends
+    the job here, untrained, without the requeue a failed training step gets: the same nodes would be refused
+    again."""
+    if not spec.allocation_check:
+        return []
+    py = {cfg.python}
+    gate = step_line(spec, cfg, rdir, check_command(spec, cfg, rdir, "gate"), breaks=py)
+    if spec.real_gpus:
+        allreduce = step_line(spec, cfg, rdir, check_command(spec, cfg, rdir, "allreduce", "mpi"),
+                              tasks_per_node=spec.gpus_per_node, mpi=spec.check_mpi, breaks=py)
+    else:
+        allreduce = step_line(spec, cfg, rdir, check_command(spec, cfg, rdir, "allreduce", "gloo"), breaks=py)
+    span = RDZV_PORT_SPAN
+    return ["# The allocation checked before training (calibration.enabled; workloads/poc_check.py): the health gate,",
+            "# then an all-reduce across the whole allocation. Exit 4 is a refusal: no training, no requeue.",
+            f"check_port=$(( {int(spec.rdzv_port) + span} + SLURM_JOB_ID % {span} ))",
+            f"{gate}; rc=$?",
+            f'if [ "$rc" -eq 0 ]; then\n{allreduce}; rc=$?\nfi',
+            'if [ "$rc" -ne 0 ]; then echo "poc: the allocation check ended with exit $rc: no training on these '
+            'nodes" >&2; exit "$rc"; fi']
+
+
+def prepare_lines(spec: JobSpec, cfg: Slurm, rdir: str, clock: str) -> str:
+    lines = import_lines(spec, cfg, rdir, clock) + check_lines(spec, cfg, rdir)
+    return "\n".join(lines) if lines else "# (no image to import, no allocation check: training starts at once)"
 
 
 def launch_env(spec: JobSpec) -> dict[str, str]:
@@ -303,7 +383,7 @@ def render_sbatch(spec: JobSpec, cfg: Slurm) -> SbatchJob:
         launch_env=launch_exports(spec, cfg), setup=setup_lines(cfg),
         sbatch_lines=lines, max_restarts=int(spec.max_restarts), rdzv_port=int(spec.rdzv_port),
         rdzv_span=RDZV_PORT_SPAN,
-        launch=launch_line(spec, cfg, rdir))
+        launch=launch_line(spec, cfg, rdir), prepare=prepare_lines(spec, cfg, rdir, clock))
     return SbatchJob(script=text, run_dir=rdir, workload_path=f"{rdir}/{WORKLOAD_SCRIPT}",
                      output_pattern=f"{rdir}/slurm-%j.out", events_dir=f"{rdir}/events",
                      ckpt_dir=ckpt_dir(spec, cfg, rdir),

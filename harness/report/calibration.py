@@ -1,5 +1,7 @@
 """The calibration section: what each run found in its own allocation before training (config
-calibration.enabled; the workload's calibrate, harness/metrics/calibration.py for the figures).
+calibration.enabled; the workload's calibrate and the step before training, workloads/poc_check.py; the figures
+in harness/metrics/calibration.py): the health gate's node facts and refusals, the all-reduce across the whole
+allocation against its floor, the ranks' CPUs beside their GPUs', the calibration's peer comparison.
 
 Read from the stored runs: an ok run's record keeps the calibration_* figures, their details holding a
 summary of every node; a run the calibration stopped has no metrics (its job failed), so its figures
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import StoreError
-from ..metrics.calibration import GOAL, GOAL_TEXT, calibration
+from ..metrics.calibration import GOAL, GOAL_TEXT, allocation_check, calibration
 from ..store import latest_records, load_events
 from .charts import size_label
 from .section import Block
@@ -32,9 +34,10 @@ from .table import RunTable
 
 TITLE = "Calibration: the allocation before training"
 # a run the calibration stopped says so in its error (the workload's workload_error, pipeline's words)
-REFUSED_MARK = "calibration refused"
+REFUSED_MARKS = ("calibration refused", "the health gate refused", "the all-reduce across the allocation")
 NAMES = ("calibration_allreduce_busbw_gbps", "calibration_nccl_tests_busbw_gbps",
          "calibration_workload_vs_nccl_tests", "calibration_nodes_refused")
+CHECK_NAMES = ("allocation_allreduce_busbw_gbps", "health_nodes_refused")
 DEFINITIONS = [
     "`calibration_s`: rendezvous → every rank done calibrating (config `calibration.enabled`): the harness's "
     "check of the allocation before the sweep; left out of `startup_s` and `sweep_s`, and out of the headline.",
@@ -44,6 +47,11 @@ DEFINITIONS = [
     "at its largest size over the node's GPUs; `calibration_workload_vs_nccl_tests`: per node the workload's own "
     "in-place all-reduce among the node's ranks at that size ÷ nccl-tests' busbw, the lowest node's (goal "
     f"{GOAL_TEXT}); `calibration_nodes_refused`: the nodes the calibration refused (the run then stops).",
+    "`allocation_check_s`: the step before training (its first start → its last end: the health gate, then the "
+    "all-reduce across the allocation), left out of `launch_s`. `allocation_allreduce_busbw_gbps`: that all-reduce's "
+    "in-place busbw at its largest size, over every rank of the allocation (GPUs: an MPI build of nccl-tests, one "
+    "rank per GPU; CPUs: gloo), refused below `calibration.min_allreduce_busbw_gbps`; `health_nodes_refused`: the "
+    "nodes the health gate refused.",
 ]
 
 
@@ -57,6 +65,7 @@ class Run:
     status: str
     metrics: dict
     calibration_s: float | None = None
+    check_s: float | None = None
     problem: str | None = None   # why its events could not be read
 
     def detail(self, name: str) -> dict:
@@ -74,12 +83,18 @@ class Run:
     def refused(self) -> list[dict]:
         return self.detail("calibration_nodes_refused").get("refused") or []
 
+    @property
+    def health(self) -> list[dict]:
+        return self.detail("health_nodes_refused").get("nodes") or []
+
 
 def _calibrated(table: RunTable) -> list[int]:
-    """The table's runs that calibrated: figures recorded, or stopped by the calibration."""
-    col = table.values.get("calibration_nodes_refused")
-    have = set(np.flatnonzero(~np.isnan(col)).tolist()) if col is not None else set()
-    have |= {i for i, e in table.errors.items() if REFUSED_MARK in str(e.get("message") or "")}
+    """The table's runs that calibrated or were checked: figures recorded, or stopped by either."""
+    have: set[int] = set()
+    for name in ("calibration_nodes_refused", *CHECK_NAMES):
+        col = table.values.get(name)
+        have |= set(np.flatnonzero(~np.isnan(col)).tolist()) if col is not None else set()
+    have |= {i for i, e in table.errors.items() if any(m in str(e.get("message") or "") for m in REFUSED_MARKS)}
     return sorted(i for i in have if not table.probe[i]) if table.probe.size else sorted(have)
 
 
@@ -91,6 +106,7 @@ def load(results_dir: str, table: RunTable) -> list[Run]:
     """The calibrated runs, in report order."""
     rows = _calibrated(table)
     want = {(table.campaign[i], table.run_id[i]): i for i in rows}
+    # every such line says "calibration": a figure's name, or the refusal's TIP (calibration.* settings)
     found = latest_records(results_dir, b"calibration", lambda r: (r.get("campaign"), r.get("run_id")) in want)
     by_row = {want[(rec.get("campaign"), rec.get("run_id"))]: (rec, d) for rec, d in found}
     return [_run(*by_row[i]) for i in rows if i in by_row]
@@ -99,14 +115,14 @@ def load(results_dir: str, table: RunTable) -> list[Run]:
 def _run(rec: dict, run_dir) -> Run:
     m = rec.get("metrics") or {}
     r = Run(str(rec.get("run_id")), rec.get("campaign"), str(rec.get("platform")), str(rec.get("status")),
-            {k: v for k, v in m.items() if k in NAMES},
-            ((m.get("calibration_s") or {}).get("value")))
-    if "calibration_nodes_refused" not in r.metrics:   # its job stopped: no metrics, its events have the phase
+            {k: v for k, v in m.items() if k in NAMES + CHECK_NAMES},
+            ((m.get("calibration_s") or {}).get("value")), ((m.get("allocation_check_s") or {}).get("value")))
+    if not m:   # its job stopped: no metrics; its events have what it found
         try:
             events = load_events(run_dir) or []
         except (StoreError, OSError) as exc:
             r.problem, events = str(getattr(exc, "message", exc)), []
-        r.metrics = calibration(events)
+        r.metrics = {**calibration(events), **allocation_check(events)}
         if not events:
             r.problem = r.problem or "no stored events"
     return r
@@ -237,6 +253,54 @@ def nccl_table(runs: list[Run]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def allocation_table(by_plat: dict[str, list[Run]]) -> tuple[list[str], list[list[str]]]:
+    """Per platform: the step before training: how long, what all-reduced, its figure against the floor."""
+    header = ["platform", "runs checked", "refused by the health gate", "refused by the floor",
+              "`allocation_check_s` (s)", "all-reduce across the allocation",
+              "`allocation_allreduce_busbw_gbps` (GB/s)", "floor (GB/s)"]
+    rows = []
+    for plat, runs in by_plat.items():
+        checked = [r for r in runs if any(n in r.metrics for n in CHECK_NAMES)]
+        if not checked:
+            continue
+        dets = [r.detail("allocation_allreduce_busbw_gbps") for r in checked]
+        what = _distinct([d for d in dets if d], lambda d: (
+            f"{d.get('form')}: {size_label(d['bytes']) if d.get('bytes') else '?'} over {d.get('ranks', '?')} ranks"
+            + (f", {d['transport']}" if d.get("transport") else "")))
+        gate = sum(bool(r.detail("health_nodes_refused").get("refused")) for r in checked)
+        floor = sum(d.get("ok") is False for d in dets if d)
+        rows.append([PLATFORM_LABEL.get(plat, plat), str(len(checked)), str(gate), str(floor),
+                     spread([r.check_s for r in checked]), what,
+                     spread([r.value("allocation_allreduce_busbw_gbps") for r in checked]),
+                     _distinct([d.get("floor_gbps") for d in dets if d], lambda v: "none" if not v else f"{v:g}")])
+    return header, rows
+
+
+def health_table(runs: list[Run]) -> tuple[list[str], list[list[str]]]:
+    """One row per node the health gate saw: GPUs, throttling, power, NVLink, HCA ports, GPUDirect, clock, CPUs."""
+    header = ["node", "runs", "GPUs (throttled)", "power limit (W)", "NVLinks active", "HCA ports", "GPUDirect",
+              "clock offset (s)", "ranks' CPUs / GPUs' CPUs", "topology", "problems"]
+    per: dict[str, list[dict]] = {}
+    for r in runs:
+        for n in r.health:
+            per.setdefault(str(n.get("node")), []).append(n)
+    rows = []
+    for node, ns in per.items():
+        last = ns[-1]
+        gpus = "–" if last.get("gpus") is None else f"{last['gpus']} ({last.get('throttled') or 0})"
+        gdr = last.get("gdr") or {}
+        gdr_text = "–" if not gdr else ("nvidia_peermem" if gdr.get("peermem") else "DMA-BUF" if gdr.get("dma_buf")
+                                        else "not ready")
+        cpus = ", ".join(f"{k}: {v}" for k, v in sorted((last.get("rank_cpus") or {}).items())) or "–"
+        near = ", ".join(f"{k}: {v}" for k, v in sorted((last.get("gpu_cpus") or {}).items()))
+        problems = _distinct([p for n in ns for p in n.get("problems") or []])
+        rows.append([f"`{node}`", str(len(ns)), gpus, _distinct(last.get("power_limit_w") or [], lambda v: f"{v:g}"),
+                     _distinct(last.get("nvlinks_active") or []), _distinct(last.get("ib_ports") or []), gdr_text,
+                     spread([_num(n.get("clock_offset_s")) for n in ns]), cpus + (f" / {near}" if near else ""),
+                     str(last.get("topology_addr") or "–"), problems if problems != "–" else "none"])
+    return header, rows
+
+
 def notes(runs: list[Run]) -> list[str]:
     """What did not fit a table: nccl-tests not installed or failed, sizes that differ, later attempts."""
     out, n = [], len({r.campaign for r in runs})
@@ -247,6 +311,11 @@ def notes(runs: list[Run]) -> list[str]:
             note = r.detail(name).get("note")
             if note:
                 out.append(f"{run_name(r, n)} `{name}`: {note}")
+        why = r.detail("allocation_allreduce_busbw_gbps").get("why")
+        if why:
+            out.append(f"{run_name(r, n)} the all-reduce across the allocation was refused: {why}")
+        warned = r.detail("health_nodes_refused").get("locality_warnings") or []
+        out += [f"WARNING {run_name(r, n)} {w}" for w in warned]
     return _distinct_list(out)
 
 
@@ -261,8 +330,10 @@ def run_name(r: Run, campaigns: int) -> str:
 
 def refused_items(runs: list[Run]) -> list[str]:
     n = len({r.campaign for r in runs})
-    return [f"{run_name(r, n)} ({PLATFORM_LABEL.get(r.platform, r.platform)}): `{x.get('host')}`: "
-            + "; ".join(x.get("why") or ["(no reason recorded)"]) for r in runs for x in r.refused]
+    return [f"{run_name(r, n)} ({PLATFORM_LABEL.get(r.platform, r.platform)}): `{x.get('node') or x.get('host')}`"
+            f"{' (health gate)' if gate else ''}: " + "; ".join(x.get("why") or ["(no reason recorded)"])
+            for r in runs for gate, xs in ((True, r.detail("health_nodes_refused").get("refused") or []),
+                                           (False, r.refused)) for x in xs]
 
 
 def settings_text(runs: list[Run]) -> str:
@@ -285,14 +356,31 @@ def method(runs: list[Run]) -> str:
             "`sweep_s`; the figures are each run's first attempt's.")
 
 
+CHECK_METHOD = ("Before training, in the same allocation, a step of its own (`workloads/poc_check.py`): the health "
+                "gate on every node (GPUs' throttle reasons, power limits, application clocks, MIG and compute mode, "
+                "ECC and remapped rows, NVLink, the HCA ports' state and rate, GPUDirect RDMA, XIDs where readable, "
+                "DCGM where asked; memlock, the interface gloo binds, the clock against the first node's), then an "
+                "all-reduce across the whole allocation against an absolute floor. A refused node, or a figure below "
+                "the floor, stops the run untrained. Its time is `allocation_check_s`, left out of `launch_s`.")
+
+
 def section(runs: list[Run]) -> list[Block]:
     runs = sorted(runs, key=lambda r: platform_sort_key(r.platform))   # stable: report order within a platform
     by_plat: dict[str, list[Run]] = {}
     for r in runs:
         by_plat.setdefault(r.platform, []).append(r)
-    blocks: list[Block] = [("p", method(runs)), ("table", check_table(by_plat))]
+    blocks: list[Block] = [("p", method(runs))]
+    check = allocation_table(by_plat)
+    if check[1]:
+        blocks += [("p", CHECK_METHOD), ("table", check)]
+    blocks += [("table", check_table(by_plat))]
     for plat, rs in by_plat.items():
-        blocks += [("h3", f"{PLATFORM_LABEL.get(plat, plat)}: the nodes"), ("table", node_table(rs))]
+        blocks += [("h3", f"{PLATFORM_LABEL.get(plat, plat)}: the nodes")]
+        health = health_table(rs)
+        if health[1]:
+            blocks += [("p", "The health gate, before training:"), ("table", health)]
+        if any(r.nodes for r in rs):
+            blocks += [("table", node_table(rs))]
         gpu = nccl_table(rs)
         if gpu[1]:
             blocks += [("p", "nccl-tests beside the workload on the same GPUs and size:"), ("table", gpu)]

@@ -106,11 +106,21 @@ SHOWN_DEFINITIONS = [
 ]
 
 
+# Cost rule 2 (metrics/cost.py COST_RULES): where a platform's runs were billed by it, its definition says so beside
+# the one older campaigns' reports keep
+COST_RULE_2 = ("Cost rule 2 (runs whose cost detail says `rule = 2`): billed from each attempt's allocation until "
+               "its resources were released, summed over attempts; the queue (`queue_wait_s`) and a requeue's wait "
+               "(`between_attempts_s`) are in the detail, not billed.")
+
+
 def definitions(ctx: ReportContext) -> list[str]:
     """DEFINITIONS, with the calibration figures' where the campaign calibrated: a campaign without the
-    phase shows none of them, so the committed reports regenerate as they were; likewise SHOWN_DEFINITIONS."""
+    phase shows none of them, so the committed reports regenerate as they were; likewise SHOWN_DEFINITIONS,
+    and cost rule 2's where some platform's runs were billed by it."""
     shown = {base_metric(s.metric) for s in ctx.summary}
-    return (DEFINITIONS + [text for names, text in SHOWN_DEFINITIONS if names & shown]
+    rule2 = any((d or {}).get("rule") == 2 for d in ctx.table.pricing.values())
+    return (DEFINITIONS + ([COST_RULE_2] if rule2 else [])
+            + [text for names, text in SHOWN_DEFINITIONS if names & shown]
             + (calmod.DEFINITIONS if calmod.applies(ctx.table) else []))
 
 

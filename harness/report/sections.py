@@ -145,7 +145,8 @@ def metric_table(summ: list[SummaryRow], keep) -> tuple[list[str], list[list[str
 
 
 # Per-run fields of the cost metric's detail; the rest describes the pricing model.
-_PER_RUN = {"wall_s", "steps", "steady", "median_step_s", "overhead_usd", "billed_until", "note"}
+_PER_RUN = {"wall_s", "steps", "steady", "median_step_s", "overhead_usd", "billed_until", "note",
+            "queue_wait_s", "between_attempts_s", "attempts_billed", "rule_text"}
 
 
 # The price a config gets when it sets none (config.Price): a stand-in, not anyone's price.

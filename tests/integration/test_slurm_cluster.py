@@ -51,6 +51,9 @@ JOB = textwrap.dedent("""\
     #SBATCH --open-mode=append
     set -euo pipefail
     head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+    # each node maps its host name (cN.poc.lab) to 127.0.1.1, as Ubuntu and DGX OS do: gloo must be told its
+    # interface, or it binds loopback and sends its peers to themselves (the harness's workload does this itself)
+    export GLOO_SOCKET_IFNAME=eth0
     # underscore spellings: torch 1.13 (bookworm) knows no others
     srun --kill-on-bad-exit=1 torchrun --nnodes=2 --nproc_per_node=1 \\
       --rdzv_backend=c10d --rdzv_endpoint="$head:29511" --rdzv_id="$SLURM_JOB_ID" \\
@@ -157,7 +160,7 @@ def allreduce_job(cluster):
 def test_two_node_torchrun_gloo_allreduce(allreduce_job):
     _job_id, state, out = allreduce_job
     assert state == "COMPLETED", out[-3000:]
-    oks = re.findall(r"ALLREDUCE_OK rank=(\d) world=2 host=(c\d) value=3.0", out)
+    oks = re.findall(r"ALLREDUCE_OK rank=(\d) world=2 host=(c\d)\.poc\.lab value=3.0", out)   # host name: an FQDN
     assert sorted(oks) == [("0", "c1"), ("1", "c2")] or sorted(oks) == [("0", "c2"), ("1", "c1")], out
 
 

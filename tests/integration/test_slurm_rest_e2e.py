@@ -130,8 +130,10 @@ def test_every_api_version_the_harness_speaks_submits_reads_and_cancels(token, v
     from harness.errors import SubmitError
 
     url = slurm_docker.read_ssh_settings()["rest_url"]
+    # with files through a mount there is no login shell to read the site's environment from: it is configured
     sched = RestScheduler(RestClient(url, "poc", token, f"${TOKEN_ENV}", version),
-                          MountTransport("/shared/poc", "/nonexistent"))
+                          MountTransport("/shared/poc", "/nonexistent"),
+                          job_environment={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"})
     slurm_docker.run(slurm_docker.login_exec_argv(["mkdir", "-p", "/shared/poc/itest-rest-versions"]))
     script = (f"#!/bin/bash\n#SBATCH --job-name=poc-itest-{version} --nodes=2 --exclusive --gpus-per-node=2\n"
               "#SBATCH --time=00:02:00 --begin=now+600\nsleep 1\n")

@@ -100,7 +100,8 @@ def test_goldens_show_the_settings_each_example_is_about():
     for line in ("#SBATCH --gpus-per-node=8", "#SBATCH --reservation=ml-poc", "#SBATCH --constraint=h100&ib",
                  "#SBATCH --switches=1@00:10:00", "NCCL_IB_HCA==mlx5_0,mlx5_1"):
         assert line in pyxis, line
-    assert "--container-image=nvcr.io#nvidia/pytorch:24.05-py3" in pyxis
+    assert "--container-image=/lustre/ml-team/images/pytorch-24.05.sqsh" in pyxis
+    assert pyxis.index("printf 'import_start") < pyxis.index("printf 'srun_start")     # the timed import step
     app = g["slurm-apptainer"]["slurm/job.sbatch"]
     assert "#SBATCH --gpus-per-node=h100:8" in app and re.search(r"apptainer\s+\\?\s*exec\s+\\?\s*--nv", app)
     venv = g["slurm-venv-modules"]["slurm/job.sbatch"]

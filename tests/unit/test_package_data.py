@@ -45,6 +45,10 @@ COPIES = {
     # byte for byte: the ConfigMap and the Slurm run directory get the package's text, and a
     # user's copy must hash the same (the JobSet's poc/workload-sha256 annotation)
     "workloads/ddp_train.py": lambda: data.text("workloads", "ddp_train.py"),
+    # the modules shipped beside it (calibration, the health gate, the check before training)
+    "workloads/poc_calibration.py": lambda: data.text("workloads", "poc_calibration.py"),
+    "workloads/poc_health.py": lambda: data.text("workloads", "poc_health.py"),
+    "workloads/poc_check.py": lambda: data.text("workloads", "poc_check.py"),
     "sbatch/job.sbatch": example_sbatch,
     "manifests/kind-cluster.yaml": lambda: copy_header("kind-cluster.yaml") + data.text("kind-cluster.yaml"),
     "docker-compose.yml": lambda: copy_header("docker-compose.yml") + data.text("docker-compose.yml"),

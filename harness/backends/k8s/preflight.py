@@ -265,8 +265,29 @@ def kueue_settings(client: K8sClient, local: bool) -> dict:
         return {"kueue_config": {"source": source, "unreadable": f"not YAML: {str(exc)[:200]}"}}
     wait = conf.get("waitForPodsReady") if isinstance(conf, dict) else None
     wait = {k: wait[k] for k in WAIT_FOR_PODS_READY if k in wait} if isinstance(wait, dict) else None
-    return {"kueue_config": {"source": source, "waitForPodsReady": wait},
+    frameworks = jobset_integration(conf, source)
+    return {"kueue_config": {"source": source, "waitForPodsReady": wait, "frameworks": frameworks},
             "kueue_requeue_backoff": requeue_backoff(wait)}
+
+
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+
+
+def jobset_integration(conf, source: str) -> list[str]:
+    """Kueue's integrations.frameworks, refused (BackendError) when it does not manage JobSets: the JobSet is
+    created suspended for Kueue to admit, and a Kueue that does not manage it never does, so the run would wait
+    out its queue timeout and be recorded as queued. Unset, Kueue's own default is batch/job alone
+    (apis/config/v1beta1 defaults)."""
+    frameworks = (((conf or {}).get("integrations") or {}).get("frameworks") if isinstance(conf, dict) else None)
+    said = [str(f) for f in frameworks] if isinstance(frameworks, list) else None
+    effective = said if said is not None else ["batch/job"]
+    if JOBSET_FRAMEWORK not in effective:
+        raise BackendError(f"Kueue does not manage JobSets: integrations.frameworks is "
+                           f"{said if said is not None else 'unset (Kueue default: batch/job only)'} in {source}, "
+                           "so the run's suspended JobSet would never be admitted",
+                           tip=f"ask the cluster admins to add {JOBSET_FRAMEWORK} to Kueue's integrations.frameworks "
+                               "(and restart kueue-controller-manager)")
+    return effective
 
 
 def requeue_backoff(wait: dict | None) -> str:

@@ -34,7 +34,7 @@ from ... import events as evmod
 from ... import slurm_parse as sp
 from ...config import Config, Slurm
 from ...errors import BackendError, CommandError, SubmitError, TransportError
-from ...render.local import workload_script
+from ...render.local import workload_texts
 from ...render.sbatch import job_name, render_sbatch
 from ...spec import JobSpec, campaign_dir
 from ...states import JobState
@@ -191,7 +191,8 @@ class SlurmBackend(Backend):
         try:
             if ckpt:
                 guard.prepare_checkpoint_dir(self.t, ckpt, mark)
-            self._put(job.workload_path, workload_script().read_text())
+            for name, text in workload_texts().items():    # the workload and the modules shipped beside it
+                self._put(f"{job.run_dir}/{name}", text)
             self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
         except BackendError:   # a checkpoint root the user cannot write: nothing was submitted, nothing stays
             self._drop_run_dir(job.run_dir, mark)

@@ -9,8 +9,8 @@ all three). An option without a mapping is refused with the option named, before
 submitted: a job that silently lost its ``--gres`` or ``--reservation`` would measure something else.
 
 sbatch also sends the submitting shell's environment (``--export=ALL``); slurmrestd needs it given:
-``environment`` (rest_env.py: slurm.rest.job_environment, a login shell's PATH and locale, or
-``DEFAULT_ENVIRONMENT``). The script exports what the run needs itself.
+``environment`` (rest_env.py: slurm.rest.job_environment, or a login shell's PATH and locale; neither is a
+refusal). The script exports what the run needs itself.
 """
 from __future__ import annotations
 
@@ -19,8 +19,6 @@ import shlex
 
 from ...errors import ConfigError
 
-# the fallback when neither the config nor a login shell gives the site's (rest_env.py says which was used)
-DEFAULT_ENVIRONMENT = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
 _SHORT = {"-J": "--job-name", "-N": "--nodes", "-n": "--ntasks", "-c": "--cpus-per-task", "-t": "--time",
           "-p": "--partition", "-A": "--account", "-q": "--qos", "-o": "--output", "-e": "--error",
           "-D": "--chdir", "-C": "--constraint", "-G": "--gpus", "-x": "--exclude", "-w": "--nodelist"}
@@ -108,7 +106,7 @@ def _number(n: int) -> dict:
     return {"set": True, "infinite": False, "number": int(n)}
 
 
-def job_description(script: str, run_dir: str, environment: tuple[str, ...] = DEFAULT_ENVIRONMENT) -> dict:
+def job_description(script: str, run_dir: str, environment: tuple[str, ...] = ()) -> dict:
     """The ``job`` object for the submit request (the script goes in ``job.script``)."""
     job: dict = {"script": script, "current_working_directory": run_dir, "environment": list(environment)}
     tres: list[str] = []

@@ -20,7 +20,7 @@ reached through a separate files channel (files.py: ssh to a login node, or a lo
   names (it strips only ``Authorization``), so a redirect is an error whose tip names the Location.
 * The job's environment: sbatch sends the login shell's, slurmrestd only what it is given:
   slurm.rest.job_environment, else a login shell's PATH and locale read over the ssh shell when
-  preflight asks describe(), else a fixed default (rest_env.py); describe() says which.
+  preflight asks describe(), else the run is refused (rest_env.py); describe() says which.
 * Not over REST: ``scontrol requeue`` (24.11's API has no requeue) and ``srun`` (kill_rank) need the
   ssh files channel; with ``files: mount`` those two faults are unsupported.
 """
@@ -258,7 +258,7 @@ class RestScheduler:
         self.files = counting(files, self.calls)
         self.shell = None if shell is None else self.files if shell is files else counting(shell, self.calls)
         self.faults = cap.faults("slurm", shell=shell is not None)
-        self.job_env = rest_env.known(job_environment, shell)
+        self.job_env = rest_env.known(job_environment)
 
     def describe(self) -> dict:
         """What preflight records of the transport, the jobs' environment included: settled here (a login
@@ -268,9 +268,10 @@ class RestScheduler:
                 "job_environment": self.job_environment().describe()}
 
     def job_environment(self) -> rest_env.JobEnvironment:
-        """What every job is sent as its environment; a login shell is asked the first time only."""
+        """What every job is sent as its environment; a login shell is asked the first time only. Neither
+        configured nor readable: refused (BackendError), never a made-up PATH."""
         if self.job_env is None:
-            self.job_env = rest_env.read_login_shell(self.shell)
+            self.job_env = rest_env.read(self.shell)
         return self.job_env
 
     def _get(self, api: str, rest: str, params: dict | None = None, ok=(200,)) -> tuple[int, str, dict | None]:

@@ -9,7 +9,9 @@ job as one submitted with sbatch over ssh, its environment comes from, in order:
 * ``login shell``: with an ssh shell beside slurmrestd (``slurm.rest.files: ssh``), a login shell
   there (``bash -l``) is asked once, at preflight, for ``LOGIN_NAMES`` only: never the whole
   environment, which may hold tokens;
-* ``default``: jobdesc.py's ``DEFAULT_ENVIRONMENT`` (Debian's PATH and a locale), with a note saying why.
+* neither: the run is refused (BackendError with a TIP naming ``slurm.rest.job_environment``). A fixed PATH of
+  the harness's own (Debian's) would start the job where the site's srun and scontrol may not be, so that the
+  REST job is no longer the job sbatch would run; the site's environment must be said.
 
 ``JobEnvironment.describe()`` names the source, the names and the values (redacted as stored evidence
 is); preflight stores it with every run, in the transport's description.
@@ -21,8 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ... import redact
-from ...errors import CommandError, TransportError
-from .jobdesc import DEFAULT_ENVIRONMENT as DEFAULT
+from ...errors import BackendError, CommandError, TransportError
 
 # what a batch script needs from the site: where its commands and libraries are, and the locale
 LOGIN_NAMES = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH")
@@ -34,9 +35,9 @@ CONFIG_TIP = "set slurm.rest.job_environment to the site's (at least PATH, with 
 
 @dataclass(frozen=True)
 class JobEnvironment:
-    source: str                    # config | login shell | default
+    source: str                    # config | login shell
     entries: tuple[str, ...]       # NAME=VALUE, as job.environment takes them
-    note: str = ""                 # why the default, or what was left out
+    note: str = ""                 # what was left out
 
     def describe(self) -> dict:
         out = {"source": self.source, "names": [e.split("=", 1)[0] for e in self.entries],
@@ -48,8 +49,11 @@ def configured(env: Mapping[str, str]) -> JobEnvironment:
     return JobEnvironment("config", tuple(f"{k}={v}" for k, v in env.items()))
 
 
-def default(why: str) -> JobEnvironment:
-    return JobEnvironment("default", DEFAULT, f"{why}: the job gets the harness's fixed PATH; {CONFIG_TIP}")
+def refusal(why: str) -> BackendError:
+    """No environment of the site's to send: the job is not sent with a made-up one."""
+    return BackendError(f"slurmrestd: the job's environment is unknown: {why}, and slurmrestd sends a job only the "
+                        "environment it is given (no PATH of the site's: srun and scontrol may not be found)",
+                        tip=CONFIG_TIP)
 
 
 def login_shell_argv(nonce: str) -> list[str]:
@@ -57,11 +61,11 @@ def login_shell_argv(nonce: str) -> list[str]:
 
 
 def parse_login_shell(stdout: str, nonce: str) -> JobEnvironment:
-    """What ``login_shell_argv(nonce)`` printed -> the login shell's environment, or the default when
+    """What ``login_shell_argv(nonce)`` printed -> the login shell's environment; refused (BackendError) when
     it holds no PATH (or no nonce: the command never ran as written)."""
     _, found, tail = stdout.partition(nonce + "\0")
     if not found:
-        return default("the login shell's answer did not hold its marker")
+        raise refusal("the login shell's answer did not hold its marker")
     entries, dropped = [], []
     for field in tail.split("\0")[:-1]:   # the last piece ends without NUL: cut short, not a value
         name, eq, value = field.partition("=")
@@ -72,7 +76,7 @@ def parse_login_shell(stdout: str, nonce: str) -> JobEnvironment:
             continue
         entries.append(field)
     if not any(e.startswith("PATH=") and len(e) > len("PATH=") for e in entries):
-        return default("the login shell has no PATH")
+        raise refusal("the login shell has no PATH")
     return JobEnvironment("login shell", tuple(entries),
                           f"left out (a value spanning lines): {', '.join(dropped)}" if dropped else "")
 
@@ -85,14 +89,17 @@ def read_login_shell(shell, nonce: str | None = None) -> JobEnvironment:
     except (TransportError, CommandError) as exc:
         # a message of its own: a failed command's text may quote what the profile printed
         why = f"exit code {exc.returncode}" if isinstance(exc, CommandError) else exc.message.splitlines()[0][:200]
-        return default(f"a login shell on the login node could not be read ({why})")
+        raise refusal(f"a login shell on the login node could not be read ({why})") from None
     return parse_login_shell(res.stdout, nonce)
 
 
-def known(env: Mapping[str, str] | None, shell) -> JobEnvironment | None:
-    """The environment when it needs no command (configured, or no shell to ask); None: ask the shell."""
-    if env:
-        return configured(env)
+def known(env: Mapping[str, str] | None) -> JobEnvironment | None:
+    """The environment when it needs no command (configured); None: ask a login shell."""
+    return configured(env) if env else None
+
+
+def read(shell) -> JobEnvironment:
+    """A login shell's, over ``shell``; refused where there is no shell to ask."""
     if shell is None:
-        return default("slurm.rest.files is mount, so there is no login shell to read the site's environment from")
-    return None
+        raise refusal("slurm.rest.files is mount, so there is no login shell to read the site's environment from")
+    return read_login_shell(shell)

@@ -12,7 +12,7 @@ import yaml
 from harness.errors import ClusterError
 
 ALLOWED_SERVICE_KEYS = {"image", "container_name", "hostname", "command", "depends_on", "volumes",
-                        "ports", "environment", "networks", "init", "labels"}
+                        "ports", "environment", "networks", "init", "labels", "extra_hosts"}
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
 
@@ -86,10 +86,18 @@ def run_argv(name: str, svc: dict[str, Any], doc: dict[str, Any]) -> list[str]:
     for k, v in labels.items():
         argv += ["--label", f"{k}={v}"]
     nets = svc.get("networks") or []
+    # a list of network names, or compose's long form {name: {aliases: [...]}}: other names the service is found
+    # by on that network (docker run joins one network at start; the first is the one)
     for i, net in enumerate(nets):
         real = (doc.get("networks", {}).get(net) or {}).get("name", net)
+        aliases = ((nets[net] or {}).get("aliases") or []) if isinstance(nets, dict) else []
         if i == 0:
             argv += ["--network", real, "--network-alias", name]
+            argv += [a for alias in aliases if alias != name for a in ("--network-alias", alias)]
+    # extra_hosts: /etc/hosts lines ahead of docker's own entry for the container (HOST:IP, or compose's HOST=IP)
+    for entry in svc.get("extra_hosts") or []:
+        host, _, ip = str(entry).replace("=", ":", 1).partition(":")
+        argv += ["--add-host", f"{host}:{ip}"]
     vols = doc.get("volumes", {}) or {}
     for spec in svc.get("volumes") or []:
         parts = spec.split(":")

@@ -18,8 +18,9 @@ def _records():
 
 def _derive(rec, events_file):
     events = ev.parse_lines((FIX / events_file).read_text().splitlines())
+    # the stored records were derived by cost rule 1 (billed from submission): they re-derive by it
     return metrics.derive(events, rec["scheduler"]["times"], world=2, nodes=2, gpus_per_node=0, steps=40,
-                          price={"usd_per_hour": 1.0, "unit": "node"}, faults=rec["faults"]), events
+                          price={"usd_per_hour": 1.0, "unit": "node"}, faults=rec["faults"], cost_rule=1), events
 
 
 def test_recorded_restart_recovery():
@@ -115,7 +116,7 @@ def test_gpu_pricing_counts_gpus():
     m, _ = metrics.derive(events, {"submitted": 0.0, "allocated": 1.0}, world=1, nodes=2, gpus_per_node=4, steps=3,
                           price={"usd_per_hour": 3.6, "unit": "gpu"}, faults=[])
     assert m["cost_per_step_steady_usd"]["value"] == pytest.approx(3.6 * 8 / 3600 * 0.5)
-    assert m["cost_per_step_usd"]["value"] == pytest.approx(3.6 * 8 / 3600 * 5 / 3)
+    assert m["cost_per_step_usd"]["value"] == pytest.approx(3.6 * 8 / 3600 * 4 / 3)    # allocated 1 -> done 5
     assert not math.isnan(m["cost_per_step_usd"]["value"])
 
 

@@ -12,14 +12,14 @@ from harness.timing import Stamp
 T = Stamp.truncated
 
 
-def _run(stamps, events=None, world=2, price=None, contention=None, faults=(), nodes=2, gpus=0, steps=3):
+def _run(stamps, events=None, world=2, price=None, contention=None, faults=(), nodes=2, gpus=0, steps=3, **kw):
     events = events if events is not None else [
         *[_e("process_start", 103.0, r) for r in (0, 1)], *[_e("rendezvous_done", 104.0, r) for r in (0, 1)],
         *[_e("step", 105.0 + s, r, step=s, dur_s=0.5) for r in (0, 1) for s in (1, 2, 3)],
         *[_e("done", 108.2, r) for r in (0, 1)]]
     return metrics.derive(events, stamps, world=world, nodes=nodes, gpus_per_node=gpus, steps=steps,
                           price=price or {"usd_per_hour": 3.6, "unit": "node"}, faults=list(faults),
-                          contention=contention)
+                          contention=contention, **kw)
 
 
 def test_whole_second_records_widen_queue_by_their_resolution():
@@ -98,10 +98,11 @@ def test_goodput_without_a_release_record_stops_at_the_last_done():
     assert g["detail"]["held_until"].startswith("last rank done")
 
 
-def test_cost_bills_until_released():
+def test_cost_rule_1_billed_from_submission_until_released():
+    """Rule 1, by which runs stored before cost rules re-derive: submitted -> released."""
     stamps = {"submitted": Stamp.between(99.9, 100.1, "sbatch call"), "allocated": T(101, "Start"),
               "released": T(110, "End")}
-    m, _ = _run(stamps)
+    m, _ = _run(stamps, cost_rule=1)
     per_s = 3.6 * 2 / 3600
     run = m["cost_run_usd"]
     assert (run["value"], run["lo"], run["hi"]) == pytest.approx((per_s * 10.5, per_s * 9.9, per_s * 11.1))
@@ -109,7 +110,7 @@ def test_cost_bills_until_released():
     step = m["cost_per_step_usd"]
     assert step["value"] == pytest.approx(per_s * 10.5 / 3) and step["uncertainty"] == pytest.approx(per_s * 0.6 / 3)
     # without the release record: billed to the last done event, as older campaigns were
-    m2, _ = _run({"submitted": 100.0, "allocated": 101.0})
+    m2, _ = _run({"submitted": 100.0, "allocated": 101.0}, cost_rule=1)
     assert m2["cost_run_usd"]["value"] == pytest.approx(per_s * 8.2)
     assert "no release record" in m2["cost_run_usd"]["detail"]["billed_until"]
 
@@ -118,18 +119,18 @@ def test_price_sets_and_gpu_hours():
     price = cfgmod.Price(usd_per_hour=9.0, unit="gpu", sets={"on_demand": 4.0, "reserved": 2.5, "spot": 1.2},
                          price_set="spot").model_dump()
     m, _ = _run({"submitted": 100.0, "allocated": 101.0, "released": 110.0}, price=price, gpus=4)
-    assert m["cost_run_usd"]["value"] == pytest.approx(1.2 * 8 / 3600 * 10)
+    assert m["cost_run_usd"]["value"] == pytest.approx(1.2 * 8 / 3600 * 9)       # allocated -> released
     assert m["cost_run_usd"]["detail"]["price_set"] == "spot"
     assert m["cost_run_usd"]["detail"]["usd_per_unit_hour"] == 1.2 and m["cost_run_usd"]["detail"]["units"] == 8
     price["price_set"] = None      # no set chosen: usd_per_hour
     m, _ = _run({"submitted": 100.0, "allocated": 101.0, "released": 110.0}, price=price, gpus=4)
-    assert m["cost_run_usd"]["value"] == pytest.approx(9.0 * 8 / 3600 * 10)
+    assert m["cost_run_usd"]["value"] == pytest.approx(9.0 * 8 / 3600 * 9)
 
 
 def test_overhead_is_amortised_over_utilisation():
     price = {"usd_per_hour": 2.0, "unit": "node", "overhead_usd_per_hour": 3.0, "utilisation": 0.25}
     m, _ = _run({"submitted": 100.0, "allocated": 101.0, "released": 136.0}, price=price)
-    hours = 36 / 3600
+    hours = 35 / 3600     # allocated -> released
     run = m["cost_run_usd"]
     assert run["detail"]["overhead_usd"] == pytest.approx(3.0 * hours / 0.25)
     assert run["value"] == pytest.approx(2.0 * 2 * hours + 3.0 * hours / 0.25)

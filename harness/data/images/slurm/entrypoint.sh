@@ -43,7 +43,9 @@ run_slurmd() {
   local child="" rc delay=0.2
   trap 'log "stopping"; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0' TERM INT
   while :; do
-    slurmd -D -N "$(hostname)" &
+    # -N: the node's NodeName is its short host name (c1 in c1.poc.lab): the compute containers' host names are
+    # FQDNs, as on many sites, so that NodeName and host name differ (docker-compose.yml)
+    slurmd -D -N "$(hostname -s)" &
     child=$!
     echo "$child" > "$SLURMD_PID"
     rc=0

@@ -18,6 +18,7 @@ from harness.backends.k8s import preflight
 from harness.clusters import native_k8s
 from harness.clusters.k8s import components
 from harness.clusters.k8s.layout import Layout
+from harness.errors import BackendError
 
 RECORDED = FIXTURES / "k8s" / "recorded"
 
@@ -84,9 +85,12 @@ def test_a_shared_clusters_user_records_that_kueues_configuration_is_unreadable(
     assert "kueue_requeue_backoff" not in out     # the decision summary says "not recorded"
 
 
-def _configmap(conf: dict) -> dict:
+JOBSETS = {"integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]}}
+
+
+def _configmap(conf: dict, integrations: dict = JOBSETS) -> dict:
     return {"controller_manager_config.yaml": yaml.safe_dump({"apiVersion": "config.kueue.x-k8s.io/v1beta1",
-                                                             "kind": "Configuration", **conf})}
+                                                             "kind": "Configuration", **integrations, **conf})}
 
 
 def test_waitforpodsready_from_the_configmap():
@@ -113,6 +117,19 @@ def test_the_native_cluster_reads_the_config_it_started_kueue_with(tmp_path, mon
     monkeypatch.setattr(native_k8s, "info", lambda *a, **k: types.SimpleNamespace(state_dir=tmp_path))
     out = preflight.kueue_settings(None, local=True)
     assert out["kueue_config"] == {"source": f"{L.config / 'kueue.yaml'} (the native cluster's kueue-manager --config)",
-                                   "waitForPodsReady": None}
+                                   "waitForPodsReady": None, "frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]}
     (L.config / "kueue.yaml").unlink()
     assert "unreadable" in preflight.kueue_settings(None, local=True)["kueue_config"]
+
+
+@pytest.mark.parametrize("integrations, said", [
+    ({"integrations": {"frameworks": ["batch/job", "kubeflow.org/mpijob"]}}, "['batch/job', 'kubeflow.org/mpijob']"),
+    ({}, "unset (Kueue default: batch/job only)"),
+])
+def test_a_kueue_that_does_not_manage_jobsets_is_refused_before_any_run_waits_on_it(integrations, said):
+    """The JobSet is created suspended for Kueue to admit; without the jobset framework Kueue never does, and the
+    run would wait out its queue timeout and be recorded as queued."""
+    with pytest.raises(BackendError) as got:
+        preflight.kueue_settings(Client(_configmap({}, integrations)), local=False)
+    assert f"integrations.frameworks is {said}" in got.value.message
+    assert "jobset.x-k8s.io/jobset" in got.value.tip

@@ -448,6 +448,15 @@ def test_lose_node_aims_at_the_slurm_node_name_not_the_host_name():
     assert rec.detail["node"] == "c2"
 
 
+def test_kill_rank_names_the_node_as_slurm_does_not_its_host_name():
+    """Where host names are FQDNs (or any other name than the NodeName), `srun --nodelist=<host name>` is refused
+    ("Invalid node name specified"): the workload's events carry SLURMD_NODENAME as `node`."""
+    be, _ = make({})
+    rec = be.inject(handle("7"), "kill_rank", {"rank": 1, "host": "c2.poc.lab", "node": "c2", "pid": 91, "step": 12})
+    assert be.t.calls[-1][0][5] == "--nodelist=c2"
+    assert rec.target["host"] == "c2.poc.lab" and rec.target["node"] == "c2"
+
+
 def test_lose_node_is_journalled_before_the_container_is_killed():
     be, docker = docker_backend()
     h = handle("10")

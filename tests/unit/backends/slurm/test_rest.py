@@ -79,9 +79,12 @@ def client(routes=None, version=None, **kw) -> tuple[RestClient, Replay]:
                       sleep=lambda _s: None, **kw), s
 
 
+SITE_ENV = {"PATH": "/opt/slurm/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}   # slurm.rest.job_environment, as a site sets it
+
+
 def sched(routes=None, version=None, files=None) -> tuple[RestScheduler, Replay]:
     c, s = client(routes, version)
-    return RestScheduler(c, files or MountTransport("/shared/poc", "/tmp/nowhere"), None), s
+    return RestScheduler(c, files or MountTransport("/shared/poc", "/tmp/nowhere"), None, SITE_ENV), s
 
 
 # ---------------------------------------------------------------- versions and authentication

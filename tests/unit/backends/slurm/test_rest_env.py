@@ -1,5 +1,5 @@
 """The environment a job submitted through slurmrestd gets: slurm.rest.job_environment, else a login
-shell's PATH and locale, else a fixed default; and preflight saying which.
+shell's PATH and locale, else a refusal (never a made-up PATH); and preflight saying which.
 
 The login shell's answers are real: tests/fixtures/slurm/rest_env/ holds what the local cluster's login
 node printed over ssh (record.py there re-records them), slurmrestd's the recorded ones of test_rest.py.
@@ -15,7 +15,7 @@ from harness import config
 from harness.backends.slurm import SlurmBackend, rest_env
 from harness.backends.slurm.files import MountTransport
 from harness.backends.slurm.rest import RestClient, RestScheduler
-from harness.errors import CommandError, ConfigError
+from harness.errors import BackendError, CommandError, ConfigError
 from harness.transports import Result
 
 REST = FIXTURES / "slurm" / "rest"
@@ -168,30 +168,34 @@ def test_a_submit_without_preflight_reads_the_login_shell_then():
     (LoginShell(recording=None), "could not be read (exit code 127)"),
     (None, "slurm.rest.files is mount"),
 ])
-def test_no_login_shell_keeps_the_default_and_says_why(shell, why):
+def test_no_login_shell_and_no_configured_environment_is_refused(shell, why):
+    """slurmrestd sends a job only the environment it is given; a PATH of the harness's own (Debian's) would start
+    the job where the site's srun and scontrol may not be: refused, naming slurm.rest.job_environment."""
     sch, rest = scheduler(shell)
-    sch.describe()
-    sch.submit(SCRIPT, "/shared/poc/r")
-    assert rest.submitted[0]["environment"] == list(rest_env.DEFAULT)
-    d = sch.describe()["job_environment"]
-    assert d["source"] == "default" and d["environment"] == list(rest_env.DEFAULT)
-    assert why in d["note"] and "slurm.rest.job_environment" in d["note"]
+    with pytest.raises(BackendError) as got:
+        sch.describe()
+    assert why in got.value.message and "slurm.rest.job_environment" in got.value.tip
+    with pytest.raises(BackendError):
+        sch.submit(SCRIPT, "/shared/poc/r")
+    assert rest.submitted == []                     # nothing was sent with a made-up environment
 
 
-@pytest.mark.parametrize(("stdout", "source", "entries"), [
-    # no marker: the command did not run as written
-    ("PATH=/usr/bin\0", "default", rest_env.DEFAULT),
-    # the marker but no PATH
-    ("NONCE\0LANG=C\0", "default", rest_env.DEFAULT),
+@pytest.mark.parametrize(("stdout", "why"), [
+    ("PATH=/usr/bin\0", "did not hold its marker"),      # no marker: the command did not run as written
+    ("NONCE\0LANG=C\0", "the login shell has no PATH"),
+])
+def test_a_login_shell_without_a_path_is_refused(stdout, why):
+    with pytest.raises(BackendError, match=why):
+        rest_env.parse_login_shell(stdout, "NONCE")
+
+
+def test_what_a_login_shell_printed_is_read_strictly():
     # names outside the allow-list are never taken, a repeated one once, a value spanning lines left out,
     # a last field without its NUL (cut short) not at all
-    ("NONCE\0PATH=/a\0AWS_SECRET_ACCESS_KEY=x\0PATH=/b\0LD_LIBRARY_PATH=/l\nx\0LANG=C", "login shell", ("PATH=/a",)),
-])
-def test_what_a_login_shell_printed_is_read_strictly(stdout, source, entries):
+    stdout = "NONCE\0PATH=/a\0AWS_SECRET_ACCESS_KEY=x\0PATH=/b\0LD_LIBRARY_PATH=/l\nx\0LANG=C"
     env = rest_env.parse_login_shell(stdout, "NONCE")
-    assert env.source == source and env.entries == entries
-    if "LD_LIBRARY_PATH=/l" in stdout:
-        assert env.note == "left out (a value spanning lines): LD_LIBRARY_PATH"
+    assert env.source == "login shell" and env.entries == ("PATH=/a",)
+    assert env.note == "left out (a value spanning lines): LD_LIBRARY_PATH"
 
 
 def test_preflight_records_where_the_job_environment_came_from():

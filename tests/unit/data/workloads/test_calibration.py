@@ -1,6 +1,8 @@
-"""The workload's calibration phase, its pure parts and its decision: nvidia-smi and all_reduce_perf
-output read into facts, a node's health problems in words, each rank's matmul rate, and which nodes are
-refused beside their peers (every rank decides the same from the same all-gathered list).
+"""The workload's calibration phase (workloads/poc_calibration.py), its pure parts and its decision: nvidia-smi and
+all_reduce_perf output read into facts, a node's health problems in words, each rank's matmul rate, and which
+nodes are refused beside their peers (every rank decides the same from the same all-gathered list); a child
+(nccl-tests, a site tool) started with a clean environment and a log of its own; the timed all-reduce that times
+the all-reduce alone.
 
 The GPU form cannot run here (no GPU): its parsing and its decisions are tested on outputs in the tools'
 own layouts. tests/integration/test_calibration.py runs the CPU form on both local clusters.
@@ -8,16 +10,18 @@ own layouts. tests/integration/test_calibration.py runs the CPU form on both loc
 from __future__ import annotations
 
 import importlib.util
+import os
+import time
 
 import pytest
+import torch
 from support.paths import FIXTURES, ROOT
-
-torch = pytest.importorskip("torch")
 
 SHIPPED = ROOT / "harness" / "data" / "workloads" / "ddp_train.py"
 _spec = importlib.util.spec_from_file_location("ddp_train_calibration", SHIPPED)
-w = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(w)
+workload = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(workload)
+w = workload.sibling("poc_calibration")      # shipped beside ddp_train.py, imported from its directory
 
 # nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,ecc.errors.uncorrected.volatile.total
 # --format=csv,noheader,nounits, in its layout (one GPU with ECC reporting off, one with errors)
@@ -134,3 +138,109 @@ def test_a_missing_site_tool_is_a_fact_not_an_error():
                                                             "out": ""}
     got = w.site_tool(["sh", "-c", "echo two HCAs; exit 3"])
     assert got["rc"] == 3 and "two HCAs" in got["out"]
+
+
+# ------------------------------------------------------------------ a child's environment and log
+
+STAND_IN = """#!/usr/bin/env python3
+# stands in for all_reduce_perf: opens NCCL_DEBUG_FILE as NCCL does (fopen "w") and says what launcher
+# variables it was given, then prints a result row in all_reduce_perf's layout
+import os, sys
+path = os.environ.get("NCCL_DEBUG_FILE")
+if path:
+    with open(path, "w") as f:
+        f.write("child:%d:1 [0] NCCL INFO NCCL version 2.99.9+cuda12.4\\n" % os.getpid())
+leaked = sorted(k for k in os.environ if k.startswith(("SLURM_", "PMI", "OMPI_")) or k in ("RANK", "MASTER_ADDR"))
+print("# nccl-tests version 2.99.9 nccl-headers=22909 nccl-library=22909")
+print("# leaked: " + ",".join(leaked))
+print("  8589934592    2147483648     float     sum      -1  47260.1  181.76  318.08      0  "
+      "47138.2  182.23  318.90      0")
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path):
+    exe = tmp_path / "all_reduce_perf"
+    exe.write_text(STAND_IN)
+    exe.chmod(0o755)
+    return exe
+
+
+def test_a_child_gets_no_launcher_variables_and_no_nccl_debug_file():
+    env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": "/tmp/rank0.log", "NCCL_IB_HCA": "=mlx5_0", "SLURM_PROCID": "0",
+           "SLURM_STEP_ID": "1", "PMI_FD": "7", "PMIX_RANK": "0", "OMPI_COMM_WORLD_RANK": "0", "RANK": "3",
+           "MASTER_ADDR": "c1", "TORCHELASTIC_RUN_ID": "r", "PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "0,1"}
+    got, dropped = w.child_env(env, nccl_log="/tmp/child.log")
+    assert got == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": "/tmp/child.log", "NCCL_IB_HCA": "=mlx5_0",
+                   "PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert dropped == sorted(set(env) - {"NCCL_DEBUG", "NCCL_IB_HCA", "PATH", "CUDA_VISIBLE_DEVICES"})
+    # the launcher's own task (an srun step's MPI rank under a wrapper) keeps what its wire-up needs
+    kept, dropped = w.child_env(env, nccl_log="/tmp/child.log", keep_launcher=True)
+    assert kept["SLURM_PROCID"] == "0" and kept["PMIX_RANK"] == "0" and dropped == ["NCCL_DEBUG_FILE"]
+
+
+def test_nccl_tests_leave_the_ranks_own_nccl_log_alone(stand_in, tmp_path, monkeypatch):
+    """The rank's NCCL log is written by NCCL (fopen "w" at init); nccl-tests run as its child once inherited
+    NCCL_DEBUG_FILE and replaced that log with its own: the transport the report reads was the child's."""
+    mine = tmp_path / "poc-nccl-rank0.log"
+    mine.write_text("c1:100:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\nc1:100:1 [0] NCCL INFO Channel 00/0 : 0[0] "
+                    "-> 8[0] [send] via NET/IB/0/GDRDMA\n")
+    before = mine.read_text()
+    for k, v in {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": str(mine), "SLURM_PROCID": "0", "PMI_RANK": "0",
+                 "OMPI_COMM_WORLD_SIZE": "16", "RANK": "0", "MASTER_ADDR": "c1"}.items():
+        monkeypatch.setenv(k, v)
+    got = w.run_nccl_tests(str(stand_in), "-b 8 -e 8G -f 2", 8, "c1")
+    assert mine.read_text() == before                                  # the rank's own log, untouched
+    assert got["parent_log"]["intact"] is True
+    assert got["rc"] == 0 and got["busbw_gbps"] == pytest.approx(318.90) and got["bytes"] == 8 << 30
+    assert got["nccl"]["version"] == "2.99.9+cuda12.4"                 # the child's own log, read back
+    assert got["log"] != str(mine) and not os.path.exists(got["log"])
+    assert {"NCCL_DEBUG_FILE", "SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "RANK",
+            "MASTER_ADDR"} <= set(got["env_dropped"])
+
+
+def test_the_child_sees_no_launcher_variable(stand_in, monkeypatch):
+    for k, v in {"SLURM_PROCID": "0", "PMI_RANK": "0", "OMPI_COMM_WORLD_SIZE": "16", "RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+    res = w.site_tool([str(stand_in)])
+    assert "# leaked: \n" in res["out"], res["out"]
+
+
+def test_a_truncated_log_is_not_intact(tmp_path):
+    log = tmp_path / "l"
+    log.write_text("x" * 100)
+    before = w._log_state(str(log))
+    log.write_text("y")                       # fopen("w") by another process: the same file, shorter
+    assert w.log_intact(before, w._log_state(str(log))) is False
+    assert w.log_intact({"path": "p", "bytes": None}, {"path": "p", "bytes": None}) is True
+    assert w.log_intact({"path": "p", "bytes": None}, {"path": "p", "bytes": 10, "ino": 1}) is False
+
+
+# ------------------------------------------------------------------ the timed all-reduce
+
+
+class CountingDist:
+    """An all-reduce of world 2 where every rank holds the same values: each call sees the buffer as it is, and
+    leaves the sum of ranks 1 and 2 (3) in it, as the real one does after a refill."""
+
+    def __init__(self):
+        self.seen: list[float] = []
+
+    def get_rank(self, group=None):
+        return 0
+
+    def all_reduce(self, buf, group=None, op=None):
+        self.seen.append(float(buf[0]))
+        time.sleep(0.002)
+        buf.fill_(3.0)
+
+
+def test_the_timed_loop_all_reduces_and_does_not_refill():
+    """nccl-tests' in-place test times the collective alone; a fill of the buffer before each all-reduce (a pass
+    over 8 GiB of GPU memory) was timed with it, about 8-9 % low at 8 GiB on healthy nodes."""
+    d = CountingDist()
+    got = w.timed_allreduce(d, torch, torch.device("cpu"), 4096, 2, iters=5)
+    assert d.seen[0] == 1.0                    # the warm-up, on rank 0's filled values
+    assert d.seen[1:6] == [3.0] * 5            # the timed loop: all-reduces of the buffer as it is, no refill
+    assert d.seen[6] == 1.0 and got["correct"] # the check, on values filled afresh after the loop
+    assert got["bytes"] == 4096 and got["time_s"] > 0 and got["busbw_gbps"] > 0
