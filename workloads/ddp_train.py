@@ -12,17 +12,24 @@ that schedulers' log streams can be filtered, and appends the same lines to
 scheduler does (`node`: SLURMD_NODENAME, or the pod's spec.nodeName as POC_NODE_NAME) beside its host name.
 
 Phases: process start -> torch imported (its build, the NCCL_*/GLOO_* environment) -> rendezvous
--> all-reduce sweep as nccl-tests measures it (first attempt only) -> comm (the transport the
-backend used) -> checkpoint load -> training steps with periodic checkpoints -> done.
+-> calibration (--calibrate) -> all-reduce sweep as nccl-tests measures it (first attempt only) -> comm (the
+transport the backend used, the interface gloo bound) -> checkpoint load -> training steps with periodic
+checkpoints (and one on USR1 or SIGTERM) -> done.
 
 Models: --model mlp, the tiny fp32 smoke model; --model transformer, a decoder-only language model
 sized to --model-params (1M to ~2G), trained on synthetic tokens with AdamW, bf16 autocast on GPUs.
 --gpus-per-node N: one CUDA device per rank, nccl; missing GPUs are an error, never gloo instead.
 --simulated-gpus: the scheduler allocated GPUs that do not exist; train on CPUs and record that.
 
-The harness ships and runs harness/data/workloads/ddp_train.py; workloads/ddp_train.py at the top
-of the repository is an identical copy to take to a cluster by hand. Edit the first; a unit test
-(tests/unit/test_package_data.py) fails until the copy matches, and with POC_UPDATE_GOLDEN=1 copies it.
+Shipped beside it, in the same directory wherever it goes: poc_calibration.py (the calibration phase, imported
+only with --calibrate), and poc_check.py with poc_health.py (the step before training that checks the whole
+allocation, which the harness runs before this script when calibration is on). Without --calibrate this file
+needs neither. Every event names the node as its scheduler does (`node`: SLURMD_NODENAME, or the pod's
+spec.nodeName as POC_NODE_NAME) beside the host name.
+
+The harness ships and runs harness/data/workloads/*.py; workloads/*.py at the top of the repository are
+identical copies to take to a cluster by hand. Edit the first; a unit test (tests/unit/test_package_data.py)
+fails until the copies match, and with POC_UPDATE_GOLDEN=1 copies them.
 """
 from __future__ import annotations
 
@@ -331,318 +338,23 @@ def allreduce_sweep(ev: Events, dist, torch, device, sizes, warmup: int, iters: 
     dist.barrier()
 
 
-# ---------------------------------------------------------------- calibration: the allocation, before training
-# In the job's own allocation and image, before the sweep: what each node is (limits, GPUs, driver,
-# CUDA, NCCL, RDMA devices, OFED), whether it is healthy, and how fast it computes and all-reduces
-# beside its peers; a node far below the others is refused (every rank stops, with why) rather than
-# measured: the figures would be the node's, not the scheduler's. On GPUs nccl-tests' all_reduce_perf
-# (when the image has it) gives each node's reference bus bandwidth, beside the workload's own at the
-# same size on the same GPUs.
-SMI_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "ecc.errors.uncorrected.volatile.total")
-NCCL_TESTS_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+(.*)$")
+# ---------------------------------------------------------------- calibration and the allocation check
+# poc_calibration.py (the calibration phase, --calibrate) and poc_check.py (the step before training that checks
+# the whole allocation) are shipped beside this file; the training job itself needs neither.
 CALIBRATION_REFUSED = 4      # every rank's exit status when the allocation is refused
+WORKLOAD_MODULES = ("poc_calibration", "poc_health", "poc_check")
 
 
-# A child (nccl-tests, a site tool) starts from this rank's environment less what belongs to whatever started
-# the rank: Slurm's step (SLURM_*), its PMI and an MPI's (PMI*, PMIX_*, OMPI_*, PRTE_*): an MPI build of
-# nccl-tests reading them tries to join the training step's wire-up; and NCCL_DEBUG_FILE: NCCL opens it with
-# fopen(path, "w"), so a child inheriting the rank's would truncate the rank's own NCCL log (its transport,
-# GDRDMA, NCCL version: what the report reads). An NCCL child gets a log of its own instead.
-CHILD_DROPPED_PREFIXES = ("SLURM_", "PMI", "OMPI_", "PRTE_")
-
-
-def child_env(env, nccl_log: str | None = None) -> tuple[dict, list[str]]:
-    """(the child's environment, the names left out of it)."""
-    out, dropped = {}, []
-    for k, v in env.items():
-        if k == "NCCL_DEBUG_FILE" or k.startswith(CHILD_DROPPED_PREFIXES):
-            dropped.append(k)
-        else:
-            out[k] = v
-    if nccl_log:
-        out["NCCL_DEBUG_FILE"] = nccl_log
-        out.setdefault("NCCL_DEBUG", "INFO")
-    return out, sorted(dropped)
-
-
-def site_tool(argv: list[str], timeout: float = 600, env: dict | None = None) -> dict:
-    """A site tool's output kept as a fact: {argv, rc, out}; rc None when it is not installed. It runs in a
-    clean environment (child_env) unless given one."""
-    import shutil
-    import subprocess
-    if shutil.which(argv[0]) is None:
-        return {"argv": argv, "rc": None, "out": ""}
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
-                           env=child_env(os.environ)[0] if env is None else env)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"argv": argv, "rc": -1, "out": str(exc)[:2000]}
-    return {"argv": argv, "rc": p.returncode, "out": (p.stdout + p.stderr)[-20000:]}
-
-
-def run_nccl_tests(binary: str, args_text: str, gpus: int, host: str) -> dict:
-    """all_reduce_perf on this node's GPUs (-g), as a child with a clean environment and an NCCL log of its own
-    (read into its NCCL facts, then removed): {argv, rc, version, bytes, busbw_gbps, rows, out_tail,
-    env_dropped, nccl}."""
-    log = os.path.join(tempfile.gettempdir(), f"poc-nccl-tests-{host}-{os.getpid()}.log")
-    env, dropped = child_env(os.environ, nccl_log=log)
-    res = site_tool([binary, *args_text.split(), "-g", str(gpus)], env=env)
-    lines = nccl_debug_lines(log)
-    with contextlib.suppress(OSError):
-        os.unlink(log)
-    parsed = parse_nccl_tests(res["out"]) if res["rc"] == 0 else {"rows": []}
-    top = parsed["rows"][-1] if parsed["rows"] else None
-    return {"argv": res["argv"], "rc": res["rc"], "version": parsed.get("version"),
-            "bytes": top["bytes"] if top else None,
-            "busbw_gbps": top["ip_busbw_gbps"] if top else None,   # in place, as the workload
-            "rows": parsed["rows"], "out_tail": res["out"][-3000:] if res["rc"] else "",
-            "env_dropped": dropped, "nccl": nccl_facts(lines) if lines else None}
-
-
-def parse_smi(text: str) -> list[dict]:
-    """nvidia-smi --query-gpu=SMI_FIELDS --format=csv,noheader,nounits -> one dict per GPU."""
-    out = []
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) == len(SMI_FIELDS) and cells[0].isdigit():
-            out.append(dict(zip(SMI_FIELDS, cells, strict=True)))
-    return out
-
-
-def parse_nccl_tests(text: str) -> dict:
-    """all_reduce_perf's table -> {rows: [{bytes, oop_busbw_gbps, ip_busbw_gbps, wrong}], avg_busbw_gbps,
-    version}: columns size count type redop root, then time algbw busbw #wrong twice (out-of-place,
-    in-place), as nccl-tests 2.x prints them."""
-    rows, avg, version = [], None, None
-    for line in text.splitlines():
-        if line.startswith("# nccl-tests version") or line.startswith("# NCCL version"):
-            version = line.lstrip("# ").strip()
-        elif "Avg bus bandwidth" in line:
-            try:
-                avg = float(line.split(":")[-1].split()[0])
-            except (ValueError, IndexError):
-                pass
-        m = NCCL_TESTS_ROW.match(line)
-        if not m:
-            continue
-        cols = m.group(6).split()
-        try:
-            row = {"bytes": int(m.group(1)), "oop_busbw_gbps": float(cols[2]), "ip_busbw_gbps": float(cols[6]),
-                   "wrong": [cols[3], cols[7]]}
-        except (ValueError, IndexError):
-            continue
-        rows.append(row)
-    return {"rows": rows, "avg_busbw_gbps": avg, "version": version}
-
-
-CAP_IPC_LOCK = 14     # linux/capability.h
-
-
-def cap_ipc_lock() -> bool | None:
-    """Whether this process holds CAP_IPC_LOCK (/proc/self/status CapEff); None where it cannot be read."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> CAP_IPC_LOCK & 1)
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def node_facts(torch, device) -> dict:
-    facts = {"limits": rlimits(), "cap_ipc_lock": cap_ipc_lock(), "torch": torch.__version__,
-             "cuda": torch.version.cuda, "nccl": None}
-    if device.type == "cuda":
-        try:
-            facts["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
-        except (AttributeError, RuntimeError, TypeError):
-            pass
-        smi = site_tool(["nvidia-smi", "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"])
-        facts["nvidia_smi"] = smi
-        facts["gpus"] = parse_smi(smi["out"]) if smi["rc"] == 0 else []
-        facts["driver"] = facts["gpus"][0]["driver_version"] if facts["gpus"] else None
-    ib = site_tool(["ibv_devinfo", "-l"])
-    # "2 HCAs found:" then one device per line
-    facts["ibv_devices"] = [ln.strip() for ln in ib["out"].splitlines()[1:] if ln.strip()] if ib["rc"] == 0 else None
-    ofed = site_tool(["ofed_info", "-s"])
-    facts["ofed"] = ofed["out"].strip().rstrip(":") if ofed["rc"] == 0 else None
-    return facts
-
-
-def node_problems(facts: dict, gpus_per_node: int, simulated: bool, min_memlock_kib: int) -> list[str]:
-    """Why the node is unhealthy, in words a site engineer acts on; empty when it is not."""
-    out = []
-    if gpus_per_node and not simulated:
-        smi = facts.get("nvidia_smi") or {}
-        if smi.get("rc") is None:
-            out.append("nvidia-smi is not on the PATH in the job's image")
-        elif smi["rc"] != 0:
-            out.append(f"nvidia-smi failed (exit {smi['rc']}): {smi['out'].strip()[:200]}")
-        elif len(facts.get("gpus") or []) < gpus_per_node:
-            out.append(f"{len(facts['gpus'])} of {gpus_per_node} GPUs visible")
-        for g in facts.get("gpus") or []:
-            ecc = g.get("ecc.errors.uncorrected.volatile.total", "")
-            if ecc.isdigit() and int(ecc) > 0:
-                out.append(f"GPU {g['index']} has {ecc} uncorrected ECC errors")
-    soft = ((facts.get("limits") or {}).get("memlock") or [None])[0]
-    # CAP_IPC_LOCK (a pod's securityContext capability) lets a process pin memory whatever its limit
-    if (min_memlock_kib and not facts.get("cap_ipc_lock") and soft != "unlimited" and isinstance(soft, int)
-            and soft < min_memlock_kib * 1024):
-        out.append(f"memlock is {soft // 1024} KiB (ulimit -l), below the {min_memlock_kib} KiB asked for: "
-                   "RDMA memory registration would fail or NCCL fall back to sockets")
-    return out
-
-
-def compute_rate(torch, device, seconds: float = 0.5, windows: int = 5) -> dict:
-    """Matrix multiplies for about `seconds`, in `windows` windows: this rank's GFLOP/s (bf16 on GPUs, fp32
-    on CPUs) as its best window, which a busy neighbour or a preempted moment does not pull down but a
-    throttled, slow or failing device cannot raise; every window's rate is kept."""
-    n, dtype = (4096, torch.bfloat16) if device.type == "cuda" else (256, torch.float32)
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    for _ in range(2):
-        a @ b
-    sync(torch, device)
-    rates, t_start = [], time.perf_counter()
-    for _ in range(windows):
-        k, t0 = 0, time.perf_counter()
-        while True:
-            for _ in range(4):
-                a @ b
-            k += 4
-            sync(torch, device)
-            took = time.perf_counter() - t0
-            if took >= seconds / windows:
-                break
-        rates.append(2 * n ** 3 * k / took / 1e9)
-    return {"what": "matmul", "n": n, "dtype": str(dtype).replace("torch.", ""), "gflops": max(rates),
-            "windows": [round(r, 4) for r in rates], "seconds": time.perf_counter() - t_start}
-
-
-def timed_allreduce(dist, torch, device, nbytes: int, world: int, group=None, iters: int = 5) -> dict:
-    """One size all-reduced `iters` times after a warm-up, then checked: {bytes, time_s, busbw_gbps, correct}.
-    The timed loop all-reduces the buffer in place and nothing else, as nccl-tests' in-place test does:
-    refilling it each time would be timed too (at 8 GiB a fill is a pass over memory about a tenth as long as
-    the all-reduce). The loop's sums grow (after the warm-up every rank holds the same sum), so the check is
-    one more all-reduce of freshly filled values, after the timed loop."""
-    n = max(1, nbytes // 4)
-    rank = dist.get_rank(group)
-    buf = torch.full((n,), float(rank + 1), dtype=torch.float32, device=device)
-    dist.all_reduce(buf, group=group)
-    sync(torch, device)
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        dist.all_reduce(buf, group=group)
-    sync(torch, device)
-    took = (time.perf_counter() - t0) / iters
-    buf.fill_(float(rank + 1))
-    dist.all_reduce(buf, group=group)
-    sync(torch, device)
-    correct = bool((buf[:1024] == float(world * (world + 1) // 2)).all().item())
-    _, busbw = bw_figures(n * 4, took, world)
-    del buf
-    return {"bytes": n * 4, "time_s": took, "busbw_gbps": busbw if correct else None, "correct": correct}
-
-
-def verdict(ranks: list[dict], min_ratio: float) -> tuple[list[dict], list[dict]]:
-    """Every rank's calibration -> (nodes, refused): per node its ranks, facts, problems, slowest rank's
-    GFLOP/s and its share of the nodes' median, nccl-tests' and the workload's intra-node busbw.
-    Computed alike on every rank from the same all-gathered list, so all agree without a broadcast."""
-    by_host: dict[str, dict] = {}
-    for r in sorted(ranks, key=lambda r: r["rank"]):
-        node = by_host.setdefault(r["host"], {"host": r["host"], "node": r.get("node") or r["host"], "ranks": [],
-                                              "gflops": None, "facts": None, "problems": [], "nccl_tests": None,
-                                              "intra_node": None})
-        node["ranks"].append(r["rank"])
-        g = r["compute"]["gflops"]
-        node["gflops"] = g if node["gflops"] is None else min(node["gflops"], g)
-        for key in ("facts", "problems", "nccl_tests", "intra_node"):
-            if r.get(key):
-                node[key] = r[key]
-    nodes = list(by_host.values())
-    med = statistics_median([n["gflops"] for n in nodes])
-    busbws = [n["nccl_tests"]["busbw_gbps"] for n in nodes if (n["nccl_tests"] or {}).get("busbw_gbps")]
-    med_bw = statistics_median(busbws) if busbws else None
-    refused = []
-    for n in nodes:
-        n["compute_ratio"] = n["gflops"] / med if med else None
-        why = list(n["problems"])
-        if len(nodes) > 1 and n["compute_ratio"] is not None and n["compute_ratio"] < min_ratio:
-            why.append(f"matmul {n['gflops']:.3g} GFLOP/s is {n['compute_ratio']:.2f} of the nodes' median "
-                       f"{med:.3g} (at least {min_ratio:g} asked for)")
-        bw = (n["nccl_tests"] or {}).get("busbw_gbps")
-        if med_bw and bw is not None and len(busbws) > 1 and bw / med_bw < min_ratio:
-            why.append(f"nccl-tests busbw {bw:.3g} GB/s is {bw / med_bw:.2f} of the nodes' median {med_bw:.3g}")
-        if why:
-            refused.append({"host": n["host"], "node": n["node"], "why": why})
-    return nodes, refused
-
-
-def statistics_median(xs: list[float]) -> float | None:
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    m = len(xs) // 2
-    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
-
-
-def calibrate(args, ev: Events, dist, torch, device, backend: str) -> bool:
-    """The calibration phase on every rank; False when the allocation is refused (rank 0 said why)."""
-    t0 = time.perf_counter()
-    world, rank = dist.get_world_size(), dist.get_rank()
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    # the objects go over a gloo group: ranks waiting for local rank 0's nccl-tests wait on the CPU, not
-    # in an NCCL kernel spinning on the GPUs nccl-tests is measuring
-    cpu = dist.new_group(backend="gloo")
-    # the node as its scheduler names it (what an exclusion takes), which need not be its host name
-    node = ev.node or ev.host
-    mine: dict = {"rank": rank, "host": ev.host, "node": node, "local_rank": ev.local_rank,
-                  "compute": compute_rate(torch, device, args.calibrate_seconds)}
-    if ev.local_rank == 0:
-        mine["facts"] = node_facts(torch, device)
-        mine["problems"] = node_problems(mine["facts"], args.gpus_per_node, args.simulated_gpus,
-                                         args.calibrate_min_memlock_kib)
-        if device.type == "cuda" and args.nccl_tests:
-            mine["nccl_tests"] = run_nccl_tests(args.nccl_tests, args.nccl_tests_args, local_world, ev.host)
-    # the node's ranks as a group of their own: the workload's intra-node all-reduce beside nccl-tests'
-    hosts = [None] * world
-    dist.all_gather_object(hosts, ev.host, group=cpu)
-    groups = {}
-    for h in sorted(set(hosts)):
-        members = [r for r, x in enumerate(hosts) if x == h]
-        groups[h] = dist.new_group(members)
-    if local_world > 1:
-        top = (mine.get("nccl_tests") or {}).get("bytes") or args.calibrate_bytes
-        got = timed_allreduce(dist, torch, device, top, local_world, group=groups[ev.host])
-        if ev.local_rank == 0:
-            mine["intra_node"] = got
-    job = timed_allreduce(dist, torch, device, args.calibrate_bytes, world)
-    ranks = [None] * world
-    dist.all_gather_object(ranks, mine, group=cpu)
-    nodes, refused = verdict(ranks, args.calibrate_min_ratio)
-    took = time.perf_counter() - t0
-    if rank == 0:
-        ev.emit("calibration", ok=not refused and job["correct"], nodes=nodes, refused=refused,
-                job_allreduce={**job, "backend": backend, "world_size": world}, min_ratio=args.calibrate_min_ratio,
-                min_memlock_kib=args.calibrate_min_memlock_kib, seconds=took)
-    ev.emit("calibration_done", seconds=took)
-    if refused and rank == 0:
-        first = refused[0]
-        names = ",".join(r.get("node") or r["host"] for r in refused)
-        msg = (f"calibration refused node {first.get('node') or first['host']}: " + "; ".join(first["why"])
-               + (f" (and {len(refused) - 1} more node(s))" if len(refused) > 1 else ""))
-        tip = (f"exclude it and tell the site: on Slurm slurm.extra_sbatch: ['--exclude={names}'], on Kubernetes "
-               "kubernetes.pod.affinity with a nodeAffinity term matchFields metadata.name NotIn "
-               f"[{names}]; calibration.min_peer_ratio and calibration.min_memlock_kib set the bar")
-    elif not job["correct"] and rank == 0:    # no node to blame: the job's all-reduce itself is wrong
-        msg = f"calibration: the {backend} all-reduce over the whole job gave a wrong sum"
-        tip = ("no node fell below its peers: check the fabric settings (fabric.env, NCCL_*/GLOO_* in the run's "
-               "comm facts) and the image's torch/NCCL build; a wrong sum is a broken collective, not a slow node")
-    if (refused or not job["correct"]) and rank == 0:
-        ev.emit("workload_error", error="calibration", message=msg, tip=tip, refused=refused)
-        print(f"poc-workload: ERROR {msg}\npoc-workload: TIP {tip}", file=sys.stderr, flush=True)
-    return not refused and job["correct"]
+def sibling(name: str):
+    """A module shipped beside this file, imported from this file's own directory (also where this file was
+    loaded by path, as the unit tests do)."""
+    import importlib
+    if name not in WORKLOAD_MODULES:
+        raise ValueError(f"not a module shipped with the workload: {name}")
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module(name)
 
 
 
@@ -678,6 +390,88 @@ def gloo_transport() -> str:
 
 def gloo_interface() -> str:
     return os.environ.get("GLOO_SOCKET_IFNAME") or "default (the address the hostname resolves to)"
+
+
+# gloo binds the address its host name resolves to. Ubuntu and DGX OS map the host name to 127.0.1.1 in
+# /etc/hosts, which enroot containers and hostNetwork pods inherit: gloo then binds loopback and tells the
+# other nodes to connect to 127.0.1.1, that is to themselves. Where GLOO_SOCKET_IFNAME is unset, the workload
+# names the interface: the first with an IPv4 address that NCCL_SOCKET_IFNAME selects (NCCL's syntax: a list
+# of name prefixes, "=" for exact names, "^" to exclude), else, where the host name resolves to loopback, the
+# default route's interface. Otherwise gloo keeps its default.
+def nccl_ifname_match(spec: str, names: list[str]) -> list[str]:
+    """The interfaces of `names` an NCCL_SOCKET_IFNAME value selects, in order (loopback only by exact name)."""
+    spec = spec.strip()
+    exclude = spec.startswith("^")
+    spec = spec[1:] if exclude else spec
+    exact = spec.startswith("=")
+    items = [s.strip() for s in (spec[1:] if exact else spec).split(",") if s.strip()]
+
+    def hit(name: str) -> bool:
+        return any(name == i if exact else name.startswith(i) for i in items)
+    if exclude:
+        return [n for n in names if not hit(n) and n != "lo"]
+    return [n for n in names if hit(n) and (n != "lo" or exact)]
+
+
+def gloo_ifname(env: dict, names: list[str], has_ipv4, host_is_loopback: bool, route_if: str | None):
+    """(the interface gloo should bind or None for its default, why)."""
+    if env.get("GLOO_SOCKET_IFNAME"):
+        return env["GLOO_SOCKET_IFNAME"], "GLOO_SOCKET_IFNAME"
+    nccl = env.get("NCCL_SOCKET_IFNAME")
+    if nccl:
+        found = [n for n in nccl_ifname_match(nccl, names) if has_ipv4(n)]
+        if found:
+            return found[0], f"from NCCL_SOCKET_IFNAME={nccl}"
+        return None, (f"NCCL_SOCKET_IFNAME={nccl} selects no interface with an IPv4 address here "
+                      f"({','.join(names)}): gloo default")
+    if host_is_loopback and route_if and has_ipv4(route_if):
+        return route_if, "the host name resolves to a loopback address: the default route's interface"
+    return None, "gloo default"
+
+
+def ipv4_of(name: str) -> str | None:
+    """The interface's IPv4 address (SIOCGIFADDR), or None."""
+    import fcntl
+    import struct
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))   # SIOCGIFADDR
+        return socket.inet_ntoa(packed[20:24])
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def default_route_ifname(route_file: str = "/proc/net/route") -> str | None:
+    try:
+        with open(route_file) as f:
+            for line in list(f)[1:]:
+                cells = line.split()
+                if len(cells) > 2 and cells[1] == "00000000":
+                    return cells[0]
+    except OSError:
+        pass
+    return None
+
+
+def host_resolves_to_loopback() -> bool:
+    try:
+        return socket.gethostbyname(socket.gethostname()).startswith("127.")
+    except OSError:
+        return False
+
+
+def default_gloo_ifname(env=os.environ) -> dict:
+    """Set GLOO_SOCKET_IFNAME where gloo's own choice would be wrong (see above): {name, why}."""
+    try:
+        names = [n for _, n in socket.if_nameindex()]
+    except OSError:
+        names = []
+    name, why = gloo_ifname(env, names, ipv4_of, host_resolves_to_loopback(), default_route_ifname())
+    if name and not env.get("GLOO_SOCKET_IFNAME"):
+        env["GLOO_SOCKET_IFNAME"] = name
+    return {"name": name, "why": why}
 
 
 def nccl_transport(lines) -> str:
@@ -727,8 +521,13 @@ def nccl_facts(lines) -> dict:
     return facts
 
 
+def expand_log_path(pattern: str) -> str:
+    """NCCL_DEBUG_FILE's %h (host name) and %p (pid) as NCCL expands them in this process."""
+    return pattern.replace("%h", socket.gethostname()).replace("%p", str(os.getpid()))
+
+
 def nccl_debug_lines(pattern: str) -> list[str]:
-    path = pattern.replace("%h", socket.gethostname()).replace("%p", str(os.getpid()))
+    path = expand_log_path(pattern)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return [ln for ln in f if "NCCL INFO" in ln]
@@ -789,6 +588,42 @@ def watch_nccl():
         return (lambda: nccl_debug_lines(os.environ["NCCL_DEBUG_FILE"])), f"NCCL_DEBUG={level}, NCCL_DEBUG_FILE"
     tap = StderrTap()
     return tap.close, f"NCCL_DEBUG={level}, stderr"
+
+
+class StopWatchdog:
+    """SIGTERM reaches the training loop's handler only between bytecodes: a rank blocked in a collective whose
+    peer is gone (a lost node) would never see it, and would hold its node until SIGKILL at the end of the grace
+    period. Python's C-level handler writes every signal to a wakeup fd at once, blocked main thread or not; this
+    thread reads it and gives the loop `patience()` seconds (a few steps) to reach the end of its step and say so
+    (ack); otherwise it ends the process as SIGTERM's default would have."""
+
+    def __init__(self, patience):
+        import threading
+        self.patience, self.acked = patience, threading.Event()
+        self.read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while chunk := os.read(self.read_end, 64):
+            if signal.SIGTERM in chunk and not self.acked.wait(self.patience()):
+                os._exit(128 + signal.SIGTERM)
+
+    def ack(self) -> None:
+        self.acked.set()
+
+    def close(self) -> None:
+        """The wakeup fd back to none (the thread ends as the pipe's last write end closes)."""
+        import contextlib
+        old = signal.set_wakeup_fd(-1)
+        with contextlib.suppress(OSError):
+            os.close(old)
+
+
+def statistics_median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2 if s else 0.0
 
 
 def build_model(torch, params: int, layers: int, width: int | None):
@@ -1288,17 +1123,19 @@ def run(args, ev: Events) -> int:
         ckpt_fd = checkpoint_dir_fd(args.ckpt_dir, args.owner_mark, args.owner)
     except CheckpointRefused as exc:
         return refuse_checkpoint(ev, exc)
+    gloo_if = default_gloo_ifname()   # the training's gloo and the calibration's gloo group alike
     try:
-        return train(args, ev, torch, dist, backend, device, gpus, ckpt_fd)
+        return train(args, ev, torch, dist, backend, device, gpus, ckpt_fd, gloo_if)
     finally:
         if ckpt_fd is not None:
             os.close(ckpt_fd)
 
 
-def train(args, ev: Events, torch, dist, backend: str, device, gpus: dict, ckpt_fd: int | None) -> int:
+def train(args, ev: Events, torch, dist, backend: str, device, gpus: dict, ckpt_fd: int | None,
+          gloo_if: dict | None = None) -> int:
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    comm = {"backend": backend, "env": comm_env(),
+    comm = {"backend": backend, "env": comm_env(), "gloo_ifname": gloo_if,
             "transport": gloo_transport() if backend == "gloo" else None}
     ev.emit("torch_imported", torch=torch.__version__, backend=backend, device=str(device),
             device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
@@ -1316,7 +1153,7 @@ def train(args, ev: Events, torch, dist, backend: str, device, gpus: dict, ckpt_
         ev.world_size = dist.get_world_size()
         ev.emit("rendezvous_done", master=os.environ.get("MASTER_ADDR", ""), backend=backend)
 
-        if args.calibrate and not calibrate(args, ev, dist, torch, device, backend):
+        if args.calibrate and not sibling("poc_calibration").calibrate(args, ev, dist, torch, device, backend):
             return CALIBRATION_REFUSED
         first_attempt = not any(ev.attempt)
         if args.sweep and (first_attempt or args.sweep_on_restart):
@@ -1376,44 +1213,57 @@ def train(args, ev: Events, torch, dist, backend: str, device, gpus: dict, ckpt_
 
     # A scheduler's warning before the time limit (Slurm --signal, SIGUSR1): rank 0 saves at the
     # end of the current step. No collective, so ranks that did not get the signal are not held up.
-    warned = []
+    # SIGTERM (a pod stopped within its terminationGracePeriodSeconds, Slurm's scancel or preemption before
+    # KillWait, torchrun's agent passing either on): the same save, then this rank stops.
+    warned, stopping = [], []
     signal.signal(signal.SIGUSR1, lambda signum, frame: warned.append(signum))
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
+    durations: list[float] = []
+    watchdog = StopWatchdog(lambda: max(1.0, 3 * statistics_median(durations[-5:] or [0.0])))
 
     gen = torch.Generator(device="cpu")
     ev.emit("train_start", start_step=start_step, steps=args.steps, params=nparams, width=w["width"],
             layers=args.layers, batch=args.batch, model=args.model, params_requested=parse_size(args.model_params),
             precision=precision, precision_requested=args.precision, grad_bytes=grad_bytes,
             optimizer=type(opt).__name__, device=str(device), simulated_gpus=args.simulated_gpus, **w["facts"])
-    for step in range(start_step + 1, args.steps + 1):
-        t0 = time.perf_counter()
-        # Data depends on (seed, step, rank) only, so a resumed run sees what it would have seen.
-        gen.manual_seed(args.seed * 1_000_003 + step * 1009 + ev.rank)
-        x, y = w["batch"](gen)
-        opt.zero_grad(set_to_none=True)
-        before = mark(torch, device)
-        with autocast(torch, device, precision):
-            loss = w["loss"](ddp(x), y)
-        after = mark(torch, device)
-        loss.backward()
-        opt.step()
-        sync(torch, device)
-        # fwd_s: this rank's forward pass alone; dur_s includes the gradient all-reduce, in which every
-        # rank waits for the slowest, so only the forward shows which rank is slow
-        ev.emit("step", step=step, dur_s=time.perf_counter() - t0, fwd_s=spans([before, after])[0],
-                loss=float(loss.item()))
-        if args.ckpt_dir and args.ckpt_every > 0 and step % args.ckpt_every == 0 and step < args.steps:
-            if ev.rank == 0:
-                save_checkpoint(step, "interval")
-            dist.barrier()
-        elif warned and args.ckpt_dir:
-            if ev.rank == 0:
-                save_checkpoint(step, "signal")
-            warned.clear()
+    try:
+        for step in range(start_step + 1, args.steps + 1):
+            t0 = time.perf_counter()
+            # Data depends on (seed, step, rank) only, so a resumed run sees what it would have seen.
+            gen.manual_seed(args.seed * 1_000_003 + step * 1009 + ev.rank)
+            x, y = w["batch"](gen)
+            opt.zero_grad(set_to_none=True)
+            before = mark(torch, device)
+            with autocast(torch, device, precision):
+                loss = w["loss"](ddp(x), y)
+            after = mark(torch, device)
+            loss.backward()
+            opt.step()
+            sync(torch, device)
+            # fwd_s: this rank's forward pass alone; dur_s includes the gradient all-reduce, in which every
+            # rank waits for the slowest, so only the forward shows which rank is slow
+            durations.append(time.perf_counter() - t0)
+            ev.emit("step", step=step, dur_s=durations[-1], fwd_s=spans([before, after])[0], loss=float(loss.item()))
+            if stopping:
+                watchdog.ack()     # at the step's end: the save below may take its time
+            if args.ckpt_dir and args.ckpt_every > 0 and step % args.ckpt_every == 0 and step < args.steps:
+                if ev.rank == 0:
+                    save_checkpoint(step, "interval")
+                dist.barrier()
+            elif (warned or stopping) and args.ckpt_dir:
+                if ev.rank == 0:
+                    save_checkpoint(step, "sigterm" if stopping else "signal")
+                warned.clear()
+            if stopping:
+                ev.emit("stopped", step=step, signal="SIGTERM")
+                return 128 + signal.SIGTERM
 
-    dist.barrier()  # without it a fast rank can tear down while a peer is still in a collective
-    ev.emit("done", steps=args.steps, **peak_memory(torch, device))
-    dist.destroy_process_group()
-    return 0
+        dist.barrier()  # without it a fast rank can tear down while a peer is still in a collective
+        ev.emit("done", steps=args.steps, **peak_memory(torch, device))
+        dist.destroy_process_group()
+        return 0
+    finally:
+        watchdog.close()
 
 
 if __name__ == "__main__":

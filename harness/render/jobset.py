@@ -331,7 +331,8 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
             # fails its Job by the pod failure policy, and JobSet restarts the set without spending a restart of
             # maxRestarts: those count the job's own failures, as Slurm's self-requeue counts failed ranks
             "failurePolicy": {"maxRestarts": int(spec.max_restarts), "restartStrategy": "Recreate",
-                              "rules": [{"action": "RestartJobSetAndIgnoreMaxRestarts",
+                              "rules": [{"name": "evicted-or-preempted",
+                                         "action": "RestartJobSetAndIgnoreMaxRestarts",
                                          "onJobFailureReasons": ["PodFailurePolicy"]}]},
             "successPolicy": {"operator": "All"},
             "replicatedJobs": [{
@@ -345,7 +346,8 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
                         "completionMode": "Indexed",
                         "backoffLimit": 0,       # a failed rank fails the Job; JobSet restarts the set
                         "podFailurePolicy": {"rules": [{"action": "FailJob",
-                                                        "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+                                                        "onPodConditions": [{"type": "DisruptionTarget",
+                                                                             "status": "True"}]}]},
                         "template": {"metadata": pod_meta, "spec": pod_spec},
                     },
                 },

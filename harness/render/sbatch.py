@@ -189,14 +189,15 @@ SLURM_LAUNCH = ('if [ "${SLURM_NODEID:-0}" = 0 ]; then h=1; else h=0; fi; '
                 'wait "$c"')
 
 
-def launch_script(spec: JobSpec) -> str:
-    return SLURM_LAUNCH.replace("__POC_JOIN_TIMEOUT__", str(int(spec.join_timeout_s)))
+def launch_script(join_timeout_s: int) -> str:
+    """The launch shell with torchrun's rendezvous join timeout written in."""
+    return SLURM_LAUNCH.replace("__POC_JOIN_TIMEOUT__", str(int(join_timeout_s)))
 
 
 def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     """The srun line that starts one torchrun agent per node."""
     script = entrypoint_path(spec, rdir)
-    torchrun = ["bash", "-c", launch_script(spec), cfg.python,
+    torchrun = ["bash", "-c", launch_script(spec.join_timeout_s), cfg.python,
                 *spec.torchrun_args(f"{_HEAD}:{_PORT}"),
                 script, *spec.workload_args(ckpt_dir(spec, cfg, rdir), f"{rdir}/events",
                                              owner_mark(spec, cfg, rdir))]

@@ -27,7 +27,6 @@ GOLDEN = ROOT / "tests" / "fixtures" / "golden" / "examples"
 GUIDE = ROOT / "docs" / "gpu-guide.md"
 UPDATE = os.environ.get("POC_UPDATE_GOLDEN") == "1"
 _SHA = re.compile(r"(poc/workload-sha256: )[0-9a-f]{64}")
-_WORKLOAD_PLACEHOLDER = "<the text of workloads/ddp_train.py>"
 
 
 def _ids(paths):
@@ -52,7 +51,7 @@ def _stable(name: str, text: str) -> str:
     text = _SHA.sub(r"\g<1><sha256 of the workload>", text)
     if name == "workload-configmap.yaml":
         doc = yaml.safe_load(text)
-        doc["data"] = {k: _WORKLOAD_PLACEHOLDER for k in doc["data"]}
+        doc["data"] = {k: f"<the text of workloads/{k}>" for k in doc["data"]}
         text = yaml.safe_dump(doc, sort_keys=False, width=120)
     return text
 

@@ -15,6 +15,7 @@ from support.paths import RESULTS
 from harness import evidence, metrics
 from harness.cli import main
 from harness.config import from_mapping
+from harness.metrics.cost import COST_RULE
 from harness.rederive import check, diff, same
 from harness.store import Store, load_events, load_raw
 
@@ -49,7 +50,9 @@ def _make_campaign(root: Path, inputs_in_record: bool = True) -> Path:
     """A campaign dir as the pipeline writes it: raw (redacted) -> stamps -> derive -> record."""
     store = Store(root, CONFIG.campaign)
     store.open(CONFIG.config_hash(), CONFIG.redacted(), resume=False)
-    inputs = {"world": 2, "nodes": 2, "gpus_per_node": 0, "steps": 40, "price": CONFIG.pricing["local"].model_dump()}
+    # a record of today names the cost rule it was derived by; an older one (no derive_inputs) was made by rule 1
+    inputs = {"world": 2, "nodes": 2, "gpus_per_node": 0, "steps": 40, "price": CONFIG.pricing["local"].model_dump(),
+              "cost_rule": COST_RULE if inputs_in_record else 1}
     for run_id in RUNS:
         old = _stored(run_id)
         events = load_events(SMOKE / "runs" / run_id)

@@ -89,7 +89,7 @@ def job_of(name: str) -> tuple[spec.JobSpec, config.Config, rj.K8sJob]:
 def golden_docs(name: str) -> list[dict]:
     s, cfg, job = job_of(name)
     cm, js = copy.deepcopy(job.configmap), copy.deepcopy(job.jobset)
-    cm["data"] = {k: "<the text of workloads/ddp_train.py>" for k in cm["data"]}
+    cm["data"] = {k: f"<the text of workloads/{k}>" for k in cm["data"]}
     # the workload's own edits do not churn these files (test_workload_hash_annotation checks the hash)
     for o in (cm, js):
         o["metadata"]["annotations"]["poc/workload-sha256"] = "<sha256 of workloads/ddp_train.py>"
@@ -119,6 +119,8 @@ def test_configmap_carries_the_workload_verbatim():
     _, _, job = job_of("default-clean")
     text = (ROOT / "workloads" / "ddp_train.py").read_text()
     assert job.configmap["data"]["ddp_train.py"] == text
+    for sibling in ("poc_calibration.py", "poc_health.py", "poc_check.py"):    # shipped beside it, verbatim too
+        assert job.configmap["data"][sibling] == (ROOT / "workloads" / sibling).read_text()
     assert next(yaml.safe_load_all(rj.to_yaml([job.configmap])))["data"]["ddp_train.py"] == text
 
 
@@ -187,7 +189,10 @@ def test_jobset_shape():
     assert js["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and js["spec"]["suspend"] is True
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "poc-queue"
     assert js["metadata"]["labels"]["poc/run-id"] == s.run_id == js["metadata"]["name"]
-    assert js["spec"]["failurePolicy"] == {"maxRestarts": 3, "restartStrategy": "Recreate"}
+    # an eviction or preemption restarts the set without spending one of the job's own maxRestarts
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": 3, "restartStrategy": "Recreate", "rules": [
+        {"name": "evicted-or-preempted", "action": "RestartJobSetAndIgnoreMaxRestarts",
+         "onJobFailureReasons": ["PodFailurePolicy"]}]}
     assert js["spec"]["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True,
                                      "subdomain": s.run_id}
     rjob = js["spec"]["replicatedJobs"][0]
@@ -414,7 +419,8 @@ def test_host_network_tells_the_first_pod_to_host_the_rendezvous():
     endpoint, so index 0 hosts the store explicitly and agents advertise their pod IP."""
     c = _render_with(pod={"host_network": True})["spec"]["containers"][0]
     cmd = c["command"]
-    assert cmd[:3] == ["sh", "-c", rj.HOST_NETWORK_LAUNCH] and cmd[3] == "torchrun"
+    assert cmd[:3] == ["sh", "-c", rj.HOST_NETWORK_LAUNCH.replace("is_host=$host", "is_host=$host,join_timeout=600")]
+    assert cmd[3] == "torchrun"
     assert cmd[4:] == rj.container_command(spec.build(config.from_mapping(
         {"platforms": ["k8s"], "kubernetes": {"image": IMAGE}}), "k8s", "k8s-clean-01", None))[4:]
     assert {e["name"]: e.get("valueFrom") for e in c["env"]}["POC_POD_IP"] == \
@@ -433,9 +439,11 @@ def test_the_first_pod_hosts_the_rendezvous_store_whatever_dns_says():
     the first pod's record exists: index 0 is told it hosts the store, the others that they do not."""
     import subprocess
     cmd = rj.container_command(spec.build(config.from_mapping({"platforms": ["k8s"]}), "k8s", "k8s-clean-01", None))
-    assert cmd[:4] == ["sh", "-c", rj.POD_NETWORK_LAUNCH, "torchrun"] and cmd[4].startswith("--nnodes=")
-    for index, want in (("0", "is_host=1"), ("1", "is_host=0"), ("2", "is_host=0")):
-        out = subprocess.run(["sh", "-c", rj.POD_NETWORK_LAUNCH.replace("exec python3", "echo python3"), "torchrun",
+    script = rj.POD_NETWORK_LAUNCH.replace("is_host=$host", "is_host=$host,join_timeout=600")   # torch's default
+    assert cmd[:4] == ["sh", "-c", script, "torchrun"] and cmd[4].startswith("--nnodes=")
+    for index, want in (("0", "is_host=1,join_timeout=600"), ("1", "is_host=0,join_timeout=600"),
+                        ("2", "is_host=0,join_timeout=600")):
+        out = subprocess.run(["sh", "-c", script.replace("exec python3", "echo python3"), "torchrun",
                               "--nnodes=3", "a b"], env={"JOB_COMPLETION_INDEX": index},
                              capture_output=True, text=True, check=True).stdout
         assert out.strip() == f"python3 -m torch.distributed.run --rdzv_conf={want} --nnodes=3 a b"

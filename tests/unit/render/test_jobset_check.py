@@ -50,11 +50,13 @@ def test_the_join_timeout_grace_period_and_failure_policy():
     assert p["terminationGracePeriodSeconds"] == 90
     assert pod(job({}))["terminationGracePeriodSeconds"] == 60      # Slurm's --signal=B:USR1@60, by default
     spec = j.jobset["spec"]
-    assert spec["failurePolicy"]["rules"] == [{"action": "RestartJobSetAndIgnoreMaxRestarts",
+    assert spec["failurePolicy"]["rules"] == [{"name": "evicted-or-preempted",
+                                                "action": "RestartJobSetAndIgnoreMaxRestarts",
                                                 "onJobFailureReasons": ["PodFailurePolicy"]}]
     job_spec = spec["replicatedJobs"][0]["template"]["spec"]
     assert job_spec["podFailurePolicy"] == {"rules": [{"action": "FailJob",
-                                                       "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+                                                       "onPodConditions": [{"type": "DisruptionTarget",
+                                                                            "status": "True"}]}]}
 
 
 def test_host_network_pods_name_their_pod_ip_and_wait_alike():

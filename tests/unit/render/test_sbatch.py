@@ -124,8 +124,8 @@ def test_the_first_node_of_the_step_hosts_the_rendezvous_store(tmp_path):
         res = subprocess.run(["bash", "-c", f"head=c1; rdzv_port=29501; {launch}"], capture_output=True, text=True,
                              env={"PATH": f"{bin_}:/usr/bin:/bin", "SLURM_NODEID": node}, check=True)
         got[node] = res.stdout.splitlines()
-    assert got["0"][:3] == ["-m", "torch.distributed.run", "--rdzv_conf=is_host=1"]
-    assert got["1"][:3] == ["-m", "torch.distributed.run", "--rdzv_conf=is_host=0"]
+    assert got["0"][:3] == ["-m", "torch.distributed.run", "--rdzv_conf=is_host=1,join_timeout=600"]
+    assert got["1"][:3] == ["-m", "torch.distributed.run", "--rdzv_conf=is_host=0,join_timeout=600"]
     assert "--rdzv_endpoint=c1:29501" in got["1"] and got["1"][-2:] == got["0"][-2:]
 
 

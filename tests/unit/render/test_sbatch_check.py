@@ -75,7 +75,7 @@ def test_pyxis_imports_the_image_once_in_a_timed_step_and_every_step_reuses_it()
 def test_the_agents_name_themselves_by_nodename_and_wait_as_configured():
     text = script({"workload": {"rdzv_join_timeout_s": 1800, "stop_grace_s": 90}})
     assert '--rdzv_conf="is_host=$h,join_timeout=1800"' in text
-    assert '--local_addr="${SLURMD_NODENAME:-$(hostname)}"' in text
+    assert '--local_addr="$a"' in text and "a=${SLURMD_NODENAME:-$(hostname)}" in text
     assert "#SBATCH --signal=B:USR1@90" in text
     # unset: torch's 600 s, longer for more nodes (16 nodes pulling an image at once start minutes apart)
     assert 'join_timeout=600"' in script({})
@@ -89,19 +89,23 @@ def test_the_rendered_script_is_valid_bash():
     assert res.returncode == 0, res.stderr
 
 
-@pytest.mark.parametrize("switches, k8s, ok", [
-    (None, {}, True),
-    ("1@00:10:00", {"topology_required": "x/rack"}, False),          # Slurm relaxes after 10 min, Kueue never
-    ("1@00:10:00", {"topology_preferred": "x/rack"}, False),         # Slurm waits, Kueue does not
-    ("1@00:05:00", {"topology_required": "x/rack"}, True),           # the default queue timeout is 300 s
-    ("1@0", {"topology_preferred": "x/rack"}, True),
-    ("1", {"topology_required": "x/rack"}, True),                    # the site's max_switch_wait, 300 s by default
-    ("1@00:10:00", {}, False), (None, {"topology_required": "x/rack"}, False),   # one platform only
+@pytest.mark.parametrize("switches, k8s, queue_s, ok", [
+    (None, {}, 300, True),
+    # Slurm relaxes after 10 min, Kueue never: the same rule only while the run gives up queueing first
+    ("1@00:10:00", {"topology_required": "x/rack"}, 300, True),
+    ("1@00:10:00", {"topology_required": "x/rack"}, 1200, False),
+    ("1@00:10:00", {"topology_preferred": "x/rack"}, 300, False),     # Slurm waits, Kueue does not
+    ("1@00:05:00", {"topology_required": "x/rack"}, 300, True),
+    ("1@0", {"topology_preferred": "x/rack"}, 300, True),
+    ("1", {"topology_required": "x/rack"}, 300, True),               # the site's max_switch_wait, 300 s by default
+    ("1", {"topology_required": "x/rack"}, 301, False),
+    ("1@00:10:00", {}, 300, False), (None, {"topology_required": "x/rack"}, 300, False),   # one platform only
 ])
-def test_topology_is_the_same_rule_on_both_platforms_or_refused(switches, k8s, ok):
+def test_topology_is_the_same_rule_on_both_platforms_or_refused(switches, k8s, queue_s, ok):
     from harness.errors import ConfigError
     from harness.render.validate import check_topology
-    cfg = config.from_mapping({"platforms": ["slurm", "k8s"], "slurm": {"switches": switches}, "kubernetes": k8s})
+    cfg = config.from_mapping({"platforms": ["slurm", "k8s"], "slurm": {"switches": switches}, "kubernetes": k8s,
+                               "timeouts": {"queue_s": queue_s}})
     if ok:
         check_topology(cfg)
     else:

@@ -21,7 +21,7 @@ from harness import config, spec
 from harness.backends.slurm import jobdesc
 from harness.errors import ConfigError
 from harness.render.owned_dir import OWNER_MARK
-from harness.render.sbatch import SLURM_LAUNCH, render_sbatch
+from harness.render.sbatch import launch_script, render_sbatch
 
 WORKER = '''
 import os, signal, sys, time
@@ -36,6 +36,8 @@ with open(os.path.join(sys.argv[1], "checkpoints"), "a") as f:
     f.write("signal %d\\n" % len(got) if got else "none\\n")
 sys.exit(0 if got else 3)
 '''
+
+LAUNCH = launch_script(600)     # torch's own default join timeout
 
 
 def _free_port() -> int:
@@ -80,7 +82,7 @@ def _launch(tmp_path, launch: str):
 
 @pytest.mark.parametrize("everyone", [False, True], ids=["task-only", "every-process"])
 def test_usr1_reaches_the_workers_and_torchrun_goes_on(tmp_path, everyone):
-    proc = _launch(tmp_path, SLURM_LAUNCH)
+    proc = _launch(tmp_path, LAUNCH)
     targets = [proc.pid] + (_descendants(proc.pid) if everyone else [])
     for pid in targets:
         os.kill(pid, signal.SIGUSR1)
@@ -91,7 +93,7 @@ def test_usr1_reaches_the_workers_and_torchrun_goes_on(tmp_path, everyone):
 
 def test_the_launch_keeps_torchruns_exit_status(tmp_path):
     (tmp_path / "worker.py").write_text("import sys; sys.exit(5)\n")
-    res = subprocess.run(["bash", "-c", SLURM_LAUNCH, sys.executable, "--nnodes=1", "--nproc_per_node=1",
+    res = subprocess.run(["bash", "-c", LAUNCH, sys.executable, "--nnodes=1", "--nproc_per_node=1",
                           "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{_free_port()}", "--max_restarts=0",
                           str(tmp_path / "worker.py")], env={**os.environ, "SLURM_NODEID": "0"},
                          capture_output=True, timeout=120, check=False)
@@ -153,8 +155,8 @@ def test_a_checkpoint_directory_inside_the_workdir_is_mounted_once():
 def test_the_launch_script_is_one_line_so_sacct_keeps_the_steps_row_whole():
     # sacct -P prints a step's SubmitLine as srun got it: a newline in it split the step's row in the
     # audit's sacct reading (one job read as 8 attempts)
-    assert "\n" not in SLURM_LAUNCH
-    assert subprocess.run(["bash", "-n", "-c", SLURM_LAUNCH], check=False).returncode == 0
+    assert "\n" not in LAUNCH
+    assert subprocess.run(["bash", "-n", "-c", LAUNCH], check=False).returncode == 0
 
 
 # --local_addr: each agent names itself by its node's address as Slurm reaches it. The launch runs under bash
@@ -164,7 +166,7 @@ def _agent_args(tmp_path, env: dict) -> list[str]:
     fake.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
     fake.chmod(0o755)
     base = {k: v for k, v in os.environ.items() if k not in ("SLURMD_NODENAME", "POC_NODE_ADDRS")}
-    res = subprocess.run(["bash", "-c", SLURM_LAUNCH, str(fake), "--nnodes=2", "train.py"],
+    res = subprocess.run(["bash", "-c", LAUNCH, str(fake), "--nnodes=2", "train.py"],
                          env={**base, "SLURM_NODEID": "1", **env}, capture_output=True, text=True, timeout=30,
                          check=True)
     return res.stdout.splitlines()
@@ -178,7 +180,7 @@ def _agent_args(tmp_path, env: dict) -> list[str]:
 ])
 def test_each_agent_names_itself_by_its_nodes_address(tmp_path, env, addr):
     got = _agent_args(tmp_path, env)
-    assert got[:3] == ["-m", "torch.distributed.run", "--rdzv_conf=is_host=0"]
+    assert got[:3] == ["-m", "torch.distributed.run", "--rdzv_conf=is_host=0,join_timeout=600"]
     assert got[3] == f"--local_addr={addr}" and got[4:] == ["--nnodes=2", "train.py"]
 
 

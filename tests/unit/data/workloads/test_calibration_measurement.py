@@ -15,6 +15,7 @@ SHIPPED = ROOT / "harness" / "data" / "workloads" / "ddp_train.py"
 _spec = importlib.util.spec_from_file_location("ddp_train_measurement", SHIPPED)
 w = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(w)
+c = w.sibling("poc_calibration")      # the calibration phase, shipped beside ddp_train.py
 
 LAUNCHER = {"SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "PMI_RANK": "0", "PMIX_RANK": "0",
             "OMPI_COMM_WORLD_RANK": "0", "PRTE_MCA_x": "1"}
@@ -42,14 +43,14 @@ def rank_env(tmp_path, monkeypatch):
 
 
 def test_a_site_tool_runs_without_the_launchers_variables_and_leaves_the_ranks_nccl_log_alone(rank_env):
-    res = w.site_tool([rank_env.exe, "-b", "8G", "-e", "8G"])
+    res = c.site_tool([rank_env.exe, "-b", "8G", "-e", "8G"])
     assert res["rc"] == 0
     assert [ln for ln in res["out"].splitlines() if ln.startswith("seen ")] == []
     assert rank_env.log.read_text() == rank_env.before
 
 
 def test_nccl_tests_get_a_log_of_their_own_read_into_their_facts(rank_env):
-    got = w.run_nccl_tests(rank_env.exe, "-b 8G -e 8G", 8, "node-a")
+    got = c.run_nccl_tests(rank_env.exe, "-b 8G -e 8G", 8, "node-a")
     assert rank_env.log.read_text() == rank_env.before
     assert got["rc"] == 0 and got["bytes"] == 8 << 30 and got["busbw_gbps"] == pytest.approx(319.16)
     assert got["nccl"]["version"] == "2.21.5+cuda12.4"          # the child's log, read back
@@ -58,7 +59,7 @@ def test_nccl_tests_get_a_log_of_their_own_read_into_their_facts(rank_env):
 
 
 def test_the_child_environment_keeps_everything_else_and_the_users_nccl_level():
-    env, dropped = w.child_env({"NCCL_DEBUG": "WARN", "NCCL_DEBUG_FILE": "/x/%h.log", "PATH": "/bin",
+    env, dropped = c.child_env({"NCCL_DEBUG": "WARN", "NCCL_DEBUG_FILE": "/x/%h.log", "PATH": "/bin",
                                 "SLURM_JOB_ID": "7", "NCCL_IB_HCA": "mlx5_0"}, nccl_log="/tmp/own.log")
     assert env == {"NCCL_DEBUG": "WARN", "NCCL_DEBUG_FILE": "/tmp/own.log", "PATH": "/bin", "NCCL_IB_HCA": "mlx5_0"}
     assert dropped == ["NCCL_DEBUG_FILE", "SLURM_JOB_ID"]
@@ -109,8 +110,8 @@ def fake_collective(world):
 
 def test_the_timed_all_reduce_times_the_collective_and_not_the_refill(monkeypatch):
     clock, torch, dist = fake_collective(world=4)
-    monkeypatch.setattr(w, "time", clock)          # this module's clock only: the fake collective advances it
-    got = w.timed_allreduce(dist, torch, SimpleNamespace(type="cpu"), 8 << 30, 4, iters=5)
+    monkeypatch.setattr(c, "time", clock)          # this module's clock only: the fake collective advances it
+    got = c.timed_allreduce(dist, torch, SimpleNamespace(type="cpu"), 8 << 30, 4, iters=5)
     assert got["time_s"] == pytest.approx(ALLREDUCE_S)
     assert got["correct"] is True and got["busbw_gbps"] == pytest.approx(w.bw_figures(8 << 30, ALLREDUCE_S, 4)[1])
 
@@ -123,8 +124,8 @@ def test_a_wrong_sum_is_still_caught(monkeypatch):
         right(buf, group)
         buf.value -= 1
     dist.all_reduce = short_by_one
-    monkeypatch.setattr(w, "time", clock)
-    got = w.timed_allreduce(dist, torch, SimpleNamespace(type="cpu"), 1 << 20, 4)
+    monkeypatch.setattr(c, "time", clock)
+    got = c.timed_allreduce(dist, torch, SimpleNamespace(type="cpu"), 1 << 20, 4)
     assert got["correct"] is False and got["busbw_gbps"] is None
 
 
