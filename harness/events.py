@@ -12,7 +12,9 @@ EVENT_PREFIX = "POC_EVENT "
 KINDS = (
     "process_start", "torch_imported", "rendezvous_done", "sweep_start", "allreduce", "sweep_done", "comm",
     "checkpoint_loaded", "train_start", "step", "checkpoint_saved", "done", "workload_error",
-    "calibration", "calibration_done",
+    "calibration", "calibration_done", "stopped",
+    # the step before training (workloads/poc_check.py)
+    "check_start", "health_gate", "allocation_allreduce", "check_done",
 )
 
 

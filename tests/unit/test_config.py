@@ -276,10 +276,15 @@ def test_real_gpus_hold_whole_nodes_by_default_on_both_platforms():
     gpu = {"gpus_per_node": 8, "procs_per_node": 8}
     excl, sbatch, k8s, others = run(**gpu)
     assert excl and sbatch and k8s
+    # no pod of the run's namespace but its own (NotIn matches pods without the label too), and no other
+    # JobSet's pod in any namespace
     assert others == [{"labelSelector": {"matchExpressions": [
-        {"key": JOBSET_NAME_LABEL, "operator": "Exists"},
         {"key": JOBSET_NAME_LABEL, "operator": "NotIn", "values": ["k8s-clean-01"]}]},
-        "topologyKey": "kubernetes.io/hostname"}]
+        "topologyKey": "kubernetes.io/hostname"},
+        {"labelSelector": {"matchExpressions": [
+            {"key": JOBSET_NAME_LABEL, "operator": "Exists"},
+            {"key": JOBSET_NAME_LABEL, "operator": "NotIn", "values": ["k8s-clean-01"]}]},
+         "namespaceSelector": {}, "topologyKey": "kubernetes.io/hostname"}]
     assert run() == (False, False, False, [])                                  # CPUs: shared by default
     assert run(**gpu, exclusive=False)[:3] == (False, False, False)            # a site may say so
     assert run(exclusive=True)[:3] == (True, True, True)

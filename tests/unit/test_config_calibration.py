@@ -78,6 +78,7 @@ def test_keys_added_later_leave_an_older_campaigns_hash_alone_at_their_defaults(
         data["kubernetes"].pop(key, None)
         data["ux"]["kubernetes"].pop(key, None)
     data["resources"].pop("caps")
+    data["local"].pop("rounds")
     from harness.config.calibration import LATER_DEFAULTS as cal_later
     from harness.config.workload import LATER_DEFAULTS as work_later
     for key in cal_later:

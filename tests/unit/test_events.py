@@ -48,6 +48,9 @@ def test_every_event_kind_the_workload_emits_is_known_to_events():
         assert {"process_start", "step", "done"} <= kinds, f"{script}: the emit() calls were not found"
         unknown = sorted(kinds - set(evmod.KINDS))
         assert unknown == [], f"{script} emits {unknown}, which harness/events.py KINDS does not name: add them there"
+    for name in ("poc_calibration.py", "poc_check.py", "poc_health.py"):     # shipped beside it, emitting too
+        kinds, unread = emitted_kinds((ROOT / "harness" / "data" / "workloads" / name).read_text())
+        assert unread == [] and sorted(kinds - set(evmod.KINDS)) == [], name
 
 
 @fast

@@ -26,6 +26,7 @@ spec = importlib.util.spec_from_file_location("ddp_train_calibration", ROOT / "h
                                               / "ddp_train.py")
 ddp_train = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ddp_train)
+calib = ddp_train.sibling("poc_calibration")   # the calibration phase, shipped beside it
 torch = pytest.importorskip("torch")
 
 CAL = FIXTURES / "calibration"
@@ -82,7 +83,7 @@ def facts(memlock=8 << 20, **more) -> dict:
 def peer(rank: int, host: str, factor: float, min_memlock_kib: int = 0, memlock=8 << 20) -> dict:
     f = facts(memlock)
     return {"rank": rank, "host": host, "local_rank": 0, "compute": {"what": "matmul", "factor": factor},
-            "facts": f, "problems": ddp_train.node_problems(f, 0, False, min_memlock_kib)}
+            "facts": f, "problems": calib.node_problems(f, 0, False, min_memlock_kib)}
 
 
 def run_calibrate(tmp_path: Path, monkeypatch, peers: list[dict], *, wrong: bool = False, attempt=(0, 0, 0),
@@ -96,7 +97,7 @@ def run_calibrate(tmp_path: Path, monkeypatch, peers: list[dict], *, wrong: bool
                            nccl_tests_args="", calibrate_bytes=4096, calibrate_min_ratio=min_ratio,
                            calibrate_min_memlock_kib=min_memlock_kib)
     try:
-        ok = ddp_train.calibrate(args, e, World(hosts, peers, wrong), torch, torch.device("cpu"), "gloo")
+        ok = calib.calibrate(args, e, World(hosts, peers, wrong), torch, torch.device("cpu"), "gloo")
     finally:
         e.close()
     return ok, events_in(tmp_path / "ev")
@@ -154,7 +155,7 @@ def test_a_memlock_below_the_bar_is_a_problem_and_a_refusal(tmp_path, monkeypatc
     a, b = r["detail"]["nodes"]
     assert b["memlock_soft"] == 64 << 10 and b["problems"][0].startswith("memlock is 64 KiB") and b["refused"]
     # node-a is this machine: refused too unless its memlock is unlimited or it may lock memory anyway
-    assert a["refused"] == (a["memlock_soft"] != "unlimited" and not ddp_train.cap_ipc_lock())
+    assert a["refused"] == (a["memlock_soft"] != "unlimited" and not calib.cap_ipc_lock())
     assert not ok and r["value"] == 1 + a["refused"] and r["detail"]["min_memlock_kib"] == 1 << 30
 
 
@@ -215,13 +216,13 @@ def gpu_node(rank: int, host: str, gflops: float, nccl_out: str | None, intra_bu
     """A GPU node's local rank 0 report, as calibrate builds it."""
     text = smi(host, gpus)
     f = facts(memlock="unlimited", cuda="12.4", nccl="2.21.5",
-              nvidia_smi={"argv": ["nvidia-smi"], "rc": 0, "out": text}, gpus=ddp_train.parse_smi(text),
+              nvidia_smi={"argv": ["nvidia-smi"], "rc": 0, "out": text}, gpus=calib.parse_smi(text),
               ibv_devices=["mlx5_0", "mlx5_1"], ofed="MLNX_OFED_LINUX-24.01-0.3.3.1")
     f["driver"] = f["gpus"][0]["driver_version"]
-    parsed = ddp_train.parse_nccl_tests(nccl_out) if nccl_out is not None and rc == 0 else {"rows": []}
+    parsed = calib.parse_nccl_tests(nccl_out) if nccl_out is not None and rc == 0 else {"rows": []}
     top = parsed["rows"][-1] if parsed["rows"] else None
     return {"rank": rank, "host": host, "local_rank": 0, "compute": {"gflops": gflops}, "facts": f,
-            "problems": ddp_train.node_problems(f, gpus, False, 0),
+            "problems": calib.node_problems(f, gpus, False, 0),
             "nccl_tests": {"argv": ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", str(gpus)], "rc": rc,
                            "version": parsed.get("version"), "bytes": top["bytes"] if top else None,
                            "busbw_gbps": top["oop_busbw_gbps"] if top else None, "rows": parsed["rows"],
@@ -238,7 +239,7 @@ def emit_gpu(tmp_path: Path, monkeypatch, nodes_in: list[dict], min_ratio: float
         ranks.append(n)
         ranks += [{"rank": n["rank"] + i, "host": n["host"], "local_rank": i, "compute": n["compute"]}
                   for i in range(1, 4)]
-    nodes, refused = ddp_train.verdict(ranks, min_ratio)
+    nodes, refused = calib.verdict(ranks, min_ratio)
     for k, v in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": str(len(ranks))}.items():
         monkeypatch.setenv(k, v)
     e = ddp_train.Events("cal-gpu", str(tmp_path / "ev"))
@@ -301,7 +302,7 @@ def test_gpu_nodes_without_nccl_tests_or_with_other_sizes(tmp_path, monkeypatch)
 def test_a_gpu_node_with_ecc_errors_is_refused(tmp_path, monkeypatch):
     bad = gpu_node(4, "gpu-b", 700e3, all_reduce_perf(229.0, 228.0), 220.0)
     bad["facts"]["gpus"][2]["ecc.errors.uncorrected.volatile.total"] = "7"
-    bad["problems"] = ddp_train.node_problems(bad["facts"], 4, False, 0)
+    bad["problems"] = calib.node_problems(bad["facts"], 4, False, 0)
     events = emit_gpu(tmp_path, monkeypatch, [gpu_node(0, "gpu-a", 700e3, all_reduce_perf(231.0, 230.0), 225.4), bad])
     r = calibration(events)["calibration_nodes_refused"]
     assert r["value"] == 1

@@ -25,6 +25,7 @@ spec = importlib.util.spec_from_file_location("ddp_train_report_calibration",
                                               ROOT / "harness" / "data" / "workloads" / "ddp_train.py")
 ddp_train = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ddp_train)
+calib = ddp_train.sibling("poc_calibration")   # the calibration phase, shipped beside it
 
 RECORDED = FIXTURES / "calibration" / "results"
 T0 = 1_796_600_000
@@ -42,12 +43,12 @@ def _node(rank: int, host: str, gflops: float, top_ip: float, intra: float) -> l
     """A 4-GPU node's rank reports as calibrate all-gathers them (local rank 0 carries the node's facts)."""
     smi = "".join(f"{i}, NVIDIA H100 80GB HBM3, GPU-{host}-{i}, 550.54.15, 81559, 0\n" for i in range(4))
     facts = {"limits": {"memlock": ["unlimited", "unlimited"]}, "torch": "2.5.1", "cuda": "12.4", "nccl": "2.21.5",
-             "nvidia_smi": {"argv": ["nvidia-smi"], "rc": 0, "out": smi}, "gpus": ddp_train.parse_smi(smi),
+             "nvidia_smi": {"argv": ["nvidia-smi"], "rc": 0, "out": smi}, "gpus": calib.parse_smi(smi),
              "driver": "550.54.15", "ibv_devices": ["mlx5_0"], "ofed": "MLNX_OFED_LINUX-24.01"}
-    parsed = ddp_train.parse_nccl_tests(_perf(top_ip))
+    parsed = calib.parse_nccl_tests(_perf(top_ip))
     top = parsed["rows"][-1]
     lead = {"rank": rank, "host": host, "local_rank": 0, "compute": {"gflops": gflops}, "facts": facts,
-            "problems": ddp_train.node_problems(facts, 4, False, 0),
+            "problems": calib.node_problems(facts, 4, False, 0),
             "nccl_tests": {"argv": ["all_reduce_perf", "-g", "4"], "rc": 0, "version": parsed["version"],
                            "bytes": top["bytes"], "busbw_gbps": top["oop_busbw_gbps"], "rows": parsed["rows"],
                            "out_tail": ""},
@@ -58,7 +59,7 @@ def _node(rank: int, host: str, gflops: float, top_ip: float, intra: float) -> l
 
 def _gpu_events(run_id: str, t: float, slow_b: bool) -> list[dict]:
     ranks = _node(0, "gpu-a", 700e3, 230.0, 226.0) + _node(4, "gpu-b", 150e3 if slow_b else 690e3, 228.0, 205.0)
-    nodes, refused = ddp_train.verdict(ranks, 0.5)
+    nodes, refused = calib.verdict(ranks, 0.5)
     head = {"v": 1, "run_id": run_id, "local_rank": 0, "world_size": 8, "pid": 7, "attempt": [0, 0, 0],
             "restarts": {"jobset": 0, "slurm": 0, "torchelastic": 0}}
     out = [{**head, "kind": "rendezvous_done", "ts_ns": int(t * 1e9), "rank": r, "host": x["host"]}
