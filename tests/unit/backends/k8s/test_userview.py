@@ -249,7 +249,8 @@ def test_the_launch_line_names_the_entrypoint_and_the_configmap_ships_the_worklo
     cmd = typo.jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["command"]
     assert f"{rj.WORKLOAD_DIR}/ddp_trian.py" in cmd and f"{rj.WORKLOAD_DIR}/{spec.WORKLOAD_SCRIPT}" not in cmd
     assert f"{rj.WORKLOAD_DIR}/{spec.WORKLOAD_SCRIPT}" in rj.container_command(_spec())
-    assert list(typo.configmap["data"]) == list(default.configmap["data"]) == [spec.WORKLOAD_SCRIPT, *rj.WORKLOAD_SIBLINGS]
+    shipped = [spec.WORKLOAD_SCRIPT, *rj.WORKLOAD_SIBLINGS]      # the workload and the modules beside it
+    assert list(typo.configmap["data"]) == list(default.configmap["data"]) == shipped
     absolute = rj.container_command(_spec(entrypoint="/abs/x.py"))
     assert "/abs/x.py" in absolute and not any(a.endswith("//abs/x.py") for a in absolute)
 
