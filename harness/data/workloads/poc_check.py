@@ -77,6 +77,19 @@ def gathered(dist, obj, world: int) -> list:
 # -------------------------------------------------------------------------- the health gate
 
 
+def judge(nodes: list[dict], max_clock_offset_s: float) -> list[dict]:
+    """The nodes refused, each with why; every node's clock read ("t") becomes its offset from the first node's."""
+    refused, first = [], nodes[0]["t"]
+    for n in nodes:
+        n["clock_offset_s"] = n.pop("t") - first
+        if max_clock_offset_s and abs(n["clock_offset_s"]) > max_clock_offset_s:
+            n["problems"].append(f"its clock is {n['clock_offset_s']:+.3f} s off the first node's (more than "
+                                 f"{max_clock_offset_s:g} s): the run's time-stamps would not line up")
+        if n["problems"]:
+            refused.append({"node": n["node"], "host": n["host"], "why": list(n["problems"])})
+    return refused
+
+
 def gate(args, ev, dist, place: dict, gloo_if: dict) -> tuple[int, list[dict]]:
     """(exit status, every node's {rank, node, host, ip}) once every node's health is decided alike."""
     t0 = time.perf_counter()
@@ -95,14 +108,7 @@ def gate(args, ev, dist, place: dict, gloo_if: dict) -> tuple[int, list[dict]]:
     mine = {"rank": place["rank"], "node": ev.node or ev.host, "host": ev.host, "ip": ip, "t": now,
             "facts": facts, "problems": problems}
     nodes = gathered(dist, mine, place["world"])
-    refused = []
-    for n in nodes:
-        n["clock_offset_s"] = n.pop("t") - nodes[0]["t"]
-        if args.max_clock_offset_s and abs(n["clock_offset_s"]) > args.max_clock_offset_s:
-            n["problems"].append(f"its clock is {n['clock_offset_s']:+.3f} s off the first node's (more than "
-                                 f"{args.max_clock_offset_s:g} s): the run's time-stamps would not line up")
-        if n["problems"]:
-            refused.append({"node": n["node"], "host": n["host"], "why": list(n["problems"])})
+    refused = judge(nodes, args.max_clock_offset_s)
     if place["rank"] == 0:
         ev.emit("health_gate", ok=not refused, nodes=nodes, refused=refused,
                 bars={**bars, "min_memlock_kib": args.min_memlock_kib, "dcgm_level": args.dcgm_level,

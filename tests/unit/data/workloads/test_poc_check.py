@@ -1,7 +1,7 @@
 """The step before training (workloads/poc_check.py): its pure parts (ranks from the launcher, nccl-tests' options,
 the MPI forms' command lines, the verdict against the floor) and the gloo form's table read back by the same
-parser as nccl-tests' (one process, a real gloo group). The whole step on two processes of this machine is
-tests/integration/test_allocation_check_local.py; on the clusters, tests/integration/test_calibration.py.
+parser as nccl-tests' (one process, a real gloo group); the nodes' judgement (clock offsets, refusals). The whole
+step runs on both local clusters in tests/integration/test_calibration.py.
 """
 from __future__ import annotations
 
@@ -143,3 +143,13 @@ def test_the_check_is_runnable_as_the_renderers_start_it():
     res = subprocess.run([sys.executable, str(here / "poc_check.py"), "--help"], capture_output=True, text=True,
                          timeout=60, cwd="/", check=False)
     assert res.returncode == 0 and "gate" in res.stdout, res.stderr
+
+
+def test_every_node_gets_its_clock_offset_from_the_first_and_a_far_one_is_refused():
+    nodes = [{"node": f"c{i}", "host": f"c{i}.lab", "t": t, "problems": []} for i, t in
+             enumerate((100.0, 100.25, 97.0), start=1)]
+    refused = c.judge(nodes, 1.0)
+    assert [n["clock_offset_s"] for n in nodes] == [0.0, 0.25, -3.0] and all("t" not in n for n in nodes)
+    assert [r["node"] for r in refused] == ["c3"] and "-3.000 s off the first node's" in refused[0]["why"][0]
+    assert c.judge([{"node": "c1", "host": "h", "t": 5.0, "problems": ["no GPU"]}], 0) == [
+        {"node": "c1", "host": "h", "why": ["no GPU"]}]
