@@ -331,7 +331,7 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
             # fails its Job by the pod failure policy, and JobSet restarts the set without spending a restart of
             # maxRestarts: those count the job's own failures, as Slurm's self-requeue counts failed ranks
             "failurePolicy": {"maxRestarts": int(spec.max_restarts), "restartStrategy": "Recreate",
-                              "rules": [{"name": "evicted-or-preempted",
+                              "rules": [{"name": "EvictedOrPreempted",
                                          "action": "RestartJobSetAndIgnoreMaxRestarts",
                                          "onJobFailureReasons": ["PodFailurePolicy"]}]},
             "successPolicy": {"operator": "All"},

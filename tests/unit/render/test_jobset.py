@@ -191,7 +191,7 @@ def test_jobset_shape():
     assert js["metadata"]["labels"]["poc/run-id"] == s.run_id == js["metadata"]["name"]
     # an eviction or preemption restarts the set without spending one of the job's own maxRestarts
     assert js["spec"]["failurePolicy"] == {"maxRestarts": 3, "restartStrategy": "Recreate", "rules": [
-        {"name": "evicted-or-preempted", "action": "RestartJobSetAndIgnoreMaxRestarts",
+        {"name": "EvictedOrPreempted", "action": "RestartJobSetAndIgnoreMaxRestarts",
          "onJobFailureReasons": ["PodFailurePolicy"]}]}
     assert js["spec"]["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True,
                                      "subdomain": s.run_id}

@@ -50,7 +50,7 @@ def test_the_join_timeout_grace_period_and_failure_policy():
     assert p["terminationGracePeriodSeconds"] == 90
     assert pod(job({}))["terminationGracePeriodSeconds"] == 60      # Slurm's --signal=B:USR1@60, by default
     spec = j.jobset["spec"]
-    assert spec["failurePolicy"]["rules"] == [{"name": "evicted-or-preempted",
+    assert spec["failurePolicy"]["rules"] == [{"name": "EvictedOrPreempted",
                                                 "action": "RestartJobSetAndIgnoreMaxRestarts",
                                                 "onJobFailureReasons": ["PodFailurePolicy"]}]
     job_spec = spec["replicatedJobs"][0]["template"]["spec"]
