@@ -194,11 +194,16 @@ def test_the_batch_script_maps_each_node_to_its_address_from_scontrol(tmp_path):
     bin_.mkdir()
     (bin_ / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/asked\ncat {tmp_path}/shown\n')
     (bin_ / "scontrol").chmod(0o755)
-    line = next(ln for ln in _render({}).script.splitlines() if ln.startswith("export POC_NODE_ADDRS="))
-    res = subprocess.run(["bash", "-c", f'set -uo pipefail; {line}; printf "%s" "$POC_NODE_ADDRS"'],
-                         env={**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "c[1-3]"},
-                         capture_output=True, text=True, timeout=30, check=True)
-    assert res.stdout.split() == ["c1=c1", "c2=10.1.0.2", "c3=c3"]
+    lines = _render({}).script.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("export POC_NODE_ADDRS="))
+    mapped = f"{lines[at]}; {lines[at + 2]}"      # the map, then (after a comment) the rendezvous host looked up in it
+    for first, addr in (("c1", "c1"), ("c2", "10.1.0.2")):
+        res = subprocess.run(["bash", "-c", f'set -uo pipefail; head={first}; {mapped}; '
+                                            'printf "%s|%s" "$POC_NODE_ADDRS" "$head"'],
+                             env={**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "c[1-3]"},
+                             capture_output=True, text=True, timeout=30, check=True)
+        addrs, head = res.stdout.split("|")
+        assert addrs.split() == ["c1=c1", "c2=10.1.0.2", "c3=c3"] and head == addr
     assert (tmp_path / "asked").read_text().split() == ["show", "node", "-o", "c[1-3]"]
 
 
