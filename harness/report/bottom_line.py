@@ -184,7 +184,9 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
                        + "; ".join(t for c, t in mine if c == crit) + ".")
     for r in rs:      # a criterion tested apart (queue at scale) whose sets could not all be tested says why
         if r.notes_apart:
-            out.append(f"On {r.criterion}, no verdict from " + "; ".join(r.notes_apart) + ".")
+            out.append(f"{r.criterion[0].upper()}{r.criterion[1:]} has no verdict from "
+                       + ("the other replay sets" if r.wins_apart else "the campaign's replays") + ": "
+                       + "; ".join(r.notes_apart) + ".")
     rest = []
     if same:
         rest.append("equivalent on " + ", ".join(

@@ -19,8 +19,10 @@ What is kept, and how (each count lands in the trace's notes):
   tenant (``tenant``), the QoS class is kept as the job's ``qos`` (a label unless a replay maps classes to
   priorities).
 * A slice (``start_s``, ``end_s``: creations within it) keeps the pods still running at its start as jobs
-  submitted at 0 with the time they had left (counted; their recorded wait is not theirs in the slice), and
-  cuts every run at the slice's end (counted): a replay observes the slice, not what ran after it.
+  submitted during a lead-in before it, one every ``lead_gap_s`` (a burst of them at one instant would be a
+  burst the history never had), each running to the instant it ended in the history (or the slice's end),
+  with no recorded wait (counted); and cuts every run at the slice's end (counted): a replay observes the
+  slice, not what ran after it.
 * Offsets count from the slice's start (the trace's zero without one); ``params`` keep the slice.
 """
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _int(row: dict, key: str, n: int) -> int | None:
 
 def parse_openb(text: str, *, name: str = "alibaba-gpu-2023", shape: NodeShape | None = None,
                 start_s: int | None = None, end_s: int | None = None, tenant: str = "openb",
-                cpu_jobs: str = "keep", limits: LimitModel | None = None) -> Trace:
+                cpu_jobs: str = "keep", limits: LimitModel | None = None, lead_gap_s: int = 60) -> Trace:
     """The pod list's CSV text -> Trace (module docstring: what is kept and how)."""
     limits = limits or LimitModel()
     if cpu_jobs not in ("keep", "drop"):
@@ -68,8 +70,15 @@ def parse_openb(text: str, *, name: str = "alibaba-gpu-2023", shape: NodeShape |
         counts[what] = counts.get(what, 0) + 1
 
     lo = start_s if start_s is not None else 0
+    rows = list(reader)
+    # the pods running at the slice's start: submitted one every lead_gap_s before it, in the order they started
+    running = sorted((r for r in rows if start_s is not None and r.get("scheduled_time", "").strip()
+                      and (_int(r, "creation_time", 0) or 0) < start_s
+                      and (_int(r, "deletion_time", 0) or 0) > start_s), key=lambda r: int(float(r["scheduled_time"])))
+    lead = {r["name"]: i * lead_gap_s for i, r in enumerate(running)}
+    shift = len(running) * lead_gap_s
     jobs: list[TraceJob] = []
-    for n, row in enumerate(reader, 2):
+    for n, row in enumerate(rows, 2):
         created, sched, deleted = (_int(row, k, n) for k in ("creation_time", "scheduled_time", "deletion_time"))
         gpus, milli = _int(row, "num_gpu", n) or 0, _int(row, "gpu_milli", n)
         if created is None:
@@ -95,16 +104,19 @@ def parse_openb(text: str, *, name: str = "alibaba-gpu-2023", shape: NodeShape |
             count("GPU-sharing (part of one GPU), given a whole GPU")
         if gpus < 0 or gpus > (shape.gpus_per_node if shape else 8):
             raise ConfigError(f"openb line {n}: num_gpu {gpus} does not fit one node", _TIP)
-        start = max(sched, lo) if before else sched
         stop = deleted if end_s is None else min(deleted, end_s)
         if end_s is not None and deleted > end_s:
             count("ran past the slice's end, cut there")
         if before:
-            count("running at the slice's start, submitted at 0 with the time it had left")
-        runtime = max(1, stop - start)
-        if stop - start < 1:
-            count("ran under 1 s, kept as 1 s")
-        submit = 0 if before else created - lo
+            count(f"running at the slice's start, submitted one every {lead_gap_s} s before it, running to "
+                  "when it ended")
+            submit = lead[row["name"]]
+            runtime = max(1, (stop - lo) + (shift - submit))
+        else:
+            submit = created - lo + shift
+            runtime = max(1, stop - sched)
+            if stop - sched < 1:
+                count("ran under 1 s, kept as 1 s")
         wait = None if before else sched - created
         try:
             jobs.append(TraceJob(id=row["name"], submit_s=submit, tenant=tenant, nodes=1, gpus_per_node=gpus,
@@ -115,12 +127,13 @@ def parse_openb(text: str, *, name: str = "alibaba-gpu-2023", shape: NodeShape |
     if not jobs:
         raise ConfigError("no pod of the trace falls in the slice asked for", tip="widen --start/--end")
     last = max(j.submit_s for j in jobs)
-    window = (end_s - lo) if end_s is not None else last + 1
+    window = (end_s - lo + shift) if end_s is not None else last + 1
     notes = (*(f"{v} {k}" for k, v in counts.items()), limits.text(),
              "no virtual clusters, users or quotas in this trace: one tenant; no requeued attempts (one run a pod)")
     try:
         return Trace(name=name, source=SOURCE, shape=shape, duration_s=max(1, window, last + 1), notes=notes,
                      params={"format": "alibaba-gpu-2023-openb", "start_s": start_s, "end_s": end_s,
+                             "lead_in_s": shift, "lead_gap_s": lead_gap_s,
                              "tenant": tenant, "cpu_jobs": cpu_jobs, "limit_model": limits.params()},
                      jobs=tuple(jobs))
     except ValidationError as e:

@@ -190,4 +190,5 @@ def test_repeats_of_one_trace_no_longer_decide_queue_at_scale_and_the_opening_sa
     rows = decision.rows(_empty_table(), {}, [], [], replays=[where])
     says, _, _ = bottom_line.paragraphs(rows, _empty_table(), {}, [])
     assert not any(t.startswith("Slurm is ahead on queue at scale") for t in says)
-    assert any(t.startswith("On queue at scale, no verdict from `verdict-64n`") for t in says), says
+    assert any(t.startswith("Queue at scale has no verdict from the campaign's replays: `verdict-64n`")
+               for t in says), says

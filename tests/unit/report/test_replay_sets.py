@@ -88,7 +88,7 @@ def test_the_decision_row_reads_the_campaigns_replays_and_says_why_there_is_no_v
                      "replicate across traces)"] or ahead[0].startswith("descriptive: 0 traces")
     assert row.notes_apart and "`r1`" in row.notes_apart[0]
     says, _, _ = bottom_line.paragraphs(list(rows.values()), from_records([]), {}, [])
-    assert any(s.startswith("On queue at scale, no verdict from `r1`") for s in says), says
+    assert any(s.startswith("Queue at scale has no verdict from the campaign's replays: `r1`") for s in says), says
     # ceilings beside the replays: the trace is below them, still one trace
     (where.parent / "ceilings.json").write_text(json.dumps({"ceilings": [
         cl.Ceiling("k8s", 16, cl.DEFAULT_K8S_LIMITS, 8.0, True, 9, 5, 2, None).as_dict(),
