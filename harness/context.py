@@ -211,4 +211,4 @@ class CleanRuns(Scenario):
 
     @staticmethod
     def planned(cfg: Config, platform: str) -> list[Planned]:
-        return [Planned(f"{platform}-clean-{i + 1:02d}") for i in range(cfg.repetitions)]
+        return [Planned(f"{platform}-clean-{i + 1:02d}") for i in range(cfg.clean_runs(platform))]

@@ -366,7 +366,7 @@ def campaign(cfg: Config, platforms: list[str], store: Store, make_backend: Back
                 if make_own_backend is None:
                     from .backends.factory import make_backend as make_own_backend
                 emit(own(cfg, slot.platform, run_id, kind_of(scenario)[1], store, make_own_backend,
-                         clock=clock, sleep=sleep, progress=progress))
+                         clock=clock, sleep=sleep, progress=progress, host_sampler=host_sampler))
                 continue
             spec = replace(job_spec(cfg, slot.platform, slot.planned), owner=store.owner_id,
                            owner_key=store.owner_key, caps=caps)

@@ -4,10 +4,11 @@
     python scripts/trim_campaign.py --in-place DIR [--root PATH=NAME ...] [--host NAME ...]
     python scripts/trim_campaign.py --scan DIR [--host NAME ...]     # machine paths and host names left, per kind
 
-The copy keeps runs.jsonl and campaign.json, the rendered jobs as text, the raw evidence, and gzips the
-workload events and the logs, each log cut to its last 400 lines. `poc report` reads the result like the
-original (events.jsonl.gz is read transparently). Never copied: the campaign's owner key (.owner-key), its
-lock and its in-flight journal; --in-place deletes them where a copy made by hand brought them along.
+The copy keeps runs.jsonl, campaign.json and design.json (a sequential design's), the rendered jobs as
+text, the raw evidence, and gzips the workload events and the logs, each log cut to its last 400 lines.
+`poc report` reads the result like the original (events.jsonl.gz is read transparently). Never copied: the
+campaign's owner key (.owner-key), its lock and its in-flight journal; --in-place deletes them where a copy
+made by hand brought them along.
 
 Every file passes through harness/redact.py as the Store writes it: secrets out, this machine's paths and host
 name as placeholders ($STATE_DIR, $CACHE_DIR, $HARNESS, $CHECKOUT, $HOME, $HOST: harness/redact_machine.py),
@@ -37,6 +38,7 @@ from harness import audit, redact, redact_machine
 from harness.store import RAW_FILE, RunRecord, load_raw, raw_bytes
 
 LOG_LINES = 400
+INLINED = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+")
 RAW = RAW_FILE
 NEVER = (".owner-key", ".lock", "inflight")   # the campaign's secret key, its lock, its journal: never committed
 _DIGEST = re.compile(r"sha256 [0-9a-f]{16}")
@@ -163,7 +165,7 @@ def trim(src: Path, dst: Path, m: redact_machine.Machine | None = None) -> None:
     if not (src / "runs.jsonl").is_file():
         sys.exit(f"ERROR {src} has no runs.jsonl\nTIP pass a campaign directory: RESULTS_DIR/<campaign>")
     dst.mkdir(parents=True, exist_ok=True)
-    for name in ("runs.jsonl", "campaign.json"):
+    for name in ("runs.jsonl", "campaign.json", "design.json"):   # design.json: a sequential design's stages
         if (src / name).is_file():
             (dst / name).write_text(cleaned_text(name, (src / name).read_text(), m))
     for f in sorted((src / "runs").rglob("*")):
@@ -232,6 +234,7 @@ def scan(root: Path, hosts: tuple[str, ...] = ()) -> dict[tuple[str, str], int]:
     for f in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".png"):
         data = f.read_bytes()
         text = (gzip.decompress(data) if f.suffix == ".gz" else data).decode("utf-8", errors="replace")
+        text = INLINED.sub("data:", text)   # report.html's inlined charts are pictures too (base64 spells "vm")
         for what, pat in pats.items():
             n = len(pat.findall(text))
             if n:

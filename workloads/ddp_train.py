@@ -8,7 +8,8 @@ with torchrun (one agent per node); it reads the usual torchrun environment.
 It prints one JSON event per line on stdout, prefixed with ``POC_EVENT `` so
 that schedulers' log streams can be filtered, and appends the same lines to
 ``<events-dir>/events-<host>-<pid>.jsonl`` when ``--events-dir`` is given
-(one file per process, so concurrent writers never interleave).
+(one file per process, so concurrent writers never interleave). Every event names the node as its
+scheduler does (`node`: SLURMD_NODENAME, or the pod's spec.nodeName as POC_NODE_NAME) beside its host name.
 
 Phases: process start -> torch imported (its build, the NCCL_*/GLOO_* environment) -> rendezvous
 -> all-reduce sweep as nccl-tests measures it (first attempt only) -> comm (the transport the
@@ -97,6 +98,9 @@ class Events:
         self.rank = int(os.environ.get("RANK", "0"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        # the node as its scheduler names it (Slurm's NodeName; the pod's spec.nodeName), which need not be its
+        # host name: a fault aimed at this rank's node (srun --nodelist), and an exclusion, must name that
+        self.node = os.environ.get("SLURMD_NODENAME") or os.environ.get("POC_NODE_NAME") or None
         self.file = None
         if events_dir:
             os.makedirs(events_dir, exist_ok=True)
@@ -119,6 +123,7 @@ class Events:
             "local_rank": self.local_rank,
             "world_size": self.world_size,
             "host": self.host,
+            **({"node": self.node} if self.node else {}),
             "pid": self.pid,
             "attempt": self.attempt,
             "restarts": self.restarts,
@@ -338,17 +343,60 @@ NCCL_TESTS_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+(.*)
 CALIBRATION_REFUSED = 4      # every rank's exit status when the allocation is refused
 
 
-def site_tool(argv: list[str], timeout: float = 600) -> dict:
-    """A site tool's output kept as a fact: {argv, rc, out}; rc None when it is not installed."""
+# A child (nccl-tests, a site tool) starts from this rank's environment less what belongs to whatever started
+# the rank: Slurm's step (SLURM_*), its PMI and an MPI's (PMI*, PMIX_*, OMPI_*, PRTE_*): an MPI build of
+# nccl-tests reading them tries to join the training step's wire-up; and NCCL_DEBUG_FILE: NCCL opens it with
+# fopen(path, "w"), so a child inheriting the rank's would truncate the rank's own NCCL log (its transport,
+# GDRDMA, NCCL version: what the report reads). An NCCL child gets a log of its own instead.
+CHILD_DROPPED_PREFIXES = ("SLURM_", "PMI", "OMPI_", "PRTE_")
+
+
+def child_env(env, nccl_log: str | None = None) -> tuple[dict, list[str]]:
+    """(the child's environment, the names left out of it)."""
+    out, dropped = {}, []
+    for k, v in env.items():
+        if k == "NCCL_DEBUG_FILE" or k.startswith(CHILD_DROPPED_PREFIXES):
+            dropped.append(k)
+        else:
+            out[k] = v
+    if nccl_log:
+        out["NCCL_DEBUG_FILE"] = nccl_log
+        out.setdefault("NCCL_DEBUG", "INFO")
+    return out, sorted(dropped)
+
+
+def site_tool(argv: list[str], timeout: float = 600, env: dict | None = None) -> dict:
+    """A site tool's output kept as a fact: {argv, rc, out}; rc None when it is not installed. It runs in a
+    clean environment (child_env) unless given one."""
     import shutil
     import subprocess
     if shutil.which(argv[0]) is None:
         return {"argv": argv, "rc": None, "out": ""}
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
+                           env=child_env(os.environ)[0] if env is None else env)
     except (OSError, subprocess.SubprocessError) as exc:
         return {"argv": argv, "rc": -1, "out": str(exc)[:2000]}
     return {"argv": argv, "rc": p.returncode, "out": (p.stdout + p.stderr)[-20000:]}
+
+
+def run_nccl_tests(binary: str, args_text: str, gpus: int, host: str) -> dict:
+    """all_reduce_perf on this node's GPUs (-g), as a child with a clean environment and an NCCL log of its own
+    (read into its NCCL facts, then removed): {argv, rc, version, bytes, busbw_gbps, rows, out_tail,
+    env_dropped, nccl}."""
+    log = os.path.join(tempfile.gettempdir(), f"poc-nccl-tests-{host}-{os.getpid()}.log")
+    env, dropped = child_env(os.environ, nccl_log=log)
+    res = site_tool([binary, *args_text.split(), "-g", str(gpus)], env=env)
+    lines = nccl_debug_lines(log)
+    with contextlib.suppress(OSError):
+        os.unlink(log)
+    parsed = parse_nccl_tests(res["out"]) if res["rc"] == 0 else {"rows": []}
+    top = parsed["rows"][-1] if parsed["rows"] else None
+    return {"argv": res["argv"], "rc": res["rc"], "version": parsed.get("version"),
+            "bytes": top["bytes"] if top else None,
+            "busbw_gbps": top["ip_busbw_gbps"] if top else None,   # in place, as the workload
+            "rows": parsed["rows"], "out_tail": res["out"][-3000:] if res["rc"] else "",
+            "env_dropped": dropped, "nccl": nccl_facts(lines) if lines else None}
 
 
 def parse_smi(text: str) -> list[dict]:
@@ -473,7 +521,11 @@ def compute_rate(torch, device, seconds: float = 0.5, windows: int = 5) -> dict:
 
 
 def timed_allreduce(dist, torch, device, nbytes: int, world: int, group=None, iters: int = 5) -> dict:
-    """One size all-reduced `iters` times after a warm-up, checked: {bytes, busbw_gbps, correct}."""
+    """One size all-reduced `iters` times after a warm-up, then checked: {bytes, time_s, busbw_gbps, correct}.
+    The timed loop all-reduces the buffer in place and nothing else, as nccl-tests' in-place test does:
+    refilling it each time would be timed too (at 8 GiB a fill is a pass over memory about a tenth as long as
+    the all-reduce). The loop's sums grow (after the warm-up every rank holds the same sum), so the check is
+    one more all-reduce of freshly filled values, after the timed loop."""
     n = max(1, nbytes // 4)
     rank = dist.get_rank(group)
     buf = torch.full((n,), float(rank + 1), dtype=torch.float32, device=device)
@@ -481,10 +533,12 @@ def timed_allreduce(dist, torch, device, nbytes: int, world: int, group=None, it
     sync(torch, device)
     t0 = time.perf_counter()
     for _ in range(iters):
-        buf.fill_(float(rank + 1))
         dist.all_reduce(buf, group=group)
     sync(torch, device)
     took = (time.perf_counter() - t0) / iters
+    buf.fill_(float(rank + 1))
+    dist.all_reduce(buf, group=group)
+    sync(torch, device)
     correct = bool((buf[:1024] == float(world * (world + 1) // 2)).all().item())
     _, busbw = bw_figures(n * 4, took, world)
     del buf
@@ -542,7 +596,7 @@ def calibrate(args, ev: Events, dist, torch, device, backend: str) -> bool:
     # in an NCCL kernel spinning on the GPUs nccl-tests is measuring
     cpu = dist.new_group(backend="gloo")
     # the node as its scheduler names it (what an exclusion takes), which need not be its host name
-    node = os.environ.get("SLURMD_NODENAME") or os.environ.get("POC_NODE_NAME") or ev.host
+    node = ev.node or ev.host
     mine: dict = {"rank": rank, "host": ev.host, "node": node, "local_rank": ev.local_rank,
                   "compute": compute_rate(torch, device, args.calibrate_seconds)}
     if ev.local_rank == 0:
@@ -550,13 +604,7 @@ def calibrate(args, ev: Events, dist, torch, device, backend: str) -> bool:
         mine["problems"] = node_problems(mine["facts"], args.gpus_per_node, args.simulated_gpus,
                                          args.calibrate_min_memlock_kib)
         if device.type == "cuda" and args.nccl_tests:
-            res = site_tool([args.nccl_tests, *args.nccl_tests_args.split(), "-g", str(local_world)])
-            parsed = parse_nccl_tests(res["out"]) if res["rc"] == 0 else {"rows": []}
-            top = parsed["rows"][-1] if parsed["rows"] else None
-            mine["nccl_tests"] = {"argv": res["argv"], "rc": res["rc"], "version": parsed.get("version"),
-                                  "bytes": top["bytes"] if top else None,
-                                  "busbw_gbps": top["ip_busbw_gbps"] if top else None,   # in place, as the workload
-                                  "rows": parsed["rows"], "out_tail": res["out"][-3000:] if res["rc"] else ""}
+            mine["nccl_tests"] = run_nccl_tests(args.nccl_tests, args.nccl_tests_args, local_world, ev.host)
     # the node's ranks as a group of their own: the workload's intra-node all-reduce beside nccl-tests'
     hosts = [None] * world
     dist.all_gather_object(hosts, ev.host, group=cpu)

@@ -82,6 +82,8 @@ def cmd_validate(args) -> int:
                 f"platforms {', '.join(cfg.platforms)}, "
                 f"{cfg.resources.nodes} nodes x {cfg.resources.procs_per_node} ranks, {cfg.workload.steps} steps, "
                 f"{cfg.repetitions} clean run(s) + {len(cfg.faults)} fault(s) per platform"
+                + (f" (the local baseline at most {cfg.local.rounds} of each)"
+                   if cfg.local.rounds and "local" in cfg.platforms else "")
                 + (f", {len(cfg.scale.nodes) * cfg.scale.repetitions} scale run(s) per scheduler "
                    f"(nodes {', '.join(map(str, cfg.scale.nodes))})" if cfg.scale.nodes else ""))
     if fmt == "json":   # one line, as it always was: scripts read it with a line reader

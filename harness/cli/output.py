@@ -15,11 +15,14 @@ FORMATS = ("json", "yaml", "table")
 # OSC such as window titles and hyperlinks, DCS/SOS/PM/APC strings, the two-byte ones), then any other C0
 # or C1 control but newline and tab. Text from a results directory (a log, a record's message, a file
 # name) may hold them: printed as they are, they could rewrite the screen, hide lines or set the title.
+# Unicode's bidirectional marks, embeddings, overrides and isolates are no controls to a terminal, but they
+# reorder what a reader sees ("Trojan Source", CVE-2021-42574): a job name could show as another's.
 _ESCAPES = re.compile(r"""
       \x1b\[ [0-?]* [ -/]* [@-~]?               # CSI: parameters, intermediates, final byte
     | \x1b[\]PX^_] [^\x07\x1b\n]* (?:\x07|\x1b\\)?  # OSC, DCS, SOS, PM, APC: to BEL or ST (or the line's end)
     | \x1b [ -/]* [0-~]?                        # any other escape sequence
     | [\x00-\x08\x0b-\x1f\x7f-\x9f]                # every other C0 and C1 control, and DEL
+    | [\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]   # bidirectional controls (see above)
 """, re.VERBOSE)
 
 

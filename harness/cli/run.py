@@ -151,7 +151,7 @@ def runs_table(recs: list[dict]) -> str:
 def cmd_smoke(args) -> int:
     import time
 
-    from ..smoke import SMOKE_CAMPAIGN, ensure_clusters, native_tenant, smoke_config
+    from ..smoke import SMOKE_CAMPAIGN, SMOKE_FAULT_ROUNDS, ensure_clusters, native_tenant, smoke_config
     from . import sequential as seq
     from .results_cmds import cmd_report
 
@@ -162,7 +162,9 @@ def cmd_smoke(args) -> int:
     base = common.load(args)
     plats = common.platforms(args, base) if args.platform else None
     reps = args.repetitions if args.repetitions is not None or not sequential else seq.FIRST_STAGE_REPETITIONS
-    cfg = smoke_config(base, plats, reps)
+    # the sequential design's first stage: MIN_N rounds of kill_rank too, then rounds where still open
+    faults = seq.FIRST_STAGE_REPETITIONS if sequential else SMOKE_FAULT_ROUNDS
+    cfg = smoke_config(base, plats, reps, fault_rounds=faults)
     if not args.campaign:
         cfg.campaign = SMOKE_CAMPAIGN
     if sequential:
@@ -172,7 +174,7 @@ def cmd_smoke(args) -> int:
     if not args.no_clusters:
         ensure_clusters(cfg.platforms, out.info)
     if "k8s" in cfg.platforms:   # the probes run as the native cluster's restricted user, once it exists
-        cfg = smoke_config(base, plats, reps, tenant=native_tenant())
+        cfg = smoke_config(base, plats, reps, tenant=native_tenant(), fault_rounds=faults)
         if not args.campaign:
             cfg.campaign = SMOKE_CAMPAIGN
     args.repetitions = cfg.repetitions

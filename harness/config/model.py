@@ -180,7 +180,21 @@ class Config(Model):
     def faults_for(self, platform: str) -> list[Fault]:
         """The configured faults ``platform``'s backend injects, in config order."""
         can = cap.faults(platform, shell=self.slurm_shell())
-        return [f for f in self.faults if f.kind in can]
+        most = self.rounds_cap(platform)
+        out, seen = [], {}
+        for f in self.faults:
+            seen[f.kind] = seen.get(f.kind, 0) + 1
+            if f.kind in can and (most is None or seen[f.kind] <= most):
+                out.append(f)
+        return out
+
+    def clean_runs(self, platform: str) -> int:
+        most = self.rounds_cap(platform)
+        return self.repetitions if most is None else min(self.repetitions, most)
+
+    def rounds_cap(self, platform: str) -> int | None:
+        """The most runs of one scenario ``platform`` takes (the baseline's local.rounds), None: no cap."""
+        return self.local.rounds if platform == "local" else None
 
     def faults_left_out(self, platform: str) -> list[str]:
         """Why each configured fault that ``platform`` injects elsewhere is not planned here: a
@@ -203,6 +217,8 @@ class Config(Model):
         data["slurm"].pop("controller_log", None)
         if data["resources"].get("caps") is None:   # added later: unset, a campaign keeps the hash it had
             data["resources"].pop("caps", None)
+        if data["local"].get("rounds") is None:     # likewise
+            data["local"].pop("rounds", None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

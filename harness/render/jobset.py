@@ -30,6 +30,7 @@ from ..config import Kubernetes
 from ..errors import ConfigError
 from ..imageref import FORM, reference_problem
 from ..spec import WORKLOAD_SCRIPT, JobSpec, campaign_dir
+from .gloo_ifname import with_gloo_default
 from .local import workload_script
 from .owned_dir import OWNER_MARK
 from .rbac import HARNESS_ROLE, rbac_note, rbac_objects  # noqa: F401 - part of this module's interface
@@ -231,9 +232,11 @@ def render_jobset(spec: JobSpec, k: Kubernetes, image: str, checkpoint_root: str
     }
     vol, mount, ckpt_path = checkpoint_volume(spec, k, checkpoint_root, checkpoint_pvc)
     pod = k.pod
-    # fabric.env (in launch_env) wins over the harness's pod-network default
-    base_env = {} if pod.host_network else dict(POD_ENV)
-    env = [{"name": k_, "value": v} for k_, v in {**base_env, **spec.launch_env()}.items()]
+    # fabric.env (in launch_env) wins over the harness's pod-network default; with hostNetwork, where the
+    # pod inherits the host's /etc/hosts (its name perhaps at 127.0.1.1), gloo takes NCCL's interface
+    # (render/gloo_ifname.py)
+    launch = with_gloo_default(spec.launch_env()) if pod.host_network else {**POD_ENV, **spec.launch_env()}
+    env = [{"name": k_, "value": v} for k_, v in launch.items()]
     env += [
         {"name": "POC_RUN_ID", "value": spec.run_id},
         {"name": "JOBSET_RESTART_ATTEMPT",

@@ -17,6 +17,7 @@ from ..config import Slurm
 from ..errors import ConfigError
 from ..imageref import FORM, SLURM_FORMS, slurm_image_problem
 from ..spec import WORKLOAD_SCRIPT, JobSpec, campaign_dir
+from .gloo_ifname import with_gloo_default
 from .owned_dir import OWNER_MARK
 
 TEMPLATE = ("sbatch", "job.sbatch.tmpl")     # in harness/data
@@ -163,13 +164,19 @@ def container_binds(cfg: Slurm) -> list[str]:
 # in sessions of their own; under cgroup or linuxproc they get Slurm's signal too, and a second USR1
 # before the step ends asks for the same one checkpoint. A constant script: the Python is "$0" and
 # torchrun's arguments "$@".
+# Each agent names itself (--local_addr; rank 0's is the workers' MASTER_ADDR) by its node's address as Slurm
+# reaches it: NodeAddr from the batch script's POC_NODE_ADDRS, else the NodeName. torchrun would otherwise
+# take socket.getfqdn(), read from an /etc/hosts where Ubuntu, DGX OS and enroot containers put the host
+# name at 127.0.1.1, beside names the other nodes need not resolve.
 # One line: sacct -P prints a step's SubmitLine as it was, so a newline in it would split the step's row.
 SLURM_LAUNCH = ('if [ "${SLURM_NODEID:-0}" = 0 ]; then h=1; else h=0; fi; '
+                'a=${SLURMD_NODENAME:-$(hostname)}; '
+                'for p in ${POC_NODE_ADDRS:-}; do if [ "${p%%=*}" = "$a" ]; then a=${p#*=}; break; fi; done; '
                 'usr1_to_workers() { for s in /proc/[0-9]*/status; do while read -r k v; do '
                 'if [ "$k" = PPid: ]; then [ "$v" = "$c" ] && p=${s#/proc/} && kill -USR1 "${p%/status}"; break; fi; '
                 'done < "$s"; done 2>/dev/null; }; '
                 'trap "" USR1; '
-                '"$0" -m torch.distributed.run --rdzv_conf="is_host=$h" "$@" & c=$!; '
+                '"$0" -m torch.distributed.run --rdzv_conf="is_host=$h" --local_addr="$a" "$@" & c=$!; '
                 'trap usr1_to_workers USR1; '
                 # a trapped USR1 ends `wait` early; the last wait gives torchrun's own exit status
                 'while kill -0 "$c" 2>/dev/null; do wait "$c"; done; '
@@ -218,8 +225,13 @@ def launch_line(spec: JobSpec, cfg: Slurm, rdir: str) -> str:
     return "".join(parts).replace(_HEAD, '"$head"').replace(_PORT, '"$rdzv_port"')
 
 
+def launch_env(spec: JobSpec) -> dict[str, str]:
+    """The spec's launch environment, with gloo's interface defaulted from NCCL's (render/gloo_ifname.py)."""
+    return with_gloo_default(spec.launch_env())
+
+
 def _env_names(spec: JobSpec) -> list[str]:
-    return ["POC_RUN_ID", *spec.launch_env()]
+    return ["POC_RUN_ID", *launch_env(spec)]
 
 
 def launch_exports(spec: JobSpec, cfg: Slurm) -> str:
@@ -228,7 +240,7 @@ def launch_exports(spec: JobSpec, cfg: Slurm) -> str:
     Apptainer passes the host environment in (without --cleanenv, which is not used), but a
     variable the image sets keeps the image's value; APPTAINERENV_NAME overrides it.
     """
-    env = {"POC_RUN_ID": spec.run_id, **spec.launch_env()}
+    env = {"POC_RUN_ID": spec.run_id, **launch_env(spec)}
     words = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
     if cfg.container == "apptainer":
         words += [f"APPTAINERENV_{k}={shlex.quote(v)}" for k, v in env.items()]

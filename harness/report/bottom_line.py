@@ -108,6 +108,9 @@ def _why(c: Comparison) -> str:
         return "within the clocks' resolution"
     if c.verdict == "direction":
         ratio = f"×{c.effect:.2f}" if math.isfinite(c.effect) else f"×{c.ratio:.2f}" if math.isfinite(c.ratio) else ""
+        if c.sequential:   # the rule that decides is the e-value's, not the fixed-n test's floor
+            return (f"consistent direction {ratio}, undecided at n = {n_of(c)}: e-value {c.e_value:.3g} of the "
+                    f"{c.e_threshold:g} the sequential rule needs").replace("  ", " ")
         return (f"consistent direction {ratio}, undecided at n = {n_of(c)}: needs "
                 f"{max(c.needs, floor_of(c))} {unit_of(c)}").replace("  ", " ")
     if c.verdict == "none":

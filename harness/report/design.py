@@ -220,12 +220,12 @@ def apply(comps: list, table: RunTable, gs: Groups, design: Design | None) -> li
             continue
         fields = {"e_value": st.e_difference, "e_equiv": st.e_equivalence, "e_threshold": st.threshold,
                   "family_size": len(design.family), "needs": 0}
-        if c.verdict == "resolution":
+        if st.verdict == "equivalent":   # within the margin, decided: a difference below the clocks' resolution too
+            verdict = "equivalent"
+        elif c.verdict == "resolution":   # a difference the clocks cannot tell apart is not shown
             verdict = "resolution"
         elif st.verdict == "difference":
             verdict = st.direction
-        elif st.verdict == "equivalent":
-            verdict = "equivalent"
         else:
             verdict = "direction" if consistent(asdict(c)) else "none"
         out.append(replace(c, verdict=verdict, **fields))

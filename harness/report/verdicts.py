@@ -168,9 +168,11 @@ def tested_table(comps: list[Comparison]) -> tuple[list[str], list[list[str]]]:
                else "not recorded" if math.isnan(c.resolution) else f"{fmt(c.resolution, c.unit)} {c.unit}")
         n = f"{c.n_pairs} rounds ({_label(c.numerator)} higher in {c.n_higher})" if c.test == "paired" else \
             f"{c.n_num}/{c.n_den} runs"
+        undecided = (f"e-value {c.e_value:.3g} of {c.e_threshold:g}" if c.sequential
+                     else f"needs {max(c.needs, floor_of(c))} {unit_of(c)}")
         verdict = {"resolution": "below resolution", "none": "no clear difference",
                    "equivalent": f"equivalent within ×{c.margin:g}",
-                   "direction": f"consistent direction, undecided: needs {max(c.needs, floor_of(c))} {unit_of(c)}"}.get(
+                   "direction": f"consistent direction, undecided: {undecided}"}.get(
             c.verdict, f"{c.verdict}: advantage {_label(c.better)}" if c.better else c.verdict)
         tost = f"{p_text(c.p_equiv)}, {p_text(c.p_equiv_holm)}" if math.isfinite(c.p_equiv) else "– (no ratio)"
         rows.append([f"`{c.metric}`", f"{_label(c.numerator)} / {_label(c.denominator)}", c.family,

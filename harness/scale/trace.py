@@ -25,6 +25,7 @@ from ..fsutil import atomic_write
 
 FORMAT = "poc-scale-trace"
 VERSION = 1
+MAX_TRACE_BYTES = 512 * 1024**2   # read whole: a trace of a million jobs is about 150 MiB
 # Job-size classes by node count, fixed rather than relative to the cluster so that the same trace
 # reads the same at 64 and at 1,000 nodes; (name, smallest, largest)
 SIZE_CLASSES: tuple[tuple[str, int, float], ...] = (("1", 1, 1), ("2-8", 2, 8), ("9-64", 9, 64),
@@ -142,9 +143,14 @@ def save(trace: Trace, path: Path) -> None:
 def load(path: Path) -> Trace:
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_TRACE_BYTES:
+            raise ConfigError(f"trace {path} is over {MAX_TRACE_BYTES // 1024**2} MiB; not read",
+                              "replay a part of it: the header line and the next N job lines (head -n) are a trace")
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read trace {path}: {e.strerror or e}", "check the path") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"trace {path} is not UTF-8 text (byte {e.start})", _TIP) from None
     return loads(text, where=str(path))
 
 
@@ -157,6 +163,8 @@ def _json_line(line: str, where: str, n: int) -> dict[str, Any]:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{where}:{n}: not JSON ({e.msg} at column {e.colno})", _TIP) from e
+    except RecursionError:   # a job is a flat object: anything this deep is not a trace line
+        raise ConfigError(f"{where}:{n}: nested too deep to be a trace line", _TIP) from None
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}:{n}: a line must be a JSON object, found {type(obj).__name__}", _TIP)
     return obj

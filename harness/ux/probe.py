@@ -13,7 +13,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from .. import footprint, redact, run_record
+from .. import footprint, hostload, redact, run_record
 from ..afterrun import audit_run, cleanup_run
 from ..backends.base import Backend, Handle
 from ..config import Config
@@ -49,10 +49,20 @@ class _Seen:
 
 
 def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend: BackendFor, *,
-        worker_image: str | None = None, poll_s: float = 1.0, clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
-        progress: Callable[[str, str, str, float], None] = lambda *_a: None) -> dict:
-    """Probe one mistake; return its record as stored (already appended to the store)."""
+        host_sampler: Callable[[], hostload.Sampler] = hostload.Sampler, **kw) -> dict:
+    """Probe one mistake; return its record as stored (already appended to the store). host_sampler: what
+    looks at the host's load around the probe, as around every training run (harness/hostload.py); kw: _probe's."""
+    host = host_sampler().start()
+    try:
+        return _probe(cfg, platform, run_id, kind, store, make_backend, host, **kw)
+    finally:
+        host.close()
+
+
+def _probe(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend: BackendFor,
+           host: hostload.Sampler, *, worker_image: str | None = None, poll_s: float = 1.0,
+           clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+           progress: Callable[[str, str, str, float], None] = lambda *_a: None) -> dict:
     m = mistakes.make(cfg, platform, kind, worker_image)
     deadline_s = cfg.ux.deadline_s
     record = run_record.start(cfg, platform, run_id, f"mistake:{kind}", clock())
@@ -128,6 +138,7 @@ def run(cfg: Config, platform: str, run_id: str, kind: str, store, make_backend:
     if v["time_to_error_s"] is not None:
         record.metrics = {f"time_to_error_s:{kind}": _metric(v)}
     record.ux = {"calls": calls}
+    record.host_load = host.stop()
     record.finished_at = clock()
     if collected is not None:
         files.update({f"logs/{k}": val for k, val in collected.logs.items()})

@@ -115,6 +115,11 @@ def assert_fault_recovered(results: Path, rec: dict, kind: str) -> None:
     assert len(states) >= 2 and states[-1] == "COMPLETED", states
     if kind == "lose_node":
         assert states[0] == "NODE_FAIL"
+    if kind in ("kill_rank", "lose_node"):
+        # the triggering event named the node as Slurm does (SLURMD_NODENAME), and the fault acted on that node
+        fault = rec["faults"][0]
+        assert fault["target"]["node"] in {"c1", "c2", "c3"}, fault["target"]
+        assert fault["detail"]["node"] == fault["target"]["node"], fault
     assert idle_nodes() == {"c1", "c2", "c3"}  # a lost node is back for the next run
     check_raw_evidence(results, rec, kind)
     assert_run_dir_removed(rec)

@@ -54,11 +54,17 @@ def back(timeout: float = 60) -> str:
     return state()
 
 
-def set_state(how: str, reason: str, seen: str) -> None:
-    """The node set `how` with `reason` (as root: an operator, or the fault), and still so 3 s later."""
-    scontrol("update", f"nodename={NODE}", f"state={how}", f"reason={reason}")
-    time.sleep(3)
-    assert state() == seen, f"{NODE} did not stay {seen} (sinfo: {state()!r})"
+def set_state(how: str, reason: str, seen: str, tries: int = 3) -> None:
+    """The node set `how` with `reason` (as root: an operator, or the fault), and still so 3 s later. A
+    registration slurmd had in flight (the partition made for the test reconfigures the controller) returns a
+    DOWN node to service by itself (ReturnToService=2): CI saw c3 idle again 3 s after state=down once in three
+    runs, so the state is set again, a few times at most; what the tests check is the restore, not that race."""
+    for _ in range(tries):
+        scontrol("update", f"nodename={NODE}", f"state={how}", f"reason={reason}")
+        time.sleep(3)
+        if state() == seen:
+            return
+    assert state() == seen, f"{NODE} did not stay {seen} after {tries} tries (sinfo: {state()!r})"
 
 
 @pytest.fixture(scope="module")

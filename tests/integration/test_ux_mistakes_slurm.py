@@ -40,7 +40,9 @@ EXPECTED = {
     "missing_image": ("job output", "/opt/poc-venv-missing/bin/activate: No such file or directory"),
     "wrong_queue": ("at submit: SubmitError", "invalid partition specified: gpu-typo"),
     "entrypoint_typo": ("job output", "can't open file"),
-    "missing_checkpoint_volume": ("job output", "Permission denied: '/poc-missing-filesystem'"),
+    # the run's checkpoint directory is made at submit (mode 0700, with its owner mark), so a path the user
+    # cannot create is named there, before the job queues
+    "missing_checkpoint_volume": ("at submit: BackendError", "cannot create directory '/poc-missing-filesystem'"),
 }
 
 
@@ -84,7 +86,9 @@ def test_slurm_names_the_mistake_before_the_deadline_and_nothing_is_left(kind, s
     assert m["time_to_error_s"] <= m["deadline_s"]
     assert f"time_to_error_s:{kind}" in rec["metrics"]
     calls = rec["ux"]["calls"]
-    if m["at_submit"]:
+    if m["at_submit"] and kind == "missing_checkpoint_volume":   # refused while preparing: nothing submitted
+        assert "sbatch" not in calls["submit"] and "watch" not in calls and not rec.get("job_ids"), calls
+    elif m["at_submit"]:
         assert calls["submit"].get("sbatch") == 1 and "watch" not in calls, calls
     else:   # the probe watched: squeue once per look (sacct once the job had ended)
         assert calls["submit"].get("sbatch") == 1 and calls["watch"].get("squeue", 0) >= 1, calls

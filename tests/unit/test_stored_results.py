@@ -195,3 +195,69 @@ def test_what_the_figures_are_derived_from_is_already_clean():
             if got.data != docs:
                 changed.append(f"{f.relative_to(RESULTS)}: {got.summary()}")
     assert changed == [], changed[:10]
+
+
+QUIET = RESULTS / "smoke-2026-12-07-quiet"   # the sequential smoke on a quiet host
+
+
+def _regenerated(where, tmp_path) -> str:
+    paths = build(str(where), str(tmp_path / "report"))
+    for name in ("summary.csv", "comparisons.csv"):
+        assert paths[name].read_text() == (where / "report" / name).read_text(), name
+    stamp = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+    text = paths["report.md"].read_text()
+    assert stamp.sub("", text) == stamp.sub("", (where / "report" / "report.md").read_text())
+    return text.split("## Decision summary")[0]
+
+
+def test_the_quiet_sequential_campaign_regenerates_and_opens_with_its_decided_verdicts(tmp_path):
+    opening = _regenerated(QUIET, tmp_path)
+    assert "Design: sequential (anytime-valid e-values" in opening and "6 stage(s)" in opening
+    assert "Slurm is ahead on startup" in opening and "`recovery_free_s:kill_rank`" in opening
+    # the rule decided submit -> first step equivalent; the opening once said "within the clocks' resolution"
+    assert "They are equivalent on submit → first step (within ×1.25)" in opening
+    assert "Noted with the campaign: What changed against the earlier smoke campaigns" in opening
+    assert "Busy host" not in opening
+    runs = [r for r in load_results(QUIET) if not r.get("mistake")]   # the probes are no training runs
+    assert len(runs) == 66 and all(r["status"] == "ok" for r in runs)
+    assert all(r["host_load"]["samples"] for r in runs), "every training run sampled the host's load"
+
+
+def test_the_quiet_campaign_rederives_from_its_raw_evidence_alone():
+    checks = rederive.check(QUIET)
+    totals = rederive.totals(checks)
+    assert rederive.passed(checks) and totals["mismatches"] == 0 and totals["runs_checked"] == 76, totals
+
+
+PLANNED = RESULTS / "smoke-2026-12-07-planned"   # the default smoke's fixed plan: 9 kill_rank rounds
+SEQUENTIAL45 = RESULTS / "smoke-2026-12-07-sequential45"   # the sequential design at its default 45 min
+
+
+def test_the_default_smokes_plan_decides_kill_rank_recovery_and_every_record_sampled_the_host(tmp_path):
+    opening = _regenerated(PLANNED, tmp_path)
+    assert ("on recovery: `recovery_free_s:kill_rank` Kubernetes 12.94 vs Slurm 9.61 s, Kubernetes / Slurm ×1.36 "
+            "(90% CI 1.30–1.41), Holm p 0.027") in opening
+    assert "Slurm is ahead on startup" in opening and "**Busy host**: busy in 2 of 40 runs" in opening
+    recs = load_results(PLANNED)
+    assert len(recs) == 50 and all(r["status"] == "ok" for r in recs)
+    assert all(r["host_load"]["samples"] for r in recs), "the probes' records sample the host's load too"
+    kill = [r for r in recs if r["scenario"] == "kill_rank" and r["platform"] != "local"]
+    assert len(kill) == 18   # 9 rounds a side: the floor for the family of 7
+
+
+def test_a_question_the_sequential_rule_left_open_names_its_e_value_not_the_fixed_tests_floor(tmp_path):
+    """11 of 11 rounds one way, e-value 105 of 140: the opening once read "undecided at n = 11: needs 9 rounds"
+    (the fixed-n floor, already passed) and called two questions the rule had decided equivalent "within the
+    clocks' resolution"."""
+    opening = _regenerated(SEQUENTIAL45, tmp_path)
+    assert ("`recovery_free_s:kill_rank` consistent direction ×1.35, undecided at n = 11: e-value 105 of the 140 "
+            "the sequential rule needs") in opening
+    assert "needs 9 rounds" not in opening
+    assert "They are equivalent on submit → first step (within ×1.25)" in opening
+    assert "Still open: `cost_per_step_usd`" in opening and "stopped: the budget (45 min)" in opening
+
+
+def test_the_new_campaigns_rederive_from_their_raw_evidence_alone():
+    for where, n in ((PLANNED, 50), (SEQUENTIAL45, 52)):
+        totals = rederive.totals(rederive.check(where))
+        assert totals["mismatches"] == 0 and totals["runs_checked"] == n, (where.name, totals)

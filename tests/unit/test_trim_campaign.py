@@ -96,8 +96,13 @@ def test_trim_copies_a_campaign_clean_and_never_its_owner_key(tmp_path):
     logs = src / "runs" / "k8s-clean-01" / "logs"
     logs.mkdir()
     (logs / "w-0.log").write_text("".join(f"line {i} on alice-ws\n" for i in range(500)))
+    (src / "design.json").write_text(json.dumps({"rule": "e", "stages": [{"campaign": "c"}],
+                                                 "stopped": "budget, on alice-ws"}) + "\n")
     trim.trim(src, tmp_path / "dst", ALICE)
     dst = tmp_path / "dst"
+    # a sequential design's stages and why it stopped: the report reads them from the first campaign's directory
+    assert json.loads((dst / "design.json").read_text()) == {"rule": "e", "stages": [{"campaign": "c"}],
+                                                             "stopped": "budget, on $HOST"}
     assert not (dst / ".owner-key").exists()
     meta = json.loads((dst / "campaign.json").read_text())
     assert meta["config"] == {"fabric": {"env": {"HF_TOKEN": "<redacted>"}}, "dir": "$HOME/poc"}
@@ -116,6 +121,10 @@ def test_the_scan_finds_a_machine_wherever_it_is(tmp_path):
                                                                      "LogPath": "/var/lib/docker/containers/a"}))
     (tmp_path / "runs.jsonl").write_text('{"harness_host": "vm", "dir": "/work/main/harness"}\n')
     assert trim.scan(tmp_path) == {("raw.json.gz", "path"): 2, ("runs.jsonl", "path"): 1, ("runs.jsonl", "host"): 1}
+    # a report's inlined chart is a picture, whatever its base64 spells; its text is read
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "report.html").write_text('<img src="data:image/png;base64,iVBO+vm+Zs=="><p>on vm</p>')
+    assert trim.scan(tmp_path)[("report/", "host")] == 1
 
 
 def test_the_committed_results_name_no_machine_path_and_no_host():

@@ -188,19 +188,20 @@ class SlurmBackend(Backend):
         guard.prepare_run_dir(self.t, job.run_dir, mark)
         ckpt = guard.own_checkpoint_dir(self.cfg.checkpoint_dir, job.ckpt_dir, campaign_dir(spec.campaign, spec.owner),
                                         spec.run_id)
-        if ckpt:
-            guard.prepare_checkpoint_dir(self.t, ckpt, mark)
-        self._put(job.workload_path, workload_script().read_text())
-        self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
+        try:
+            if ckpt:
+                guard.prepare_checkpoint_dir(self.t, ckpt, mark)
+            self._put(job.workload_path, workload_script().read_text())
+            self._put(f"{job.run_dir}/job.sbatch", job.script, "755")
+        except BackendError:   # a checkpoint root the user cannot write: nothing was submitted, nothing stays
+            self._drop_run_dir(job.run_dir, mark)
+            raise
         submitted = time.time()
         try:
             job_id = self.sched.submit(job.script, job.run_dir)
         except SubmitError as exc:   # an impossible GPU request: say what the nodes have
             # nothing will run in the run directory: it goes (the rendered files are in the results)
-            try:
-                guard.remove_run_dir(self.t, job.run_dir, mark)
-            except BackendError as left:   # the refusal is the error to report; what stayed is said
-                log.warning("%s", left.message)
+            self._drop_run_dir(job.run_dir, mark)
             raise gpus.explain_refusal(exc, self.t, spec.gpus_per_node, self.cfg.gpu_type, self.cfg.partition) from exc
         returned = time.time()   # with `submitted`, brackets the instant slurmctld took the job
         self._files[spec.run_id] = ef.RunFiles(job.events_dir)   # a resumed run starts over
@@ -209,6 +210,13 @@ class SlurmBackend(Backend):
                       data={"job_id": job_id, "run_dir": job.run_dir, "events_dir": job.events_dir,
                             "campaign": spec.campaign, "owner": spec.owner, "owner_mark": mark, "cluster": cluster,
                             "lost_nodes": [], "submit_returned_at": returned, **({"ckpt_dir": ckpt} if ckpt else {})})
+
+    def _drop_run_dir(self, run_dir: str, mark: str) -> None:
+        """The run directory of a submit that failed; the failure stays the error to report, what stayed is logged."""
+        try:
+            guard.remove_run_dir(self.t, run_dir, mark)
+        except BackendError as left:
+            log.warning("%s", left.message)
 
     def cluster_identity(self) -> dict | None:
         """What the handles recorded, asked again when preflight has not run (cleanup, --resume)."""
@@ -331,15 +339,19 @@ class SlurmBackend(Backend):
 
     def inject(self, handle: Handle, kind: str, target_event: dict, journal: Journal = no_journal) -> FaultRecord:
         job_id = handle.data["job_id"]
-        host = str(target_event.get("host") or "")
-        target = {k: target_event.get(k) for k in ("rank", "host", "pid", "attempt", "step")}
+        # the node as Slurm names it: the workload's events carry SLURMD_NODENAME (`node`), which srun --nodelist
+        # and scontrol take; the host name the rank saw may be an FQDN or another name altogether. Events written
+        # before `node` was added name the host only.
+        host = str(target_event.get("node") or target_event.get("host") or "")
+        target = {k: target_event.get(k) for k in ("rank", "host", "node", "pid", "attempt", "step")}
         if kind == "kill_rank":
             pid = int(target_event["pid"])
             argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
                     "kill", "-9", str(pid)]
             t = time.time()
             self.t.run(argv, timeout=60)
-            return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "srun --overlap"}, acted_at=time.time())
+            return FaultRecord(kind, t, target, {"signal": "SIGKILL", "via": "srun --overlap", "node": host},
+                               acted_at=time.time())
         if kind == "lose_node":
             require_destructive_allowed(kind, self.allow_destructive_faults, "slurm")
             if not host:
@@ -361,12 +373,12 @@ class SlurmBackend(Backend):
             t = time.time()
             if container:
                 self._docker(["docker", "kill", container])
-                return FaultRecord(kind, t, target, {"how": "docker kill of the node's container",
+                return FaultRecord(kind, t, target, {"how": "docker kill of the node's container", "node": host,
                                                       "container": container, "alone_checked_at": checked},
                                    acted_at=time.time())
             self.sched.set_node_state(host, "down", guard.lost_node_mark(str(job_id)))
             return FaultRecord(kind, t, target, {"how": f"{self._node_update} state=down (needs operator rights)",
-                                                 "alone_checked_at": checked}, acted_at=time.time())
+                                                 "node": host, "alone_checked_at": checked}, acted_at=time.time())
         if kind == "requeue":
             t = time.time()
             self.sched.requeue(job_id)

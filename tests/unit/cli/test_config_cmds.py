@@ -47,3 +47,11 @@ def test_unknown_platform(capsys):
 def test_validate_json(capsys):
     assert main(["validate", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_validate_says_the_baseline_takes_fewer_runs_where_local_rounds_caps_it(capsys):
+    assert main(["validate", "--set", "local.rounds=2", "--set", "repetitions=3"]) == 0
+    out = capsys.readouterr().out
+    assert "3 clean run(s) + 1 fault(s) per platform (the local baseline at most 2 of each)" in out
+    assert main(["validate", "--set", "repetitions=3"]) == 0
+    assert "the local baseline at most" not in capsys.readouterr().out

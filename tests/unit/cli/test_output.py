@@ -53,6 +53,9 @@ def test_terminal_safe_removes_what_a_terminal_would_act_on_and_keeps_the_text()
         "a\r\nb\rc\td\x00e\x7f\x9b31mf": "a\nbc\tde31mf",         # CR, NUL, DEL, C1 CSI; tab and newline kept
         "trailing escape\x1b": "trailing escape",
         "é ✓ plain": "é ✓ plain",
+        "job-\u202egpj.exe\u202c ok": "job-gpj.exe ok",          # a right-to-left override and its pop
+        "a\u2066b\u2069\u200fc\u061cd": "abcd",                  # isolates, marks
+        "שלום abc": "שלום abc",                                    # right-to-left text itself is kept
     }
     for given, shown in cases.items():
         assert terminal_safe(given) == shown

@@ -173,3 +173,25 @@ def test_synth_draws_the_qos_classes_by_weight(tmp_path, capsys):
                  "--out", str(out), "-q"], env={}) == 0
     classes = [j.qos for j in tr.load(out).jobs]
     assert set(classes) == {"high", "low"} and classes.count("low") > classes.count("high")
+
+
+def test_a_replay_directory_whose_trace_is_a_link_or_too_big_takes_no_more_replays(tmp_path):
+    import argparse
+
+    from harness.cli.scale_cmds import replay_dir
+    from harness.scale.synthetic import default_trace
+
+    trace = default_trace(nodes=8, gpus_per_node=1, hours=0.5, seed=1)
+    args = argparse.Namespace(name="r", results=str(tmp_path), campaign=None)
+    where = tmp_path / "r"
+    where.mkdir()
+    (tmp_path / "elsewhere.jsonl").write_text(tr.dumps(trace))
+    (where / "trace.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")   # the same text, through a link
+    with pytest.raises(ConfigError, match="holds no replay of this trace"):
+        replay_dir(args, trace)
+    (where / "trace.jsonl").unlink()
+    (where / "trace.jsonl").write_text(tr.dumps(trace) + "x" * 10)      # read no further than the trace's length
+    with pytest.raises(ConfigError, match="holds no replay of this trace"):
+        replay_dir(args, trace)
+    (where / "trace.jsonl").write_text(tr.dumps(trace))
+    assert replay_dir(args, trace) == where

@@ -55,13 +55,54 @@ def test_a_budget_that_is_no_duration_is_refused(text):
         seq.duration(text)
 
 
-def test_the_open_questions_name_the_scenarios_a_stage_runs():
-    assert seq.scenarios_for(["recovery_free_s:kill_rank", "startup_s"], ["kill_rank"]) == ["kill_rank"]
-    assert seq.scenarios_for(["startup_s", "first_log_s"], ["kill_rank"]) == ["clean"]
-    # a fault's runs first: they feed its recovery and every first-attempt figure
-    assert seq.scenarios_for(["cost_per_step_usd", "recovery_free_s:kill_rank"], ["kill_rank"]) == ["kill_rank",
-                                                                                                     "clean"]
-    assert seq.scenarios_for(["handover_s"], []) == ["contention"]
+def _st(metric, e_diff, e_equiv=math.nan, threshold=140.0):
+    return designmod.Status(metric, 5, True, e_diff, e_equiv, threshold, "open")
+
+
+def test_a_stage_runs_the_scenario_of_the_question_nearest_its_threshold():
+    assert seq.scenarios_for({"recovery_free_s:kill_rank": _st("r", 6.4), "startup_s": _st("s", 60.0)},
+                             ["kill_rank"]) == ["kill_rank"]   # its runs feed startup too
+    assert seq.scenarios_for({"startup_s": _st("s", 2.0), "first_log_s": _st("f", 1.0)}, ["kill_rank"]) == ["clean"]
+    # cost's equivalence e-value is the nearer: clean first; kill_rank is the next candidate where clean will not fit
+    assert seq.scenarios_for({"recovery_free_s:kill_rank": _st("r", 6.4, 0.5), "cost_per_step_usd": _st("c", 0.8, 9.0)},
+                             ["kill_rank"]) == ["clean", "kill_rank"]
+    assert seq.scenarios_for({"recovery_free_s:kill_rank": _st("r", 6.4, 0.5), "cost_per_step_usd": _st("c", 0.8, 2.0)},
+                             ["kill_rank", "lose_node"]) == ["kill_rank", "clean"]
+    assert seq.scenarios_for({"handover_s": _st("h", 1.0)}, []) == ["contention"]
+    assert seq.scenarios_for({}, ["kill_rank"]) == []
+
+
+def test_nearness_is_the_log_share_of_the_threshold_by_the_nearer_test():
+    assert seq.nearness(_st("r", 140.0)) == pytest.approx(1.0)
+    assert seq.nearness(_st("r", 2.0, 140.0 ** 0.5)) == pytest.approx(0.5)
+    assert seq.nearness(_st("q", 0.2)) < 0   # an e-value below 1: evidence against, farthest of all
+
+
+def test_the_baseline_takes_at_most_local_rounds_runs_of_each_scenario():
+    from harness.scenarios import plan
+
+    cfg = from_mapping({"platforms": ["local", "slurm", "k8s"], "repetitions": 5, "allow_destructive_faults": True,
+                        "faults": [{"kind": "kill_rank", "at_step": 15, "rank": 1}] * 5
+                        + [{"kind": "lose_node", "at_step": 15, "rank": 1}]})
+    before = cfg.config_hash()
+    assert len(plan(cfg, "local")) == 10
+    cfg.local.rounds = 1
+    assert [p.run_id for p in plan(cfg, "local")] == ["local-clean-01", "local-kill-rank-01"]
+    assert len(plan(cfg, "slurm")) == len(plan(cfg, "k8s")) == 11   # the schedulers keep every round
+    assert cfg.config_hash() != before
+    cfg.local.rounds = None
+    assert cfg.config_hash() == before   # unset, a campaign keeps the hash it had
+
+
+def test_the_smoke_gives_the_baseline_one_run_of_each_scenario_unless_the_config_says():
+    from harness.config import Config
+    from harness.smoke import smoke_config
+
+    cfg = smoke_config(Config(), None, seq.FIRST_STAGE_REPETITIONS, fault_rounds=seq.FIRST_STAGE_REPETITIONS)
+    assert cfg.local.rounds == 1 and cfg.clean_runs("local") == 1 and cfg.clean_runs("k8s") == 5
+    assert [f.kind for f in cfg.faults_for("slurm")] == ["kill_rank"] * 5 + ["lose_node"]
+    mine = from_mapping({"local": {"rounds": 3}})
+    assert smoke_config(mine, None, 5).local.rounds == 3   # the config's own wins
 
 
 class _Clock:
@@ -171,8 +212,8 @@ def test_poc_run_with_a_budget_runs_the_plan_then_stops_when_no_stage_fits(capsy
 
 
 def test_where_every_scenario_does_not_fit_the_most_useful_one_still_runs(tmp_path):
-    """Open: kill_rank's recovery and cost. A round of both on both platforms (4 runs) no longer fits; a round of
-    kill_rank alone (2 runs) does: the stage runs kill_rank, whose runs feed the most questions."""
+    """Open: kill_rank's recovery and cost, neither with an e-value yet (both at 1, equally near): a stage runs
+    one scenario, the first question's, and one round of it fits what is left."""
     from harness.config import Fault
     from harness.scenarios import plan
 
@@ -198,3 +239,41 @@ def test_where_every_scenario_does_not_fit_the_most_useful_one_still_runs(tmp_pa
                clock=clock)
     des = designmod.read(str(tmp_path))
     assert des.stages[1]["scenarios"] == ["kill_rank"] and des.stages[1]["rounds"] == 1
+
+
+def test_a_resumed_design_goes_on_from_its_last_stage_with_the_added_budget(tmp_path):
+    """Kubernetes half of Slurm every round, a family of two (threshold 40; `startup_s` is never measured, so it
+    stays open). 15 min: one stage, 7 rounds, e-value C(14, 7) / 2^7 = 26.8, open. Resumed with 10 more
+    minutes: the stages go on as seq02 and seq03 (seq01's name is taken), and 9 rounds reach
+    C(18, 9) / 2^9 = 95: decided. The e-process is valid at any stopping time, so going on is no peeking."""
+    cfg, args = _base(tmp_path)
+    clock, out = _Clock(), _Out()
+    run_stage = _stage_writer(clock, lambda i: 1.5)
+    run_stage(args, cfg, out)
+    family = ["first_log_s", "startup_s"]
+    seq.extend(args, cfg, out, family, 900.0, 0.0, run_stage, clock=clock)
+    first = designmod.read(str(tmp_path))
+    assert [s["campaign"] for s in first.stages] == ["smoke-poc", "smoke-poc-seq01"]
+    assert first.final["first_log_s"]["verdict"] == "open"
+    assert first.final["first_log_s"]["e_difference"] == pytest.approx(math.comb(14, 7) / 2 ** 7)
+
+    args.resume = True
+    seq.extend(args, cfg, out, family, 600.0, clock.t, run_stage, clock=clock)
+    des = designmod.read(str(tmp_path))
+    assert [s["campaign"] for s in des.stages] == ["smoke-poc", "smoke-poc-seq01", "smoke-poc-seq02",
+                                                   "smoke-poc-seq03"]
+    assert des.budget_s == 1500.0 and des.stopped.startswith("the budget (10 min; 25 min with the earlier command's): ")
+    assert des.final["first_log_s"]["verdict"] == "difference"
+    assert des.final["first_log_s"]["e_difference"] >= math.comb(18, 9) / 2 ** 9
+    assert des.final["startup_s"]["verdict"] == "open"
+
+
+def test_a_resume_with_another_family_is_refused(tmp_path):
+    cfg, args = _base(tmp_path)
+    clock, out = _Clock(), _Out()
+    run_stage = _stage_writer(clock, lambda i: 1.5)
+    run_stage(args, cfg, out)
+    seq.extend(args, cfg, out, ["first_log_s", "startup_s"], 650.0, 0.0, run_stage, clock=clock)
+    args.resume = True
+    with pytest.raises(ConfigError, match=r"this config's family is first_log_s$"):
+        seq.extend(args, cfg, out, ["first_log_s"], 600.0, clock.t, run_stage, clock=clock)

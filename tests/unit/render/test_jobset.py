@@ -348,6 +348,28 @@ def test_host_network_does_not_force_an_interface():
     assert "GLOO_SOCKET_IFNAME" not in env
 
 
+def _env_with_fabric(fabric: dict, **pod) -> dict:
+    cfg = config.from_mapping({"platforms": ["k8s"], "kubernetes": {"image": IMAGE, "pod": pod},
+                               "fabric": {"env": fabric}})
+    s = spec.build(cfg, "k8s", "k8s-clean-01", None)
+    t = rj.render_jobset(s, cfg.kubernetes, IMAGE, CKPT_ROOT).jobset["spec"]["replicatedJobs"][0]["template"]
+    return {e["name"]: e.get("value") for e in t["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def test_host_network_gives_gloo_the_interface_named_for_nccl():
+    """With hostNetwork the pod has the host's /etc/hosts, where the host name may be 127.0.1.1: gloo would bind
+    loopback. The interface the user named for NCCL is gloo's too, unless they named gloo's."""
+    assert _env_with_fabric({"NCCL_SOCKET_IFNAME": "ib0"}, host_network=True)["GLOO_SOCKET_IFNAME"] == "ib0"
+    assert _env_with_fabric({"NCCL_SOCKET_IFNAME": "ib0", "GLOO_SOCKET_IFNAME": "bond0"},
+                            host_network=True)["GLOO_SOCKET_IFNAME"] == "bond0"
+    assert "GLOO_SOCKET_IFNAME" not in _env_with_fabric({"NCCL_SOCKET_IFNAME": "^docker,lo"}, host_network=True)
+
+
+def test_the_pod_network_keeps_eth0_for_gloo_whatever_nccl_uses():
+    # a secondary network (net1) for NCCL: gloo stays on the pod network's eth0, which every pod has
+    assert _env_with_fabric({"NCCL_SOCKET_IFNAME": "net1"})["GLOO_SOCKET_IFNAME"] == "eth0"
+
+
 def test_preferred_topology_annotation():
     t = _render_with(topology_preferred="cloud.provider.com/topology-rack")
     assert t["metadata"]["annotations"] == {rj.TOPOLOGY_PREFERRED: "cloud.provider.com/topology-rack"}

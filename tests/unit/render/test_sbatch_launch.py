@@ -155,3 +155,67 @@ def test_the_launch_script_is_one_line_so_sacct_keeps_the_steps_row_whole():
     # audit's sacct reading (one job read as 8 attempts)
     assert "\n" not in SLURM_LAUNCH
     assert subprocess.run(["bash", "-n", "-c", SLURM_LAUNCH], check=False).returncode == 0
+
+
+# --local_addr: each agent names itself by its node's address as Slurm reaches it. The launch runs under bash
+# with a stand-in for the Python that prints the torchrun arguments it was given.
+def _agent_args(tmp_path, env: dict) -> list[str]:
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+    fake.chmod(0o755)
+    base = {k: v for k, v in os.environ.items() if k not in ("SLURMD_NODENAME", "POC_NODE_ADDRS")}
+    res = subprocess.run(["bash", "-c", SLURM_LAUNCH, str(fake), "--nnodes=2", "train.py"],
+                         env={**base, "SLURM_NODEID": "1", **env}, capture_output=True, text=True, timeout=30,
+                         check=True)
+    return res.stdout.splitlines()
+
+
+@pytest.mark.parametrize("env, addr", [
+    ({"SLURMD_NODENAME": "c2", "POC_NODE_ADDRS": "c1=10.1.0.1 c2=10.1.0.2 c3=10.1.0.3 "}, "10.1.0.2"),
+    ({"SLURMD_NODENAME": "c2", "POC_NODE_ADDRS": "c22=10.1.0.22 c1=10.1.0.1"}, "c2"),   # not in the map: NodeName
+    ({"SLURMD_NODENAME": "c2"}, "c2"),
+    ({}, socket.gethostname()),                          # outside a Slurm step: the host name, as torchrun would
+])
+def test_each_agent_names_itself_by_its_nodes_address(tmp_path, env, addr):
+    got = _agent_args(tmp_path, env)
+    assert got[:3] == ["-m", "torch.distributed.run", "--rdzv_conf=is_host=0"]
+    assert got[3] == f"--local_addr={addr}" and got[4:] == ["--nnodes=2", "train.py"]
+
+
+def test_the_batch_script_maps_each_node_to_its_address_from_scontrol(tmp_path):
+    """The rendered line runs under bash with an `scontrol` that prints `show node -o` as Slurm 24.11 does
+    (NodeAddr differs from NodeName on c2 here)."""
+    from support.paths import FIXTURES
+    shown = (FIXTURES / "slurm" / "drill" / "show_node.txt").read_text().replace("NodeAddr=c2 ", "NodeAddr=10.1.0.2 ")
+    (tmp_path / "shown").write_text(shown)
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/asked\ncat {tmp_path}/shown\n')
+    (bin_ / "scontrol").chmod(0o755)
+    line = next(ln for ln in _render({}).script.splitlines() if ln.startswith("export POC_NODE_ADDRS="))
+    res = subprocess.run(["bash", "-c", f'set -uo pipefail; {line}; printf "%s" "$POC_NODE_ADDRS"'],
+                         env={**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "c[1-3]"},
+                         capture_output=True, text=True, timeout=30, check=True)
+    assert res.stdout.split() == ["c1=c1", "c2=10.1.0.2", "c3=c3"]
+    assert (tmp_path / "asked").read_text().split() == ["show", "node", "-o", "c[1-3]"]
+
+
+def _render_fabric(fabric: dict, **slurm):
+    cfg = config.from_mapping({"platforms": ["slurm"], "slurm": slurm, "fabric": {"env": fabric}})
+    return render_sbatch(spec.build(cfg, "slurm", "slurm-clean-01", None), cfg.slurm)
+
+
+def test_gloo_takes_the_interface_named_for_nccl_in_every_container_form():
+    assert "NCCL_SOCKET_IFNAME=ib0 GLOO_SOCKET_IFNAME=ib0" in _render_fabric({"NCCL_SOCKET_IFNAME": "ib0"}).script
+    pyxis = _render_fabric({"NCCL_SOCKET_IFNAME": "ib0"}, container="pyxis", container_image="/images/w.sqsh").script
+    names = next(w for w in pyxis.split() if w.startswith("--container-env=")).split("=", 1)[1].split(",")
+    assert names[-2:] == ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"]   # the image cannot mask it
+    app = _render_fabric({"NCCL_SOCKET_IFNAME": "ib0"}, container="apptainer", container_image="/images/w.sqsh")
+    assert "APPTAINERENV_GLOO_SOCKET_IFNAME=ib0" in app.script
+
+
+def test_gloo_keeps_the_users_interface_and_its_default_where_nccl_names_none():
+    own = _render_fabric({"NCCL_SOCKET_IFNAME": "ib0", "GLOO_SOCKET_IFNAME": "bond0"}).script
+    assert "GLOO_SOCKET_IFNAME=bond0" in own and "GLOO_SOCKET_IFNAME=ib0" not in own
+    assert "GLOO_SOCKET_IFNAME" not in _render_fabric({"NCCL_SOCKET_IFNAME": "^docker,lo"}).script
+    assert "GLOO_SOCKET_IFNAME" not in _render({}).script

@@ -11,18 +11,18 @@ import pytest
 from harness.config import from_mapping
 from harness.report import compare, design, stats, table
 from harness.scenarios import plan
-from harness.smoke import SMOKE_FAULTS, smoke_config
+from harness.smoke import KILL_RANK, smoke_config
 
 
-def _smoke_questions(reps=6):
-    cfg = smoke_config(from_mapping({}), ["local", "slurm", "k8s"], reps)
+def _smoke_questions(reps=6, **kw):
+    cfg = smoke_config(from_mapping({}), ["local", "slurm", "k8s"], reps, **kw)
     return cfg, design.questions({p: plan(cfg, p) for p in cfg.platforms}, [f.kind for f in cfg.faults])
 
 
-def test_the_default_smoke_plan_cannot_decide_kill_rank_recovery_and_says_it_needs_9_rounds():
+def test_a_plan_of_5_kill_rank_rounds_cannot_decide_its_recovery_and_says_it_needs_9_rounds():
     """2026-12-05's plan: 5 kill_rank rounds a side. The signed-rank test's smallest p at 5 rounds is 2/32 =
     0.0625; Holm's strictest step over the 7 questions it tests asks for 0.05/7 = 0.0071: no outcome passes."""
-    _, qs = _smoke_questions()
+    _, qs = _smoke_questions(fault_rounds=5)
     by = {q.metric: q for q in qs}
     assert by["recovery_free_s:kill_rank"].rounds == 5 and by["recovery_free_s:lose_node"].rounds == 1
     assert by["cost_per_step_usd"].rounds == 6 and "cost_per_step_usd:kill_rank" not in by   # clean runs only
@@ -39,9 +39,22 @@ def test_the_default_smoke_plan_cannot_decide_kill_rank_recovery_and_says_it_nee
     assert not any(line.startswith("`startup_s`") for line in lines)
 
 
+def test_the_default_smoke_plans_the_rounds_that_can_decide_kill_rank_recovery_and_warns_about_cost():
+    cfg, qs = _smoke_questions()
+    by = {q.metric: q for q in qs}
+    assert by["recovery_free_s:kill_rank"].rounds == 9 and len(design.family(qs)) == 7
+    lines = design.floor_check(qs)
+    assert not any(line.startswith("`recovery_free_s:kill_rank`") for line in lines)
+    assert any(line.startswith("`cost_per_step_usd` gets 6 rounds") for line in lines)
+    # the baseline beside the schedulers: one run of each scenario; alone, every round
+    assert [p.run_id for p in plan(cfg, "local")] == ["local-clean-01", "local-kill-rank-01"]
+    alone = smoke_config(from_mapping({}), ["local"], 2)
+    assert alone.local.rounds is None and len(plan(alone, "local")) == 2 + 9
+
+
 def test_a_plan_at_the_floor_is_not_warned_about():
     cfg, _ = _smoke_questions(reps=9)
-    cfg.faults = [SMOKE_FAULTS[0]] * 9
+    cfg.faults = [KILL_RANK] * 9
     qs = design.questions({p: plan(cfg, p) for p in cfg.platforms}, ["kill_rank"])
     assert not any("no outcome can decide it" in line for line in design.floor_check(qs))
 

@@ -161,3 +161,18 @@ def test_summary_without_a_shape_has_no_load_unless_given_one():
     assert summary(t).node_load is None and summary(t).lines()[2].startswith("offered load: nodes n/a")
     assert summary(t, NodeShape(nodes=16, gpus_per_node=0)).gpu_load is None
     assert summary(t, NodeShape(nodes=16, gpus_per_node=0)).node_load == pytest.approx(700 / 16000)
+
+
+def test_a_deep_line_a_huge_file_or_bytes_that_are_not_utf8_are_refused_by_name(tmp_path, monkeypatch):
+    from harness.scale import trace as tr
+
+    deep = dumps(small()).replace('{"id":"b"', "[" * 100_000 + "]" * 100_000 + '\n{"id":"b"', 1)
+    with pytest.raises(ConfigError, match=r"^t\.jsonl:3: nested too deep to be a trace line"):
+        loads(deep, where="t.jsonl")
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(dumps(small()).encode() + b"\xff\n")
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load(path)
+    monkeypatch.setattr(tr, "MAX_TRACE_BYTES", 100)
+    with pytest.raises(ConfigError, match="is over 0 MiB; not read"):
+        load(path)

@@ -5,6 +5,7 @@ the committed campaign's jobs, and first_log_s from a committed run's own events
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 import pytest
 from support.paths import FIXTURES, ROOT
@@ -193,14 +194,14 @@ class Clock:
         self.t += s
 
 
-def _run(tmp_path, backend_of, kind="wrong_queue", deadline=150):
+def _run(tmp_path, backend_of, kind="wrong_queue", deadline=150, **kw):
     cfg = base_cfg(ux={"mistakes": [kind], "deadline_s": deadline})
     store = Store(tmp_path, cfg.campaign)
     store.open(cfg.config_hash(), cfg.redacted(), resume=False)
     clock = Clock()
     backend = backend_of(clock)
     rec = probe.run(cfg, "k8s", f"k8s-mistake-{kind}", kind, store, lambda p, c: backend, poll_s=1.0,
-                    clock=clock, sleep=clock.sleep)
+                    clock=clock, sleep=clock.sleep, **kw)
     store.close()
     return rec, backend, store
 
@@ -219,6 +220,31 @@ def test_the_probe_stops_at_the_first_clear_message_and_cancels(tmp_path):
     assert load_raw(store.run_dir(rec["run_id"]))["user_view"] == m["messages"]
     stored = [json.loads(line) for line in store.runs_path.read_text().splitlines()]
     assert stored[-1]["mistake"]["message"] == m["message"]
+
+
+class _Host:
+    """A host sampler that says what it saw: started before the probe, stopped once for its record."""
+    looks: ClassVar[list[str]] = []
+
+    def start(self):
+        self.looks.append("start")
+        return self
+
+    def stop(self):
+        self.looks.append("stop")
+        return {"version": 1, "during": {"load1_max": 3.5}}
+
+    def close(self):
+        self.looks.append("close")
+
+
+def test_a_probe_record_carries_the_hosts_load_like_every_run(tmp_path):
+    rec_k8s = {k: d for p, k, d in RECORDED if p == "k8s"}["wrong_queue"]
+    _Host.looks = []
+    rec, _, store = _run(tmp_path, lambda clock: Replay(rec_k8s["timeline"], clock), host_sampler=_Host)
+    assert rec["host_load"] == {"version": 1, "during": {"load1_max": 3.5}}
+    assert json.loads(store.runs_path.read_text().splitlines()[-1])["host_load"]["during"]["load1_max"] == 3.5
+    assert _Host.looks == ["start", "stop", "close"]
 
 
 def test_a_refusal_at_submit_is_the_clear_error_at_once(tmp_path):

@@ -426,7 +426,26 @@ def test_kill_rank_goes_through_srun_overlap_on_the_ranks_node():
     rec = be.inject(handle("7"), "kill_rank", {"rank": 1, "host": "c2", "pid": 91, "step": 12})
     argv = be.t.calls[-1][0]
     assert argv == ["srun", "--jobid=7", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=c2", "kill", "-9", "91"]
-    assert rec.kind == "kill_rank" and rec.target["host"] == "c2"
+    assert rec.kind == "kill_rank" and rec.target["host"] == "c2"    # an event from before `node`: its host
+
+
+def test_kill_rank_aims_at_the_slurm_node_name_not_the_host_name():
+    """A rank's host name (an FQDN here) need not be its NodeName; srun --nodelist takes the NodeName, which the
+    workload's events carry as `node` (SLURMD_NODENAME)."""
+    be, _ = make({})
+    rec = be.inject(handle("7"), "kill_rank", {"rank": 1, "host": "gpu17.cluster.example.org", "node": "c2",
+                                               "pid": 91, "step": 12})
+    assert "--nodelist=c2" in be.t.calls[-1][0]
+    assert rec.target["node"] == "c2" and rec.target["host"] == "gpu17.cluster.example.org"
+    assert rec.detail["node"] == "c2"
+
+
+def test_lose_node_aims_at_the_slurm_node_name_not_the_host_name():
+    be, docker = docker_backend()
+    h = handle("10")
+    rec = be.inject(h, "lose_node", {"rank": 1, "host": "gpu17.cluster.example.org", "node": "c2", "pid": 1})
+    assert docker.ran == [["docker", "kill", "poc-slurm-c2"]] and h.data["lost_nodes"] == ["c2"]
+    assert rec.detail["node"] == "c2"
 
 
 def test_lose_node_is_journalled_before_the_container_is_killed():
