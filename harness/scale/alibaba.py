@@ -21,8 +21,9 @@ What is kept, and how (each count lands in the trace's notes):
 * A slice (``start_s``, ``end_s``: creations within it) keeps the pods still running at its start as jobs
   submitted during a lead-in before it, one every ``lead_gap_s`` (a burst of them at one instant would be a
   burst the history never had), each running to the instant it ended in the history (or the slice's end),
-  with no recorded wait (counted); and cuts every run at the slice's end (counted): a replay observes the
-  slice, not what ran after it.
+  with no recorded wait (counted); pods still waiting at its start join the queue at its start (their
+  recorded wait not kept, counted); and cuts every run at the slice's end (counted): a replay observes the
+  slice, not what ran after it. A pod scheduled only after the slice's end keeps its whole run (counted).
 * Offsets count from the slice's start (the trace's zero without one); ``params`` keep the slice.
 """
 from __future__ import annotations
@@ -74,7 +75,9 @@ def parse_openb(text: str, *, name: str = "alibaba-gpu-2023", shape: NodeShape |
     # the pods running at the slice's start: submitted one every lead_gap_s before it, in the order they started
     running = sorted((r for r in rows if start_s is not None and r.get("scheduled_time", "").strip()
                       and (_int(r, "creation_time", 0) or 0) < start_s
-                      and (_int(r, "deletion_time", 0) or 0) > start_s), key=lambda r: int(float(r["scheduled_time"])))
+                      and (_int(r, "scheduled_time", 0) or 0) < start_s
+                      and (_int(r, "deletion_time", 0) or 0) > start_s
+                      and not (cpu_jobs == "drop" and not _int(r, "num_gpu", 0))), key=lambda r: int(float(r["scheduled_time"])))
     lead = {r["name"]: i * lead_gap_s for i, r in enumerate(running)}
     shift = len(running) * lead_gap_s
     jobs: list[TraceJob] = []
@@ -104,20 +107,27 @@ def parse_openb(text: str, *, name: str = "alibaba-gpu-2023", shape: NodeShape |
             count("GPU-sharing (part of one GPU), given a whole GPU")
         if gpus < 0 or gpus > (shape.gpus_per_node if shape else 8):
             raise ConfigError(f"openb line {n}: num_gpu {gpus} does not fit one node", _TIP)
-        stop = deleted if end_s is None else min(deleted, end_s)
-        if end_s is not None and deleted > end_s:
+        stop = deleted
+        if end_s is not None and sched >= end_s:
+            # it waited through the whole slice: its queue is part of the slice, its run is not there to cut
+            count("scheduled only after the slice's end, kept with its whole run time")
+        elif end_s is not None and deleted > end_s:
             count("ran past the slice's end, cut there")
-        if before:
+            stop = end_s
+        wait = None if before else sched - created
+        if row["name"] in lead:
             count(f"running at the slice's start, submitted one every {lead_gap_s} s before it, running to "
                   "when it ended")
             submit = lead[row["name"]]
             runtime = max(1, (stop - lo) + (shift - submit))
         else:
-            submit = created - lo + shift
+            if before:
+                # still waiting at the slice's start: it joins the queue there; the wait it had is not all seen
+                count("waiting at the slice's start, submitted at it (its recorded wait not kept)")
+            submit = max(created, lo) - lo + shift
             runtime = max(1, stop - sched)
             if stop - sched < 1:
                 count("ran under 1 s, kept as 1 s")
-        wait = None if before else sched - created
         try:
             jobs.append(TraceJob(id=row["name"], submit_s=submit, tenant=tenant, nodes=1, gpus_per_node=gpus,
                                  limit_s=limits.limit(runtime), runtime_s=runtime, qos=row.get("qos") or "normal",

@@ -41,17 +41,39 @@ def test_cpu_only_pods_can_be_dropped_with_a_count():
 
 
 def test_a_slice_keeps_what_ran_at_its_start_and_cuts_runs_at_its_end():
-    # 12701000..12710000: 6971 (created before, running until 12722250) is submitted at 0 with 9000 s left
-    # (cut at the end); 6978 runs past the end and is cut; waits of pods running at the start are not theirs
+    # 12701000..12710000: 6971, 6973 and 6974 ran at the start: submitted 60 s apart in the order they started
+    # (0, 60, 120), so the slice's start is at 180; 6971 (running until 12722250) runs from its submission to the
+    # slice's end; 6978 runs past the end and is cut; waits of pods running at the start are not theirs
     t = alibaba.parse_openb(EXCERPT, start_s=12701000, end_s=12710000)
     by = {j.id: j for j in t.jobs}
-    assert by["openb-pod-6971"].submit_s == 0 and by["openb-pod-6971"].runtime_s == 9000
-    assert by["openb-pod-6971"].recorded_wait_s is None
-    assert by["openb-pod-6976"].submit_s == 34 and by["openb-pod-6976"].recorded_wait_s == 3
+    assert [by[i].submit_s for i in ("openb-pod-6971", "openb-pod-6973", "openb-pod-6974")] == [0, 60, 120]
+    assert by["openb-pod-6971"].runtime_s == 9000 + 180 and by["openb-pod-6971"].recorded_wait_s is None
+    assert by["openb-pod-6973"].runtime_s == 12702165 - 12701000 + 180 - 60
+    assert by["openb-pod-6976"].submit_s == 180 + 34 and by["openb-pod-6976"].recorded_wait_s == 3
     assert by["openb-pod-6978"].runtime_s == 12710000 - 12701642
-    assert "openb-pod-7041" not in by and t.duration_s == 9000
+    assert "openb-pod-7041" not in by and t.duration_s == 9000 + 180 and t.params["lead_in_s"] == 180
     notes = " | ".join(t.notes)
-    assert "running at the slice's start" in notes and "ran past the slice's end, cut there" in notes
+    assert "3 running at the slice's start" in notes and "ran past the slice's end, cut there" in notes
+
+
+def test_a_pod_waiting_at_the_slices_start_joins_the_queue_there_and_one_started_after_its_end_keeps_its_run():
+    extra = ("openb-pod-w1,1000,1000,1,1000,,LS,Running,12700900,12701500,12701100\n"
+             "openb-pod-w2,1000,1000,1,1000,,LS,Running,12709000,12711500,12711000\n")
+    t = alibaba.parse_openb(EXCERPT + extra, start_s=12701000, end_s=12710000)
+    by = {j.id: j for j in t.jobs}
+    # w1 was not running at the start: no lead-in slot (still three), submitted at the start, its own run time
+    assert t.params["lead_in_s"] == 180
+    assert (by["openb-pod-w1"].submit_s, by["openb-pod-w1"].runtime_s, by["openb-pod-w1"].recorded_wait_s) == (180, 400, None)
+    # w2 waited through the slice's end: its whole 500 s run, not a 1 s stub
+    assert (by["openb-pod-w2"].submit_s, by["openb-pod-w2"].runtime_s, by["openb-pod-w2"].recorded_wait_s) == (
+        180 + 8000, 500, 2000)
+    notes = " | ".join(t.notes)
+    assert "1 waiting at the slice's start" in notes and "1 scheduled only after the slice's end" in notes
+
+
+def test_dropped_cpu_pods_take_no_lead_in_slot():
+    t = alibaba.parse_openb(EXCERPT, start_s=12701000, end_s=12710000, cpu_jobs="drop")
+    assert t.params["lead_in_s"] == 120 and {j.id: j.submit_s for j in t.jobs}["openb-pod-6973"] == 60
 
 
 def test_the_recorded_wait_travels_through_the_file_and_compresses_like_the_trace():
