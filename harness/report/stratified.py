@@ -54,9 +54,10 @@ def van_elteren_p(strata: list[tuple[list[float], list[float]]]) -> float:
         n = len(r2)
         observed += Fraction(sum(r2[: len(a)]), 2 * (n + 1))
         expected += Fraction(len(a), 2)
+        this = _stratum(a, b)
         nxt: dict[Fraction, int] = {}
         for v, c in dist.items():
-            for w, d in _stratum(a, b).items():
+            for w, d in this.items():
                 nxt[v + w] = nxt.get(v + w, 0) + c * d
         dist = nxt
     total = sum(dist.values())

@@ -77,7 +77,8 @@ def parse_openb(text: str, *, name: str = "alibaba-gpu-2023", shape: NodeShape |
                       and (_int(r, "creation_time", 0) or 0) < start_s
                       and (_int(r, "scheduled_time", 0) or 0) < start_s
                       and (_int(r, "deletion_time", 0) or 0) > start_s
-                      and not (cpu_jobs == "drop" and not _int(r, "num_gpu", 0))), key=lambda r: int(float(r["scheduled_time"])))
+                      and not (cpu_jobs == "drop" and not _int(r, "num_gpu", 0))),
+                     key=lambda r: int(float(r["scheduled_time"])))
     lead = {r["name"]: i * lead_gap_s for i, r in enumerate(running)}
     shift = len(running) * lead_gap_s
     jobs: list[TraceJob] = []

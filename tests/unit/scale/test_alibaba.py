@@ -63,7 +63,8 @@ def test_a_pod_waiting_at_the_slices_start_joins_the_queue_there_and_one_started
     by = {j.id: j for j in t.jobs}
     # w1 was not running at the start: no lead-in slot (still three), submitted at the start, its own run time
     assert t.params["lead_in_s"] == 180
-    assert (by["openb-pod-w1"].submit_s, by["openb-pod-w1"].runtime_s, by["openb-pod-w1"].recorded_wait_s) == (180, 400, None)
+    w1 = by["openb-pod-w1"]
+    assert (w1.submit_s, w1.runtime_s, w1.recorded_wait_s) == (180, 400, None)
     # w2 waited through the slice's end: its whole 500 s run, not a 1 s stub
     assert (by["openb-pod-w2"].submit_s, by["openb-pod-w2"].runtime_s, by["openb-pod-w2"].recorded_wait_s) == (
         180 + 8000, 500, 2000)
