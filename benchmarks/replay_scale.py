@@ -56,7 +56,7 @@ def measured_replay(platform: str, trace, name: str, timeout_s: float | None, to
         result, total = local.replay_slurm(trace, name, timeout_s, say=say, preemption=preemption, policy=policy)
     wall = time.monotonic() - wall0
     comps = (result.get("host_cpu") or {}).get("components") or {}
-    mine = PLANE if platform == "k8s" else tuple(n for n in comps if n.startswith(("slurm", "slurmctld")))
+    mine = PLANE if platform == "k8s" else tuple(n for n in comps if n.startswith("slurm"))
     result["control_plane_cpu_cores"] = {n: comps[n]["mean_cores"] for n in mine if n in comps}
     result["replay_wall_s"], result["nodes_up_s"] = round(wall, 1), round(up_s, 1)
     if replay_set:

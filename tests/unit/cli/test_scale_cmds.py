@@ -163,8 +163,12 @@ def test_replay_passes_the_preemption_mode_and_the_classes_priorities_to_both(tm
     assert main(["scale", "replay", str(trace_file), "--results", str(tmp_path / "res"), "--name", "r", "-q",
                  "--preemption", "priority", "--qos-priority", "urgent=50000,low=1"], env={}) == 0
     want = {"low": 1, "normal": 1000, "high": 10000, "urgent": 50000}
-    assert seen["slurm"] == {"preemption": "priority", "priorities": want}
-    assert seen["k8s"] == {"preemption": "priority", "priorities": want, "topology": "preferred"}
+    assert seen["slurm"] == {"preemption": "priority", "priorities": want, "policy": "site"}
+    assert seen["k8s"] == {"preemption": "priority", "priorities": want, "topology": "preferred", "policy": "site"}
+    # a named queue policy pair reaches both sides
+    assert main(["scale", "replay", str(trace_file), "--results", str(tmp_path / "res"), "--name", "r2", "-q",
+                 "--queue-policy", "strict-fifo"], env={}) == 0
+    assert seen["slurm"]["policy"] == seen["k8s"]["policy"] == "strict-fifo"
 
 
 def test_synth_draws_the_qos_classes_by_weight(tmp_path, capsys):
