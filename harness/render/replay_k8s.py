@@ -73,8 +73,9 @@ class Target:
     cohort: str = "poc-replay"
     # added to each job's limit: its pods start a second or two after its Job does, so a job whose run
     # time equals its limit (as a timed-out job's does in sacct's history) would be killed before it
-    # ends; Slurm too kills only after KillWait, 30 s by default. A replay scales it with its compression
-    # (grace_for), as it scales the limits: a fixed 30 s on limits of seconds would blunt backfill's estimates
+    # ends; Slurm too kills only after KillWait, 30 s by default. Kept at 30 s here however compressed the
+    # replay: Kueue admits by quota, not by limits, and the delay it covers (the pod pipeline, up to minutes at
+    # 1,000 nodes) does not compress. Slurm's side scales it (grace_for), since backfill plans with the limits
     limit_grace_s: int = 30
     # Kueue TAS for every gang: "preferred" / "required" inside one block, or "off"
     topology: str = "off"

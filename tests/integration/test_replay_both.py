@@ -65,6 +65,10 @@ def test_one_trace_replays_on_both_and_each_platforms_figures_rederive(clusters,
     k8s, slurm = figs["k8s"]["tenant_gpu_share"], figs["slurm"]["tenant_gpu_share"]
     assert set(k8s) == set(slurm)
     assert all(abs(k8s[t] - slurm[t]) < 0.1 for t in k8s), (k8s, slurm)
+    # the limit grace: Slurm's scaled with the 600x compression (backfill plans with --time), Kubernetes' not
+    graces = {p: json.loads((tmp_path / "out" / "both" / f"{p}.json").read_text())["settings"]["limit_grace_s"]
+              for p in ("k8s", "slurm")}
+    assert graces == {"k8s": 30, "slurm": 2}, graces
     assert main(["scale", "rederive", str(tmp_path / "out" / "both")], env={}) == 0
 
 
