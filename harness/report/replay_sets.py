@@ -91,6 +91,7 @@ class Trace1:
     figures: dict[str, list[dict]]
     busiest: float
     standing: dict[str, cl.Standing]
+    set_name: str = ""          # the replay set it joined (``poc scale replay --set``); its directory's name without
 
     @property
     def below(self) -> bool:
@@ -117,7 +118,8 @@ def trace_of(where: Path, ceilings: list[cl.Ceiling]) -> Trace1 | None:
     key = (policy, nodes, st[A].get("preemption"), st[A].get("topology"),
            (st[A].get("client_rate_limits_qps_burst") or {}).get("kueue fairSharing", "off"))
     figs = {p: [rs.figures(p, trace, b, b["total_gpus"]) for b in replay_verdict.complete(stored, p)] for p in (A, B)}
-    return Trace1(where, trace.name, len(trace.jobs), trace.compression, nodes, policy, key, figs, busiest, standing)
+    return Trace1(where, trace.name, len(trace.jobs), trace.compression, nodes, policy, key, figs, busiest, standing,
+                  st[A].get("replay_set") or where.name)
 
 
 @dataclass
@@ -196,11 +198,8 @@ def sets(replay_dirs: list[Path]) -> list[ReplaySet]:
         if where.parent not in cache:
             cache[where.parent] = load_ceilings(where.parent)
         t = trace_of(where, cache[where.parent])
-        if t is None:
-            continue
-        _, stored = rs.load(where)
-        name = rs.runs_of(stored, A)[0].get("settings", {}).get("replay_set") or where.name
-        by.setdefault(name, []).append(t)
+        if t is not None:
+            by.setdefault(t.set_name, []).append(t)
     return [evaluate(n, ts) for n, ts in by.items()]
 
 

@@ -67,14 +67,21 @@ def test_a_consistent_second_is_within_the_records_resolution():
     assert rows["queue_p50_s:all"].verdict == "resolution"
 
 
-def stored_replay(where: Path, nodes: int = 16) -> Path:
+def stored_replay(where: Path, nodes: int = 16, replay_set: str | None = None) -> Path:
     k8s = json.loads((FIXTURES / "k8s_records.json").read_text())
     slurm = json.loads((FIXTURES / "slurm_records.json").read_text())
     trace = tr.loads(k8s["trace"])
-    rs.save(where, trace, "k8s", {"raw": k8s["raw"], "ended": True, "settings": {"nodes": nodes}}, 128)
+    settings = {"nodes": nodes, **({"replay_set": replay_set} if replay_set else {})}
+    rs.save(where, trace, "k8s", {"raw": k8s["raw"], "ended": True, "settings": settings}, 128)
     rs.save(where, trace, "slurm", {"raw": slurm["raw"], "submitted": slurm["submitted"], "ended": True,
-                                    "settings": {"nodes": nodes}}, 128)
+                                    "settings": settings}, 128)
     return where
+
+
+def test_replay_directories_that_joined_one_set_are_judged_together_and_others_alone(tmp_path):
+    dirs = [stored_replay(tmp_path / "scale" / n, replay_set=s) for n, s in (("a", "fifo"), ("b", "fifo"), ("c", None))]
+    got = {s.name: sorted(t.where.name for t in s.traces) for s in replay_sets.sets(dirs)}
+    assert got == {"fifo": ["a", "b"], "c": ["c"]}
 
 
 def test_the_decision_row_reads_the_campaigns_replays_and_says_why_there_is_no_verdict(tmp_path):
