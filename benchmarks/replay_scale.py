@@ -7,7 +7,7 @@ the lower of the two platforms' placement ceilings at that size and those rate l
 (harness/scale/load.py compression_for; the factor chosen and the ceilings are printed). Each trace is
 replayed --repeat times a side, alternating Kubernetes and Slurm, on the native cluster's KWOK nodes and on a
 fresh emulated Slurm cluster per replay (its fair-share usage starts at zero every time), Slurm running the
-pair's Slurm side (SchedulerType, PriorityWeight*). The traces of one run form a replay set (--set): a
+pair's Slurm side (SchedulerType, PriorityWeight*). The traces of one run form a replay set (--replay-set): a
 campaign's report tests the platforms across them (harness/report/replay_sets.py). Every replay keeps the
 host's CPU (whole host and each component, mean and peak) beside its figures.
 
@@ -16,7 +16,7 @@ Needs root and the native cluster up; sets the controllers' rate limits (--limit
 them (and the emulated Slurm cluster) afterwards. Prints numbers; asserts nothing. Run it alone on the host.
 
     .venv/bin/python benchmarks/replay_scale.py --nodes 256 --seeds 1 2 3 --repeat 2 --queue-policy strict-fifo \\
-        --ceilings results/CAMPAIGN/scale/ceilings.json --set fifo-256n --out results/CAMPAIGN/scale
+        --ceilings results/CAMPAIGN/scale/ceilings.json --replay-set fifo-256n --out results/CAMPAIGN/scale
 """
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def one_trace(L: Layout, a, seed: int) -> None:
     print(f"\n== seed {seed}: {s.jobs} jobs ({', '.join(f'{k}: {v}' for k, v in s.sizes.items())}), {a.hours:g} h "
           f"compressed {trace.compression:g}x into {trace.duration_s} s, offered GPU load {s.gpu_load:.2f}, busiest "
           f"10 s {load.busiest_rate(trace):g} jobs/s", flush=True)
-    where = a.out / f"{a.set or 'replay'}-{a.nodes}n-seed{seed}"
+    where = a.out / f"{a.replay_set or 'replay'}-{a.nodes}n-seed{seed}"
     pair = rpol.policy(a.queue_policy)
     for p in [p for _ in range(a.repeat) for p in a.platform]:
         i = rs.next_index(where, p)
@@ -115,8 +115,8 @@ def one_trace(L: Layout, a, seed: int) -> None:
                                                           **rpol.emulated_fields(pair)),
                                    emulated.default_conf_dir(), images.ensure_slurm_emulated_image()).up()
         up_s = time.monotonic() - t_up
-        result, total, wall = measured_replay(p, trace, f"{a.set or 'bench'}-{a.nodes}n", a.timeout, a.k8s_topology,
-                                              up_s, a.preemption, a.queue_policy, a.set)
+        result, total, wall = measured_replay(p, trace, f"{a.replay_set or 'bench'}-{a.nodes}n", a.timeout,
+                                              a.k8s_topology, up_s, a.preemption, a.queue_policy, a.replay_set)
         figs = rs.save(where, trace, p, result, total, index=i)
         h = (result.get("host_cpu") or {}).get("host") or {}
         print("\n".join(figure_lines(rs.run_name(p, i), figs)))
@@ -154,7 +154,8 @@ def main() -> None:
     ap.add_argument("--queue-policy", default="site", choices=list(rpol.POLICIES))
     ap.add_argument("--limits", help="the controllers' client rate limits for the run (`poc cluster up --client-qps`)")
     ap.add_argument("--kueue-fair-sharing", choices=["on", "off"], help="Kueue's fair sharing for the run")
-    ap.add_argument("--set", help="the replay set the traces form (report/replay_sets.py); names the directories")
+    ap.add_argument("--replay-set",
+                    help="the replay set the traces form (report/replay_sets.py); names the directories")
     ap.add_argument("--out", type=Path, default=Path("/tmp/replay-scale"), help="where the replay dirs go")
     ap.add_argument("--k8s-topology", choices=["preferred", "required", "off"], default="preferred")
     ap.add_argument("--timeout", type=float, metavar="SECONDS")

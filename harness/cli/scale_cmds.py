@@ -145,8 +145,8 @@ def _replay(args) -> int:
         for p in platforms:
             i = rs.next_index(where, p)
             result, total_gpus = run[p](trace, where.name, timeout_s=args.timeout, say=out.info)
-            if args.set:      # the replay set it joins: several traces judged together (report/replay_sets.py)
-                result.setdefault("settings", {})["replay_set"] = args.set
+            if args.replay_set:      # the replay set it joins: several traces judged together (report/replay_sets.py)
+                result.setdefault("settings", {})["replay_set"] = args.replay_set
             key = rs.run_name(p, i)
             figs[key] = rs.save(where, trace, p, result, total_gpus, index=i)
             ended = ended and result["ended"]
@@ -267,7 +267,7 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
                     help="the queue policy pair (docs/scale-traces.md): site (default), defaults, strict-fifo or "
                          "no-size; Kueue gets its side here, the emulated Slurm cluster must run its side "
                          "(`poc cluster up --slurm --emulated N --queue-policy PAIR`)")
-    rp.add_argument("--set", metavar="NAME",
+    rp.add_argument("--replay-set", metavar="NAME",
                     help="the replay set this trace joins: a campaign's report tests the platforms across the "
                          "set's traces (3 or more, each below both placement ceilings) under one policy pair")
     rp.add_argument("--campaign", metavar="NAME",

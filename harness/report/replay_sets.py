@@ -1,7 +1,7 @@
 """Verdicts on queues at scale from several traces, each replayed on both platforms below both ceilings.
 
 A replay set is the replay directories (one trace each, with its repeats) a campaign stored under one set
-name (``poc scale replay --set NAME``; a directory without one is a set of its own). A figure of the set
+name (``poc scale replay --replay-set NAME``; a directory without one is a set of its own). A figure of the set
 is tested with the exact stratified rank test (stratified.py: each trace a stratum, the replay the unit),
 Holm-adjusted over the set's figures. A verdict needs:
 

@@ -167,8 +167,11 @@ def test_replay_passes_the_preemption_mode_and_the_classes_priorities_to_both(tm
     assert seen["k8s"] == {"preemption": "priority", "priorities": want, "topology": "preferred", "policy": "site"}
     # a named queue policy pair reaches both sides
     assert main(["scale", "replay", str(trace_file), "--results", str(tmp_path / "res"), "--name", "r2", "-q",
-                 "--queue-policy", "strict-fifo"], env={}) == 0
+                 "--queue-policy", "strict-fifo", "--replay-set", "fifo-16n"], env={}) == 0
     assert seen["slurm"]["policy"] == seen["k8s"]["policy"] == "strict-fifo"
+    # and the replay set it joined is kept with each platform's record, for the report to group the traces by
+    stored = [json.loads(f.read_text()) for f in (tmp_path / "res" / "r2").glob("*.json") if f.name != "trace.json"]
+    assert stored and {b["settings"].get("replay_set") for b in stored} == {"fifo-16n"}
 
 
 def test_synth_draws_the_qos_classes_by_weight(tmp_path, capsys):
