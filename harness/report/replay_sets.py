@@ -115,8 +115,10 @@ def trace_of(where: Path, ceilings: list[cl.Ceiling]) -> Trace1 | None:
         c = cl.find(ceilings, p, int(nodes), lim) if isinstance(nodes, int) else None
         standing[p] = cl.standing(p, busiest, c)
     policy = st[A].get("queue_policy") or "site"
+    # what a set's traces must share: a replay stored before fair sharing was recorded ran with it off
+    fair = str((st[A].get("client_rate_limits_qps_burst") or {}).get("kueue fairSharing", "off")).startswith("enable")
     key = (policy, nodes, st[A].get("preemption"), st[A].get("topology"),
-           (st[A].get("client_rate_limits_qps_burst") or {}).get("kueue fairSharing", "off"))
+           cl.limits_label(A, st[A].get("client_rate_limits_qps_burst")), fair)
     figs = {p: [rs.figures(p, trace, b, b["total_gpus"]) for b in replay_verdict.complete(stored, p)] for p in (A, B)}
     return Trace1(where, trace.name, len(trace.jobs), trace.compression, nodes, policy, key, figs, busiest, standing,
                   st[A].get("replay_set") or where.name)

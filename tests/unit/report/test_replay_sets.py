@@ -67,11 +67,11 @@ def test_a_consistent_second_is_within_the_records_resolution():
     assert rows["queue_p50_s:all"].verdict == "resolution"
 
 
-def stored_replay(where: Path, nodes: int = 16, replay_set: str | None = None) -> Path:
+def stored_replay(where: Path, nodes: int = 16, replay_set: str | None = None, **settings) -> Path:
     k8s = json.loads((FIXTURES / "k8s_records.json").read_text())
     slurm = json.loads((FIXTURES / "slurm_records.json").read_text())
     trace = tr.loads(k8s["trace"])
-    settings = {"nodes": nodes, **({"replay_set": replay_set} if replay_set else {})}
+    settings = {"nodes": nodes, **({"replay_set": replay_set} if replay_set else {}), **settings}
     rs.save(where, trace, "k8s", {"raw": k8s["raw"], "ended": True, "settings": settings}, 128)
     rs.save(where, trace, "slurm", {"raw": slurm["raw"], "submitted": slurm["submitted"], "ended": True,
                                     "settings": settings}, 128)
@@ -104,3 +104,18 @@ def test_the_decision_row_reads_the_campaigns_replays_and_says_why_there_is_no_v
     parts, tested, wins, notes = replay_sets.decision([where])
     assert not tested and not wins and "a verdict needs 3" in notes[0]
     assert "of either platform's measured placement ceiling" in parts[0][0]
+
+
+def test_a_set_is_mixed_by_rate_limits_or_fair_sharing_not_by_how_off_was_recorded(tmp_path):
+    old = {}                                                              # stored before either was recorded
+    off = {"kueue": "20/30 (Configuration clientConnection, default)", "kueue fairSharing": "off (Kueue's default)"}
+    raised = {**off, "kueue": "200/300 (Configuration clientConnection, set by poc cluster up --client-qps)"}
+    fair = {**off, "kueue fairSharing": "enable"}
+
+    def mixed(*recorded):
+        dirs = [stored_replay(tmp_path / f"{len(list(tmp_path.iterdir()))}", replay_set="s",
+                              client_rate_limits_qps_burst=r) for r in recorded]
+        (got,) = replay_sets.sets(dirs)
+        return got.mixed
+    assert not mixed(old, off)
+    assert mixed(off, raised) and mixed(off, fair)
