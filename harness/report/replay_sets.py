@@ -91,7 +91,8 @@ class Trace1:
     figures: dict[str, list[dict]]
     busiest: float
     standing: dict[str, cl.Standing]
-    set_name: str = ""          # the replay set it joined (``poc scale replay --set``); its directory's name without
+    set_name: str = ""          # the replay set it joined (`--replay-set`); without one, its directory's name
+    cut: int = 0                # replays stopped before their last job (time-out, interrupt): never a value
 
     @property
     def below(self) -> bool:
@@ -120,8 +121,9 @@ def trace_of(where: Path, ceilings: list[cl.Ceiling]) -> Trace1 | None:
     key = (policy, nodes, st[A].get("preemption"), st[A].get("topology"),
            cl.limits_label(A, st[A].get("client_rate_limits_qps_burst")), fair)
     figs = {p: [rs.figures(p, trace, b, b["total_gpus"]) for b in replay_verdict.complete(stored, p)] for p in (A, B)}
+    cut = sum(len(rs.runs_of(stored, p)) - len(figs[p]) for p in (A, B))
     return Trace1(where, trace.name, len(trace.jobs), trace.compression, nodes, policy, key, figs, busiest, standing,
-                  st[A].get("replay_set") or where.name)
+                  st[A].get("replay_set") or where.name, cut)
 
 
 @dataclass
@@ -239,6 +241,10 @@ def condition_text(s: ReplaySet) -> str:
             f"{min(t.busiest for t in ts):g}–{max(t.busiest for t in ts):g} jobs/s")
     if shares:
         text += f", at most {max(shares):.0%} of either platform's measured placement ceiling"
+    reps = "; ".join(f"{t.trace_name} Slurm {len(t.figures[B])}, Kubernetes {len(t.figures[A])}" for t in ts)
+    text += f"; complete replays a side: {reps}"
+    if cut := sum(t.cut for t in ts):
+        text += f" ({cut} stopped before their last job left out)"
     if s.left_out:
         text += "; left out as throughput-bound or without a measured ceiling: " + "; ".join(
             f"{t.trace_name} ({t.standing_text()})" for t in s.left_out)

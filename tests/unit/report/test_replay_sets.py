@@ -119,3 +119,19 @@ def test_a_set_is_mixed_by_rate_limits_or_fair_sharing_not_by_how_off_was_record
         return got.mixed
     assert not mixed(old, off)
     assert mixed(off, raised) and mixed(off, fair)
+
+
+def test_a_replay_stopped_before_its_last_job_is_no_value_and_the_evidence_says_so(tmp_path):
+    where = stored_replay(tmp_path / "scale" / "r1")
+    body = json.loads((where / "k8s.json").read_text())
+    rs.save(where, tr.load(where / "trace.jsonl"), "k8s", {**body, "ended": False}, 128, index=2)
+    (s,) = replay_sets.sets([where])
+    assert len(s.traces[0].figures["k8s"]) == 1 and s.traces[0].cut == 1
+    text = replay_sets.condition_text(s)
+    assert "complete replays a side: " in text
+    assert "Slurm 1, Kubernetes 1 (1 stopped before their last job left out)" in text
+
+
+def test_a_campaign_without_replays_has_no_queue_at_scale_line():
+    row = {r.criterion: r for r in decision.rows(from_records([]), {}, [], [])}[decision.SCALE]
+    assert not row.measured and row.cells()[0][2] == "not measured"
