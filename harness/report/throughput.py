@@ -193,14 +193,21 @@ def sweep_chart(rows: list[dict], found: list, path: Path) -> Path:
     return files.save_figure(fig, path, levels=0)
 
 
+def _runtimes(by_size) -> str:
+    """The sweep's run time per cluster size ({"16": 3, "256": 5}) as words."""
+    if not isinstance(by_size, dict):
+        return f"{by_size} s"
+    return ", ".join(f"{v} s at {k} nodes" for k, v in sorted(by_size.items(), key=lambda kv: int(kv[0])))
+
+
 def sweep_markdown(rows: list[dict], found: list, settings: dict) -> str:
     """The sweep's report: the ceilings first (what replays are judged against), then every replay with its
     host CPU beside it."""
     lines = ["# Placement ceilings on this host: saturation sweeps", "",
              "Steady traces (harness/scale/steady.py): each rate offered for "
              f"{settings.get('seconds', '?'):g} s, jobs of "
-             f"{settings.get('runtime_s')} s by size, gangs of 1, 2 and 4 nodes; {settings.get('repeat', 1)} sweep(s); "
-             "a platform's rates stop rising after the first it placed under "
+             f"{_runtimes(settings.get('runtime_s'))}, gangs of 1, 2 and 4 nodes; "
+             f"{settings.get('repeat', 1)} sweep(s); a platform's rates stop rising after the first it placed under "
              f"{settings.get('stop_below', 0.75):.0%} of. Times are the schedulers' own whole-second records; the "
              "host's CPU is sampled every second over each replay (whole host and each component).", "",
              "## Ceilings", "",

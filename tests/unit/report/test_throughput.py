@@ -88,7 +88,7 @@ def test_the_sweep_report_puts_the_ceilings_first_and_every_replay_with_its_host
             sweep_row("slurm", 16, "-", 1, 2, 2.0), sweep_row("slurm", 64, "-", 1, 2, 2.0)]
     found = cl.ceilings(rows)
     md = rt.sweep_markdown(rows, found, {"seconds": 10.0, "runtime_s": {"16": 3}, "repeat": 2, "stop_below": 0.75})
-    assert md.index("## Ceilings") < md.index("## Every replay")
+    assert md.index("## Ceilings") < md.index("## Every replay") and "jobs of 3 s at 16 nodes, gangs" in md
     assert f"| Kubernetes | 16 | {lim} | 1 | 1.2 | 3 | 2 |" in md           # repeat 2 placed 0.98 of 1: kept up
     assert "| Slurm | 16 | - | 2+ | 2 | 2 | 1 |" in md                      # no rate missed: a lower bound
     assert "| 0.50 / 1.20 | kube-apiserver 0.30 / 0.90 | 1.50 |" in md        # the busiest named component
