@@ -38,6 +38,20 @@ def test_import_reads_either_sacct_form(tmp_path, name, capsys):
     assert tr.load(out).jobs
 
 
+def test_import_reads_alibabas_gpu_trace_by_its_header_and_slices_only_it(tmp_path, capsys):
+    src = FIXTURES / "scale" / "alibaba" / "openb_excerpt.csv"
+    out = tmp_path / "t.jsonl"
+    assert main(["scale", "import", str(src), "--out", str(out), "--start", "12701000", "--end", "12710000",
+                 "--cpu-jobs", "drop", "--name", "openb-slice", "-q"], env={}) == 0, capsys.readouterr().err
+    t = tr.load(out)
+    assert t.name == "openb-slice" and t.params["cpu_jobs"] == "drop" and t.params["start_s"] == 12701000
+    assert {j.gpus_per_node for j in t.jobs} == {1} and any(j.recorded_wait_s is not None for j in t.jobs)
+    capsys.readouterr()
+    assert main(["scale", "import", str(FIXTURES / "scale" / "sacct" / "sacct.json"), "--out", str(out),
+                 "--start", "5"], env={}) == 2
+    assert "--start/--end slice a history that records its own clock" in capsys.readouterr().err
+
+
 def test_a_stored_replay_rederives_and_a_changed_figure_is_named(tmp_path, capsys):
     rec = json.loads((FIXTURES / "replay" / "k8s_records.json").read_text())
     trace = tr.loads(rec["trace"])
