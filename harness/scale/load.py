@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from .trace import Trace, compress
 
 WINDOW_S = 10          # seconds: the burst a scheduler has to keep up with
-SHARE = 0.7            # of the lower ceiling the busiest window may offer (the "about 70 %")
+SHARE = 0.7            # of the lower ceiling the busiest window may offer: room for bursts within the 10 s
 
 
 def busiest_rate(trace: Trace, window_s: int = WINDOW_S) -> float:
