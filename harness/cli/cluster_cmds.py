@@ -39,12 +39,35 @@ def run_action(args, say) -> dict:
     if qps is not None and k8s_provider(args.provider, args.cluster_command) != "native":
         raise ConfigError("--client-qps sets the native Kubernetes cluster's controllers",
                           tip=f"poc cluster up --k8s --provider native --client-qps {qps}")
+    fair = getattr(args, "kueue_fair_sharing", None)
+    if fair is not None and k8s_provider(args.provider, args.cluster_command) != "native":
+        raise ConfigError("--kueue-fair-sharing sets the native Kubernetes cluster's Kueue",
+                          tip=f"poc cluster up --k8s --provider native --kueue-fair-sharing {fair}")
     from ..clusters.k8s import rate_limits
     limits = None if qps is None else rate_limits.parse(qps)    # refused before anything starts
     done = {name: getattr(cluster, args.cluster_command)() for name, cluster in chosen.items()}
+    if fair is not None and "k8s" in chosen:
+        from ..clusters.k8s import tuning
+        from ..clusters.k8s.layout import Layout
+        from ..clusters.native_k8s import state_root
+        if tuning.apply_fair_sharing(Layout(state_root()), fair == "on"):
+            done["k8s"] = chosen["k8s"].up()
+            say(f"[k8s] restarted kueue with fair sharing {fair}")
     if limits is not None and "k8s" in chosen:
         done["k8s"] = _set_client_qps(limits, chosen["k8s"], say)
     return done
+
+
+def _queue_policy_fields(args) -> dict:
+    """The emulated Slurm cluster's side of `--queue-policy NAME` (render/replay_policy.py); none when not given."""
+    name = getattr(args, "queue_policy", None)
+    if name is None:
+        return {}
+    from ..render import replay_policy
+    try:
+        return replay_policy.emulated_fields(replay_policy.policy(name))
+    except ValueError as e:
+        raise ConfigError(str(e), tip="--queue-policy site, defaults, strict-fifo or no-size") from None
 
 
 def _set_client_qps(limits: dict, cluster, say):
@@ -91,7 +114,8 @@ def _emulated(args, say, runner=None, ensure_image=None) -> dict:
                                          rack_size=args.rack_size,
                                          racks_per_block=args.racks_per_block,
                                          priority_decay_half_life_min=args.fairshare_half_life,
-                                         priority_max_age_min=args.fairshare_half_life) if args.slurm else None
+                                         priority_max_age_min=args.fairshare_half_life,
+                                         **_queue_policy_fields(args)) if args.slurm else None
     if slurm_shape is not None:
         release = args.release or images.DEFAULT_RELEASE
         image = (ensure_image or images.ensure_slurm_emulated_image)(release, say)

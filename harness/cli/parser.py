@@ -231,6 +231,14 @@ def _emulated_args(a, action: str) -> None:
                        help="native Kubernetes (--k8s): the controllers' client rate limits, e.g. "
                             "kueue=200/300,kube-controller-manager=200/300, or `default`; restarts the ones that "
                             "change; replays record them (default: each controller's own, Kueue 20/30)")
+        a.add_argument("--kueue-fair-sharing", choices=["on", "off"], default=None,
+                       help="native Kubernetes (--k8s): Kueue's fairSharing.enable (ClusterQueues of a cohort "
+                            "admitted by their dominant share); restarts Kueue when it changes; replays record it "
+                            "(default: as set, off on a new cluster)")
+        a.add_argument("--queue-policy", default=None, metavar="PAIR",
+                       help="emulated Slurm (--slurm): the Slurm side of a queue policy pair, site (default), "
+                            "defaults, strict-fifo or no-size (SchedulerType and PriorityWeight*; "
+                            "docs/scale-traces.md); `poc scale replay --queue-policy` gives Kueue its side")
         a.add_argument("--fairshare-half-life", type=int, default=7 * 24 * 60, metavar="MIN",
                        help="emulated Slurm (--slurm): PriorityDecayHalfLife of past usage in fair share, in "
                             "minutes (default 10080, Slurm's 7 days); divide it by a replay's --compress to keep "

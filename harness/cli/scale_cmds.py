@@ -63,10 +63,18 @@ def _import(args) -> int:
     text = _read(args.history)
     shape = NodeShape(nodes=args.nodes, gpus_per_node=args.gpus_per_node) if args.nodes else None
     name = Path(args.history).stem
+    if text.lstrip().startswith("name,cpu_milli"):      # Alibaba's GPU trace of 2023 (scale/alibaba.py)
+        from ..scale import alibaba
+        trace = alibaba.parse_openb(text, name=args.name or name, shape=shape, start_s=args.start, end_s=args.end,
+                                    cpu_jobs=args.cpu_jobs)
+        return _trace_out(args, trace)
+    if args.start is not None or args.end is not None:
+        raise ConfigError("--start/--end slice a history that records its own clock (the Alibaba GPU trace)",
+                          tip="export the period you want from sacct with -S/-E instead")
     if text.lstrip().startswith("{"):
-        trace = sacct.parse_json(text, name=name, shape=shape, tenant=args.tenant)
+        trace = sacct.parse_json(text, name=args.name or name, shape=shape, tenant=args.tenant)
     else:
-        trace = sacct.parse_pipe(text, name=name, shape=shape, tenant=args.tenant, tz=args.tz)
+        trace = sacct.parse_pipe(text, name=args.name or name, shape=shape, tenant=args.tenant, tz=args.tz)
     return _trace_out(args, trace)
 
 
@@ -127,7 +135,7 @@ def _replay(args) -> int:
     if args.compress != 1:
         trace = tr.compress(trace, args.compress)
     where = replay_dir(args, trace)
-    prio = {"preemption": args.preemption, "priorities": priorities}
+    prio = {"preemption": args.preemption, "priorities": priorities, "policy": args.queue_policy}
     run = {"k8s": lambda *a, **kw: local.replay_k8s(*a, topology=args.k8s_topology, **prio, **kw),
            "slurm": lambda *a, **kw: local.replay_slurm(*a, **prio, **kw)}
     figs, lines, ended = {}, [], True
@@ -137,6 +145,8 @@ def _replay(args) -> int:
         for p in platforms:
             i = rs.next_index(where, p)
             result, total_gpus = run[p](trace, where.name, timeout_s=args.timeout, say=out.info)
+            if args.replay_set:      # the replay set it joins: several traces judged together (report/replay_sets.py)
+                result.setdefault("settings", {})["replay_set"] = args.replay_set
             key = rs.run_name(p, i)
             figs[key] = rs.save(where, trace, p, result, total_gpus, index=i)
             ended = ended and result["ended"]
@@ -217,7 +227,13 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
     im = sub_parser(ss, "import", "a Slurm site's own history (sacct --json or -P) as a trace",
                     "sacct -a -X --json -S 2026-01-01 -E 2026-02-01 > h.json && poc scale import h.json --out t.jsonl",
                     (out_parent,))
-    im.add_argument("history", help="sacct's output: --json, or -P with its header (docs/scale-traces.md)")
+    im.add_argument("history", help="sacct's output (--json, or -P with its header), or Alibaba's GPU trace of 2023 "
+                    "(openb_pod_list_*.csv) (docs/scale-traces.md)")
+    im.add_argument("--start", type=int, metavar="S", help="Alibaba trace: the slice's first second (creations from)")
+    im.add_argument("--end", type=int, metavar="S", help="Alibaba trace: the slice's end (creations before; runs cut)")
+    im.add_argument("--cpu-jobs", choices=["keep", "drop"], default="keep",
+                    help="Alibaba trace: CPU-only pods kept as CPU jobs (default) or dropped, counted either way")
+    im.add_argument("--name", help="the trace's name (default: the file's)")
     im.add_argument("--out", required=True, metavar="PATH", help="the trace file to write (JSON Lines)")
     im.add_argument("--tenant", choices=["account", "user"], default="account", help="who a job's tenant is")
     im.add_argument("--tz", help="the zone of -P's local times (not needed with SLURM_TIME_FORMAT=%%s or --json)")
@@ -247,6 +263,13 @@ def add_parsers(sub, sub_parser, common, out_parent, results_parent) -> None:
     rp.add_argument("--qos-priority", metavar="NAME=N,...",
                     help="the classes' priorities with --preemption priority (default low=100,normal=1000,"
                          "high=10000; other classes take normal's)")
+    rp.add_argument("--queue-policy", default="site", metavar="PAIR",
+                    help="the queue policy pair (docs/scale-traces.md): site (default), defaults, strict-fifo or "
+                         "no-size; Kueue gets its side here, the emulated Slurm cluster must run its side "
+                         "(`poc cluster up --slurm --emulated N --queue-policy PAIR`)")
+    rp.add_argument("--replay-set", metavar="NAME",
+                    help="the replay set this trace joins: a campaign's report tests the platforms across the "
+                         "set's traces (3 or more, each below both placement ceilings) under one policy pair")
     rp.add_argument("--campaign", metavar="NAME",
                     help="store under --results/NAME/scale/, so that campaign's `poc report` shows the replay")
     rp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",

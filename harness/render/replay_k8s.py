@@ -6,7 +6,8 @@ the host name, as ``sbatch -N nodes --gpus-per-node G`` places one task per node
 the job's ``runtime_s`` (KWOK's pod-complete delay annotation); ``limit_s`` (plus ``limit_grace_s``)
 is the Job's activeDeadlineSeconds, which the Job controller enforces as Slurm enforces a time limit.
 
-Each tenant is a LocalQueue in the replay's namespace, feeding its own ClusterQueue; the ClusterQueues
+Each tenant is a LocalQueue in the replay's namespace, feeding its own ClusterQueue (or, with
+``Target.one_queue``, one ClusterQueue for all: render/replay_policy.py names the pairs); the ClusterQueues
 share one cohort, so a tenant with idle quota lends it and one with a backlog borrows it. How much
 each tenant owns is the quota mapping (``TenantQuota``): the same numbers become Slurm fair-share
 shares on the other side, and that mapping is what the multi-tenancy comparison compares.
@@ -21,6 +22,7 @@ of a node could otherwise be packed onto fewer nodes than Slurm's one task per n
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 
@@ -47,6 +49,7 @@ DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 # requests that count against no quota but keep pods honest: the replay measures GPU scheduling
 POD_CPU, POD_MEMORY = "1", "1Gi"
 _NAME = re.compile(r"[^a-z0-9-]+")
+ONE_QUEUE = "all-tenants"     # the ClusterQueue's tenant part when every tenant shares one
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,9 @@ class Target:
     cohort: str = "poc-replay"
     # added to each job's limit: its pods start a second or two after its Job does, so a job whose run
     # time equals its limit (as a timed-out job's does in sacct's history) would be killed before it
-    # ends; Slurm too kills only after KillWait, 30 s by default
+    # ends; Slurm too kills only after KillWait, 30 s by default. Kept at 30 s here however compressed the
+    # replay: Kueue admits by quota, not by limits, and the delay it covers (the pod pipeline, up to minutes at
+    # 1,000 nodes) does not compress. Slurm's side scales it (grace_for), since backfill plans with the limits
     limit_grace_s: int = 30
     # Kueue TAS for every gang: "preferred" / "required" inside one block, or "off"
     topology: str = "off"
@@ -78,8 +83,14 @@ class Target:
     # ClusterQueues preemption of lower priorities; "off", no priorities and no preemption
     preemption: str = "off"
     classes: tuple[rp.ClassPriority, ...] = ()
+    # the queue policy (render/replay_policy.py): each ClusterQueue's queueingStrategy, and whether every
+    # tenant's LocalQueue feeds one ClusterQueue (one order for all) instead of a ClusterQueue each
+    queueing: str = "BestEffortFIFO"
+    one_queue: bool = False
 
     def __post_init__(self) -> None:
+        if self.queueing not in ("BestEffortFIFO", "StrictFIFO"):
+            raise ValueError(f"queueingStrategy {self.queueing!r}: BestEffortFIFO or StrictFIFO")
         if self.topology not in TOPOLOGY_MODES:
             raise ValueError(f"topology {self.topology!r}: one of {', '.join(TOPOLOGY_MODES)}")
         if self.preemption not in rp.PREEMPTION_MODES:
@@ -87,6 +98,15 @@ class Target:
         names = [priority_class_name(self, c.qos) for c in self.classes]
         if len(set(names)) < len(names):
             raise ValueError(f"QOS classes {[c.qos for c in self.classes]} do not make distinct priority class names")
+
+
+GRACE_S = 30     # Slurm's default KillWait, the grace at real time
+
+
+def grace_for(compression: float) -> int:
+    """The limit grace of a replay compressed ``compression``-fold: 30 s scaled like the limits, never under
+    2 s (a pod starts a second or two after its Job; a Slurm step after its allocation)."""
+    return max(2, math.ceil(GRACE_S / max(compression, 1e-9)))
 
 
 def topology_text(target: Target) -> str:
@@ -155,7 +175,11 @@ def queue_objects(target: Target, quotas: list[TenantQuota]) -> list[dict]:
     objs.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor, "labels": label},
                  "spec": spec})
     preemption = rp.cluster_queue_preemption(target.preemption)
-    for q in quotas:
+    # one ClusterQueue holding every tenant's quota, or one per tenant: the queue order is per ClusterQueue
+    queues = ([TenantQuota(ONE_QUEUE, sum(q.gpus for q in quotas),
+                           None if any(q.borrow_gpus is None for q in quotas) else sum(q.borrow_gpus for q in quotas))]
+              if target.one_queue and quotas else quotas)
+    for q in queues:
         gpu = {"name": GPU, "nominalQuota": str(q.gpus)}
         if q.borrow_gpus is not None:
             gpu["borrowingLimit"] = str(q.borrow_gpus)
@@ -166,11 +190,15 @@ def queue_objects(target: Target, quotas: list[TenantQuota]) -> list[dict]:
         objs.append({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cq, "labels": label},
                      "spec": {**cq_spec, "cohort": target.cohort,
                               "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": target.namespace}},
-                              # a big job waits at the head of its queue rather than being passed by small ones,
-                              # as Slurm's priority order does until backfill finds a hole
-                              "queueingStrategy": "BestEffortFIFO",
+                              # BestEffortFIFO (Kueue's default) lets a newer workload that fits pass an older one
+                              # that does not, and reserves nothing for the older one; StrictFIFO lets nothing pass
+                              # the head. Slurm's backfill is neither: it passes the top job only where that does
+                              # not delay the nodes it reserves for it (render/replay_policy.py)
+                              "queueingStrategy": target.queueing,
                               "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU],
                                                   "flavors": [{"name": flavor, "resources": resources}]}]}})
+    for q in quotas:
+        cq = cluster_queue_name(target, ONE_QUEUE if target.one_queue else q.tenant)
         objs.append({"apiVersion": KUEUE_API, "kind": "LocalQueue",
                      "metadata": {"name": queue_name(q.tenant), "namespace": target.namespace, "labels": label},
                      "spec": {"clusterQueue": cq}})

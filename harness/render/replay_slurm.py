@@ -51,7 +51,7 @@ class SlurmTarget:
     # on (with --preemption priority): each job asks for its class's QOS (render/replay_priority.py) and
     # may be requeued when preempted; off: the replay makes no QOS, every job runs in the account's default
     with_qos: bool = False
-    limit_grace_s: int = 30          # the same grace as on Kubernetes (render/replay_k8s.py says why)
+    limit_grace_s: int = 30          # render/replay_k8s.py says why; a replay scales it (grace_for)
 
 
 def slurm_name(text: str, limit: int = 64) -> str:

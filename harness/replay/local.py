@@ -4,22 +4,67 @@ Checks that the trace fits the nodes before anything is submitted, and leaves no
 behind, interrupted or not."""
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 
 from ..backends.k8s.api import K8sClient, qty
+from ..clusters import images
 from ..clusters import native_k8s as nk
 from ..clusters.k8s import kwok, rate_limits
-from ..clusters.k8s.layout import Layout
+from ..clusters.k8s.layout import Layout, load_state
 from ..clusters.slurm import emulated
-from ..errors import ConfigError
+from ..errors import ClusterError, ConfigError
 from ..render import replay_k8s as rr
+from ..render import replay_policy as rpol
 from ..render import replay_priority as rp
 from ..render import replay_slurm as rsl
+from ..scale import load
 from ..scale.trace import Trace
+from . import hostcpu
 from .k8s import K8sReplay
 from .slurm import SlurmReplay
 from .slurm_tenancy import emulated_slurm_nodes, make_accounts, make_qos, remove_accounts, remove_qos, slurm_shell
+
+# the native cluster's processes a replay's CPU record names one by one (the rest of its daemons are "other")
+K8S_COMPONENTS = ("kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager", "kueue", "jobset", "kwok")
+SLURM_DAEMONS = {"slurmctld": "slurmctld", "slurmd": "slurmd (all)", "slurmstepd": "slurmstepd (all)",
+                 "slurmdbd": "slurmdbd + mariadbd", "mariadbd": "slurmdbd + mariadbd"}
+
+
+def lab_groups() -> Callable[[], dict[str, list[int]]]:
+    """The host CPU record's groups (replay/hostcpu.py): each native-cluster control-plane process, the
+    emulated Slurm container by daemon (its cgroup listed at every sample), Docker's daemons, the harness."""
+    k8s: dict[str, list[int]] = {}
+    if nk.is_up():
+        for name, entry in (load_state(Layout(nk.info().state_dir)).get("components") or {}).items():
+            if name in K8S_COMPONENTS and entry.get("pid"):
+                k8s[name] = [int(entry["pid"])]
+    docker = hostcpu.by_name(("dockerd", "containerd"))
+    try:
+        res = images.run(["docker", "inspect", "-f", "{{.State.Pid}}", emulated.CONTAINER], check=False,
+                         what="docker inspect", timeout=60)
+        init = int(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else 0
+    except ClusterError:      # no Docker here: no emulated Slurm container to name
+        init = 0
+    names: dict[int, str] = {}
+
+    def groups() -> dict[str, list[int]]:
+        out = {**k8s, "docker (dockerd, containerd)": docker, "harness": [os.getpid()]}
+        for pid in hostcpu.cgroup_pids(init) if init else []:
+            if pid not in names:
+                names[pid] = hostcpu.comm(pid) or "?"
+            out.setdefault(SLURM_DAEMONS.get(names[pid], "slurm container, other"), []).append(pid)
+        return out
+    return groups
+
+
+def sample_cpu(groups: Callable[[], dict[str, list[int]]] | None):
+    """A started host CPU sampler over `groups` (lab_groups by default); None when /proc cannot be read."""
+    try:
+        return hostcpu.HostCpu(groups or lab_groups()).start()
+    except OSError:
+        return None
 
 
 def classes_of(trace: Trace, priorities: dict[str, int] | None) -> list[rp.ClassPriority]:
@@ -48,10 +93,13 @@ def check_fits(trace: Trace, nodes: int, gpus: int, flag: str = "--k8s --provide
 
 def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
                say: Callable[[str], None] = print, topology: str = "preferred", preemption: str = "off",
-               priorities: dict[str, int] | None = None) -> tuple[dict, int]:
+               priorities: dict[str, int] | None = None, policy: str = rpol.DEFAULT,
+               cpu_groups: Callable[[], dict[str, list[int]]] | None = None) -> tuple[dict, int]:
     """Replay `trace` on the local emulated nodes: (the replay's result, the cluster's GPUs). topology:
     Kueue TAS for every gang (render/replay_k8s.py TOPOLOGY_MODES), preferred by default as Slurm's
-    topology/tree is on the other side. preemption, priorities: render/replay_priority.py."""
+    topology/tree is on the other side. preemption, priorities: render/replay_priority.py. policy: the
+    queue policy pair (render/replay_policy.py), whose Kueue side this replay's ClusterQueues get."""
+    pair = _policy(policy)
     if not trace.jobs:
         raise ConfigError("the trace has no jobs", tip="poc scale show TRACE says what it holds")
     if preemption not in rp.PREEMPTION_MODES:
@@ -68,7 +116,9 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
     try:
         target = rr.Target(namespace=rr.k8s_name(f"poc-replay-{label}"), replay=rr.k8s_name(label),
                            topology=topology, preemption=preemption, classes=tuple(classes),
-                           node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,))
+                           node_labels={kwok.TYPE_LABEL[0]: kwok.TYPE_LABEL[1]}, tolerations=(kwok.TOLERATION,),
+                           queueing=pair.kueue.queueing,
+                           one_queue=pair.kueue.one_queue)
     except ValueError as e:
         raise ConfigError(str(e), tip="name the trace's QOS classes so they differ in letters and digits") from None
     client = K8sClient(str(info.kubeconfig), timeout_s=60)
@@ -77,14 +127,25 @@ def replay_k8s(trace: Trace, name: str, timeout_s: float | None = None,
         timeout_s = default_timeout(trace)
     say(f"[k8s] replaying {len(trace.jobs)} jobs on {nodes} emulated nodes × {gpus} GPUs "
         f"(namespace {target.namespace}; watching at most {timeout_s:g} s)")
+    cpu = sample_cpu(cpu_groups)
     try:
         result = rep.run(trace, rr.equal_quotas(trace, nodes * gpus), timeout_s=timeout_s)
     finally:
+        result_cpu = cpu.stop() if cpu else None
         gone = rep.delete(wait_s=600)
         client.close()
+    result["host_cpu"] = result_cpu
+    result["offered"] = load.offered(trace)
     result["settings"] = {"nodes": nodes, "gpus_per_node": gpus, "namespace": target.namespace,
+                          "queue_policy": pair.name, "queue_policy_text": pair.text(),
+                          "queueing_strategy": target.queueing,
+                          "cluster_queues": ("one ClusterQueue for every tenant" if target.one_queue else
+                                             "a ClusterQueue per tenant, one cohort (idle quota lent and borrowed)"),
                           "quotas": "equal_quotas: each tenant an equal share of the GPUs, borrowing the rest",
-                          "limit_grace_s": target.limit_grace_s, "poll_s": rep.poll_s, "workers": rep.workers,
+                          "limit_grace_s": target.limit_grace_s,
+                          "limit_grace": "30 s, not scaled by the compression: Kueue does not plan with limits, "
+                                         "and the grace covers the pod pipeline's seconds, which do not compress",
+                          "poll_s": rep.poll_s, "workers": rep.workers,
                           "pods": "KWOK: Running at once, Succeeded about 1 s after the annotated run time",
                           "topology": rr.topology_text(target),
                           "preemption": rp.settings_text(preemption, classes),
@@ -97,15 +158,25 @@ def default_timeout(trace: Trace) -> float:
     return max(j.submit_s + j.limit_s for j in trace.jobs) + 120
 
 
-SLURM_SETTINGS = ("SchedulerType", "SchedulerParameters", "SelectType", "PriorityType", "PriorityWeightFairShare",
-                  "PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightQOS", "PriorityDecayHalfLife",
-                  "PriorityMaxAge", "PriorityCalcPeriod", "PriorityFlags", "AccountingStorageEnforce",
-                  "PreemptType", "PreemptMode", "AuthInfo")
+SLURM_SETTINGS = ("SchedulerType", "SchedulerParameters", "SelectType", "SelectTypeParameters", "PriorityType",
+                  "PriorityWeightFairShare", "PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightPartition",
+                  "PriorityWeightQOS", "PriorityWeightTRES", "PriorityDecayHalfLife", "PriorityMaxAge",
+                  "PriorityCalcPeriod", "PriorityUsageResetPeriod", "PriorityFavorSmall", "PriorityFlags",
+                  "FairShareDampeningFactor", "AccountingStorageEnforce", "PreemptType", "PreemptMode", "AuthInfo",
+                  "TopologyPlugin", "KillWait", "OverTimeLimit")
+
+
+def _policy(name: str) -> rpol.QueuePolicy:
+    try:
+        return rpol.policy(name)
+    except ValueError as e:
+        raise ConfigError(str(e), tip=f"--queue-policy {' | '.join(rpol.POLICIES)}") from None
 
 
 def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
                  say: Callable[[str], None] = print, shell=slurm_shell, preemption: str = "off",
-                 priorities: dict[str, int] | None = None) -> tuple[dict, int]:
+                 priorities: dict[str, int] | None = None, policy: str = rpol.DEFAULT,
+                 cpu_groups: Callable[[], dict[str, list[int]]] | None = None) -> tuple[dict, int]:
     """Replay `trace` on the emulated Slurm cluster: (the replay's result, the cluster's GPUs).
 
     Each tenant is an account for the replay's length, with the shares of Kubernetes' equal quotas
@@ -124,13 +195,22 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
     conf = shell(["scontrol", "show", "config"], timeout=60).stdout
     sched = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in conf.splitlines())
              if k.strip() in SLURM_SETTINGS}
+    pair = _policy(policy)
+    wrong = rpol.slurm_mismatch(pair, sched)
+    if wrong:
+        # the Slurm side of a pair is the cluster's configuration: a replay on another would be mislabelled
+        raise ConfigError(f"the emulated Slurm cluster does not run the Slurm side of queue policy {pair.name}: "
+                          + "; ".join(wrong),
+                          tip=f"poc cluster down --slurm --emulated, then poc cluster up --slurm --emulated {nodes} "
+                              f"--queue-policy {pair.name}")
     if preemption != "off" and sched.get("PreemptType") != "preempt/qos":
         # a cluster started before preemption was configured would queue where Kubernetes preempts
         raise ConfigError(f"the emulated Slurm cluster runs PreemptType={sched.get('PreemptType')}, and "
                           "--preemption needs preempt/qos", tip="poc cluster down --slurm --emulated, then up again")
     classes = classes_of(trace, priorities)
     with_qos = preemption != "off"
-    target = rsl.SlurmTarget(replay=rsl.slurm_name(f"{name[:40]}-{uuid.uuid4().hex[:6]}"), with_qos=with_qos)
+    target = rsl.SlurmTarget(replay=rsl.slurm_name(f"{name[:40]}-{uuid.uuid4().hex[:6]}"), with_qos=with_qos,
+                             limit_grace_s=rr.grace_for(trace.compression))
     rep = SlurmReplay(shell, target)
     timeout_s = timeout_s if timeout_s is not None else default_timeout(trace)
     shares = rsl.account_shares(rr.equal_quotas(trace, nodes * gpus))
@@ -140,8 +220,12 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
     qos_made, qos_set = make_qos(classes, shell) if with_qos else ([], [])
     try:
         made = make_accounts(shares, shell, qos=[rsl.slurm_qos(c.qos) for c in classes] if with_qos else [])
+        cpu = sample_cpu(cpu_groups)
         try:
-            result = rep.run(trace, timeout_s)
+            try:
+                result = rep.run(trace, timeout_s)
+            finally:
+                result_cpu = cpu.stop() if cpu else None
             share = shell(["sshare", "-a", "-P", "-o",
                            "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"],
                           timeout=60).stdout.splitlines()
@@ -151,7 +235,10 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
             left = remove_accounts(made, shell)
     finally:    # after the accounts: an association names the QOSes it may use
         qos_left = remove_qos(qos_made, qos_set, shell)
+    result["host_cpu"] = result_cpu
+    result["offered"] = load.offered(trace)
     result["settings"] = {"nodes": nodes, "gpus_per_node": gpus, "job_name": target.replay, **sched,
+                          "queue_policy": pair.name, "queue_policy_text": pair.text(),
                           "tenants": "each tenant an account in slurmdbd (associations enforced); equal_quotas as "
                                      "fair-share weights: shares = nominal GPUs, no GPU cap (borrowing unlimited); "
                                      "the fair-share factor is 0 until slurmctld's first PriorityCalcPeriod "
@@ -163,6 +250,9 @@ def replay_slurm(trace: Trace, name: str, timeout_s: float | None = None,
                           "preemption": rp.settings_text(preemption, classes),
                           "qos_during_replay": qos_table, "qos_made": qos_made, "qos_set_and_reset": qos_set,
                           "qos_removal_error": qos_left,
-                          "limit_grace_s": target.limit_grace_s, "time_resolution": "whole minutes (--time)",
+                          "limit_grace_s": target.limit_grace_s,
+                          "limit_grace": f"30 s scaled by the compression ({trace.compression:g}x), at least 2 s; "
+                                         "--time rounds limit + grace up to whole minutes",
+                          "time_resolution": "whole minutes (--time)",
                           "poll_s": rep.poll_s}
     return result, nodes * gpus

@@ -182,8 +182,14 @@ def paragraphs(rs: list[Row], table: RunTable, gs: Groups, comps: list[Compariso
     for p in (B, A):
         mine = [(crit, text) for crit, q, text in apart if q == p]
         for crit in dict.fromkeys(c for c, _ in mine):
-            out.append(f"{_label(p)} is ahead on {crit}, tested across replays of a job trace (apart from the "
-                       "runs): " + "; ".join(t for c, t in mine if c == crit) + ".")
+            out.append(f"{_label(p)} is ahead on {crit}, tested across several job traces replayed below both "
+                       "platforms' measured placement ceilings (apart from the runs): "
+                       + "; ".join(t for c, t in mine if c == crit) + ".")
+    for r in rs:      # a criterion tested apart (queue at scale) whose sets could not all be tested says why
+        if r.notes_apart:
+            out.append(f"{r.criterion[0].upper()}{r.criterion[1:]} has no verdict from "
+                       + ("the other replay sets" if r.wins_apart else "the campaign's replays") + ": "
+                       + "; ".join(r.notes_apart) + ".")
     rest = []
     if same:
         rest.append("equivalent on " + ", ".join(

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import audit as auditmod
 from . import conditions as condmod
-from . import defaults, drills_outage, replay_verdict
+from . import defaults, drills_outage, replay_sets
 from . import drills as drillmod
 from . import serving as servemod
 from . import ux as uxmod
@@ -55,6 +55,7 @@ class Row:
     # whether any was tested, and (platform ahead, what and where) for each that found one
     tested_apart: bool = False
     wins_apart: list[tuple[str, str]] = field(default_factory=list)
+    notes_apart: list[str] = field(default_factory=list)   # why a set of replays could not be tested
 
     def add(self, evidence: str, ratio: str = "–", ahead: str = "") -> None:
         self.measured = True
@@ -261,10 +262,10 @@ def _inference_row(row: Row, keys: list[str], summ: dict, comps: dict, serves: l
 
 
 def _scale_row(row: Row, replays: list) -> None:
-    """Queue at the cluster's size: the campaign's replays of job traces on emulated nodes (one line per
-    trace), verdicts only from MIN_N replays a side (replay_verdict.py); the settings they ran under are in
-    each replay's report."""
-    parts, row.tested_apart, row.wins_apart = replay_verdict.decision(replays)
+    """Queue at the cluster's size: the campaign's replay sets (replay_sets.py: several traces, each below both
+    platforms' measured placement ceilings, under one named queue policy pair), a line per figure with the
+    offered rate and the ceilings it stood under; the settings each replay ran under are in its report."""
+    parts, row.tested_apart, row.wins_apart, row.notes_apart = replay_sets.decision(replays)
     for ev, ratio, ahead in parts:
         row.add(ev, ratio, ahead)
 
@@ -368,8 +369,9 @@ def rows(table: RunTable, gs: Groups, summ: list[SummaryRow], comps: list[Compar
                          for p in (B, A) if row.runs and p in table.platform.names}
             row.settings = condmod.cell(row.conditions, row.host, _label)
         elif row.measured:
-            row.settings = ("emulated nodes (KWOK; slurmd --enable-multiple-slurmd): each replay's report names its "
-                            "settings")
+            row.settings = ("emulated nodes (KWOK; slurmd --enable-multiple-slurmd) on this 2-core host; each line "
+                            "names its queue policy pair and its offered rate against both platforms' placement "
+                            "ceilings; each replay's report names every setting")
         out.append(row)
     return out
 

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 from ..replay import store as rs
 from ..scale import outcome
 from ..scale.trace import SIZE_CLASSES, size_class, summary
-from . import files, replay_verdict
+from . import files, replay_sections, replay_verdict
 from .charts import COLORS
 from .stats import PLATFORM_LABEL
 
@@ -153,12 +153,14 @@ def write(where: Path, out: Path | None = None) -> Path:
     queue_cdf_chart(outs, out / "queue_cdf.png")
     utilisation_chart(outs, gpus, out / "utilisation.png")
     tenants_chart(figs, out / "tenants.png")
+    replay_sections.host_cpu_chart(stored, out / "host_cpu.png")
     s = summary(trace)
     plats = list(stored)
     lines = [f"# Scale replay: {trace.name}", "",
              f"The trace: {trace.source}. {s.jobs} jobs; sizes " + ", ".join(f"{k}: {v}" for k, v in s.sizes.items())
              + f"; offered GPU load {_cell(round(s.gpu_load, 3) if s.gpu_load is not None else None)}; "
              f"replayed {trace.compression:g}× faster than its source ({'; '.join(trace.notes) or 'no notes'}).", "",
+             *replay_sections.offered_lines(where, trace, stored), *replay_sections.policy_lines(stored),
              "## Verdict", "", *_verdict_lines(every, trace, n_runs), *paired_lines(outs), "",
              "## Figures (whole seconds: the records' resolution)" + (", each platform's first replay" if
                                                                         max(n_runs.values()) > 1 else ""), "",
@@ -168,7 +170,8 @@ def write(where: Path, out: Path | None = None) -> Path:
             ("makespan (s)", lambda f: f["makespan_s"]),
             ("GPU utilisation, first submit to last end", lambda f: None if f["gpu_utilisation"] is None
              else f"{f['gpu_utilisation']:.1%}"),
-            ("GPU utilisation by the jobs' run times", lambda f: None if f.get("work_utilisation") is None
+            ("GPU utilisation by work ÷ makespan (the work is the trace's: it restates the makespan)",
+             lambda f: None if f.get("work_utilisation") is None
              else f"{f['work_utilisation']:.1%}"),
             ("GPUs held beyond a job's run time: median / most (s); share of GPU-seconds", lambda f: None
              if not f.get("held_beyond_run") else "{m:g} / {x:g}; {s:.1%}".format(
@@ -197,9 +200,11 @@ def write(where: Path, out: Path | None = None) -> Path:
         lines.append(f"| {name} | " + " | ".join(_cell(v) for v in vals) + " |")
     lines += ["", "![queue-time CDFs per size class](queue_cdf.png)", "",
               "![GPUs allocated over time](utilisation.png)", "", "![tenants' GPU-second shares](tenants.png)", "",
+              *replay_sections.queue_lines(figs), *replay_sections.recorded_lines(trace, outs),
+              *replay_sections.host_cpu_lines(stored),
               "## Settings that shape these figures", ""]
     for p, body in stored.items():
-        settings = body.get("settings", {})
+        settings = {k: v for k, v in body.get("settings", {}).items() if k != "queue_policy_text"}
         cost = [f"harness CPU {body['harness_cpu_s']} s"] if "harness_cpu_s" in body else []
         cost += [f"{body['looks']} looks at the queue"] if "looks" in body else []
         cost += [f"replay wall {body['replay_wall_s']} s"] if "replay_wall_s" in body else []

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -50,12 +49,13 @@ def figures_compared() -> list[Figure]:
         return "all jobs" if cls == "all" else cls + (" node" if cls == "1" else " nodes")
     out = [Figure(f"queue_{q}_s:{cls}", f"queue {q}, {who(cls)}", "s", _queue(cls, f"{q}_s"), True, QUEUE_RES_S)
            for cls in ("all", *(c for c, _, _ in tr.SIZE_CLASSES)) for q in ("p50", "p99")]
-    # by the jobs' run times, not allocation: each emulated pod holds its GPUs about a second past its
-    # run time (KWOK's completion step) and a Slurm job none, which would read as Kubernetes keeping the
-    # GPUs fuller (outcome.work_utilisation); replays stored before it have only the allocated figure
-    out.append(Figure("work_utilisation", "GPU utilisation by the jobs' run times, first submit to last end",
-                      "share", lambda f: f.get("work_utilisation"), False, 0.0))
-    out.append(Figure("makespan_s", "makespan", "s", lambda f: f["makespan_s"], True, QUEUE_RES_S))
+    # by the jobs' own work over the arrival window (scale/queueing.py), not work / makespan: the work is the
+    # trace's, the same in every replay, so work / makespan restates the makespan, which the last job sets
+    out.append(Figure("bounded_slowdown:all", "mean bounded slowdown (tau 10 s), all jobs", "",
+                      lambda f: ((f.get("bounded_slowdown") or {}).get("classes") or {}).get("all", {}).get("mean"),
+                      True, 0.0))
+    out.append(Figure("arrival_window_utilisation", "GPU utilisation by work over the arrival window", "share",
+                      lambda f: f.get("arrival_window_utilisation"), False, 0.0))
     return out
 
 
@@ -136,7 +136,7 @@ def rows_of(per: dict[str, list[dict]]) -> list[Row]:
 
 
 def _v(x: float, unit: str) -> str:
-    return f"{x:.1%}" if unit == "share" else f"{x:g}"
+    return f"{x:.1%}" if unit == "share" else f"{x:.3g}" if unit == "" else f"{x:g}"
 
 
 def _ratio(r: Row) -> str:
@@ -153,13 +153,14 @@ def verdict_text(r: Row) -> str:
     if r.verdict == "resolution":
         return f"no difference beyond the records' resolution (±{2 * r.figure.resolution:g} {r.figure.unit})"
     if r.verdict == "ahead":
-        return f"{PLATFORM_LABEL.get(r.ahead(), r.ahead())} ahead (rank-sum, Holm p {r.p_holm:.2g})"
+        # across repeats of one trace: a verdict on this trace, which replay_sets.py needs several of
+        return f"{PLATFORM_LABEL.get(r.ahead(), r.ahead())} ahead on this trace (rank-sum, Holm p {r.p_holm:.2g})"
     return f"no difference shown (rank-sum, Holm p {r.p_holm:.2g})"
 
 
 def table(rs_: list[Row]) -> tuple[list[str], list[list[str]]]:
     header = ["figure", "Slurm, each replay", "Kubernetes, each replay", "Kubernetes / Slurm (95% CI)", "verdict"]
-    body = [[r.figure.label + (f" ({r.figure.unit})" if r.figure.unit != "share" else ""),
+    body = [[r.figure.label + (f" ({r.figure.unit})" if r.figure.unit not in ("share", "") else ""),
              ", ".join(_v(v, r.figure.unit) for v in r.values[B]),
              ", ".join(_v(v, r.figure.unit) for v in r.values[A]), _ratio(r), verdict_text(r)] for r in rs_]
     return header, body
@@ -169,53 +170,3 @@ def markdown(rs_: list[Row]) -> list[str]:
     header, body = table(rs_)
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(row) + " |" for row in body)]
-
-
-DECISION_KEYS = ("queue_p50_s:all", "queue_p99_s:all", "work_utilisation")
-
-
-def decided(replay_dirs: list[Path]) -> tuple[bool, list[tuple[str, str]]]:
-    """For the report's opening: whether any decision-row figure was tested across replays, and each one
-    that found a platform ahead, as (platform, "figure on N nodes (`dir`, ×ratio, Holm p)")."""
-    return decision(replay_dirs)[1:]
-
-
-def decision_parts(replay_dirs: list[Path]) -> list[tuple[str, str, str]]:
-    return decision(replay_dirs)[0]
-
-
-def decision(replay_dirs: list[Path]) -> tuple[list[tuple[str, str, str]], bool, list[tuple[str, str]]]:
-    """The decision summary's "queue at scale" lines, one per replayed trace: (evidence, ratio, verdict).
-    The evidence names the trace, the cluster, the compression and the replays a side; the figures are
-    the all-jobs queue p50 and p99 and the GPU utilisation by run time, the verdicts those rows drew; then,
-    for the opening, whether any was tested and those that found a platform ahead (`decided`). Each
-    replay directory is loaded and its figures drawn once for all of it."""
-    out, tested, wins = [], False, []
-    for where in replay_dirs:
-        trace, stored = rs.load(where)
-        if not all(rs.runs_of(stored, p) for p in (A, B)):
-            continue
-        first = rs.runs_of(stored, A)[0]
-        nodes = first.get("settings", {}).get("nodes") or (trace.shape.nodes if trace.shape else "?")
-        found = {r.figure.key: r for r in rows(stored, trace)}
-        picked = [found[k] for k in DECISION_KEYS if k in found]
-        n = {p: len(complete(stored, p)) for p in (A, B)}
-        cut = sum(len(rs.runs_of(stored, p)) - n[p] for p in (A, B))
-        left_out = f" ({cut} stopped before their last job left out)" if cut else ""
-        if not picked:
-            out.append((f"`{where.name}`: no complete replay on both platforms{left_out}", "–", "not measured"))
-            continue
-        preempting = str(first.get("settings", {}).get("preemption", "")).startswith("priority")
-        head = (f"`{where.name}`: {len(trace.jobs)} jobs of {trace.name} on {nodes} emulated nodes, replayed "
-                f"{trace.compression:g}× faster{', higher QOS classes preempting lower ones' if preempting else ''}; "
-                f"replays Slurm {n[B]}, Kubernetes {n[A]}{left_out} — ")
-        for i, r in enumerate(picked):
-            unit = "" if r.figure.unit == "share" else " " + r.figure.unit
-            ev = (f"{head if i == 0 else ''}{r.figure.label}: Slurm {_v(r.median[B], r.figure.unit)}{unit}, "
-                  f"Kubernetes {_v(r.median[A], r.figure.unit)}{unit}")
-            out.append((ev, _ratio(r), verdict_text(r)))
-            tested = tested or r.verdict != "few"
-            if r.verdict == "ahead":
-                wins.append((r.ahead(), f"{r.figure.label} on {nodes} nodes (`{where.name}`, {_ratio(r)}, "
-                                        f"Holm p {r.p_holm:.2g})"))
-    return out, tested, wins

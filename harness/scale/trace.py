@@ -59,6 +59,9 @@ class TraceJob(_Frozen):
     limit_s: int = Field(ge=1)               # the requested run time: what backfill plans with
     runtime_s: int = Field(ge=1)             # what it actually ran: what occupies the nodes
     qos: str = Field(default="normal", min_length=1)
+    # how long the job waited in its own history (submit to start), where the history records it: a replay
+    # on the emulated Slurm cluster can then be set beside the site's own queue (written only when known)
+    recorded_wait_s: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _ends_by_its_limit(self) -> TraceJob:
@@ -128,7 +131,8 @@ def dumps(trace: Trace) -> str:
     header = {"format": FORMAT, "version": VERSION, "jobs": len(trace.jobs),
               **trace.model_dump(mode="json", exclude={"jobs"})}
     lines = [json.dumps(header, separators=(",", ":"), ensure_ascii=False)]
-    lines += [json.dumps(j.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False) for j in trace.jobs]
+    lines += [json.dumps(j.model_dump(mode="json", exclude={"recorded_wait_s"} if j.recorded_wait_s is None else None),
+                         separators=(",", ":"), ensure_ascii=False) for j in trace.jobs]
     return "\n".join(lines) + "\n"
 
 
@@ -222,7 +226,9 @@ def compress(trace: Trace, factor: float) -> Trace:
     raised = sum(1 for j in trace.jobs if _halfup(j.runtime_s / factor) < 1)
     jobs = tuple(j.model_copy(update={"submit_s": _halfup(j.submit_s / factor),
                                       "limit_s": max(1, _halfup(j.limit_s / factor)),
-                                      "runtime_s": max(1, _halfup(j.runtime_s / factor))}) for j in trace.jobs)
+                                      "runtime_s": max(1, _halfup(j.runtime_s / factor)),
+                                      "recorded_wait_s": None if j.recorded_wait_s is None
+                                      else _halfup(j.recorded_wait_s / factor)}) for j in trace.jobs)
     note = f"compressed {factor:g}x (times rounded half up to whole seconds)"
     if raised:
         note += f"; {raised} run time(s) under 1 s kept at 1 s"

@@ -65,6 +65,10 @@ def test_one_trace_replays_on_both_and_each_platforms_figures_rederive(clusters,
     k8s, slurm = figs["k8s"]["tenant_gpu_share"], figs["slurm"]["tenant_gpu_share"]
     assert set(k8s) == set(slurm)
     assert all(abs(k8s[t] - slurm[t]) < 0.1 for t in k8s), (k8s, slurm)
+    # the limit grace: Slurm's scaled with the 600x compression (backfill plans with --time), Kubernetes' not
+    graces = {p: json.loads((tmp_path / "out" / "both" / f"{p}.json").read_text())["settings"]["limit_grace_s"]
+              for p in ("k8s", "slurm")}
+    assert graces == {"k8s": 30, "slurm": 2}, graces
     assert main(["scale", "rederive", str(tmp_path / "out" / "both")], env={}) == 0
 
 
@@ -104,3 +108,47 @@ def test_a_higher_class_preempts_a_lower_one_on_both_and_the_preempted_job_runs_
     k8s = json.loads((tmp_path / "out" / "preempt" / "k8s.json").read_text())
     assert k8s["settings"]["cleaned_up"] and k8s["settings"]["preemption"].startswith("priority")
     assert main(["scale", "rederive", str(tmp_path / "out" / "preempt")], env={}) == 0
+
+
+def test_the_new_queue_figures_host_cpu_and_policy_pair_on_a_small_replay(clusters, tmp_path, capsys):
+    """The figures that say why jobs waited, on the queueing trace (a whole-cluster job, three behind it): its
+    queue head waited the whole job's length, nothing passed it; Kubernetes' wait splits into Kueue's admission
+    (the quota frees when the whole job ends) and a short pod pipeline; every replay kept the host's CPU and its
+    offered rate. Then the strict-fifo pair: Kueue's side is one StrictFIFO ClusterQueue, and a Slurm cluster
+    not running its side is refused before anything is submitted."""
+    from _replay import TRACE
+    trace = tmp_path / "q.jsonl"
+    tr.save(TRACE, trace)
+    figs = replay_on_both(trace, tmp_path / "out", "why", capsys)
+    for platform in ("k8s", "slurm"):
+        f = figs[platform]
+        # the three behind the whole-cluster job all start once it ends, within a few seconds of each other: at
+        # most the later two pass the first by a second; the head (b-four) waited the whole job out
+        assert f["overtaking"]["overtakes"] <= 2 and f["overtaking"]["head_wait_max_s"] >= 12 - 4 - 1, f["overtaking"]
+        every = f["bounded_slowdown"]["classes"]["all"]
+        assert every["jobs"] == 4 and every["mean"] > 1
+        assert 0 < f["arrival_window_utilisation"] <= 1 and set(f["per_tenant"]) == {"a", "b"}
+    split = figs["k8s"]["wait_split"]
+    assert split["jobs"] == 4 and split["admission"]["max_s"] >= 12 - 4 - 1 and split["pod_pipeline"]["p50_s"] <= 5
+    assert figs["slurm"]["wait_split"] is None
+    for platform, daemon in (("k8s", "kube-apiserver"), ("slurm", "slurmctld")):
+        body = json.loads((tmp_path / "out" / "why" / f"{platform}.json").read_text())
+        cpu = body["host_cpu"]
+        assert cpu["samples"] >= 5 and cpu["host"]["mean_cores"] > 0 and daemon in cpu["components"], cpu["components"]
+        assert body["offered"]["busiest_jobs_per_s"] == 0.4 and body["figures_version"] == 2
+        assert body["settings"]["queue_policy"] == "site" and body["settings"]["limit_grace_s"] == 30
+    assert main(["scale", "rederive", str(tmp_path / "out" / "why")], env={}) == 0
+    assert main(["scale", "report", str(tmp_path / "out" / "why")], env={}) == 0
+    md = (tmp_path / "out" / "why" / "report" / "report.md").read_text()
+    assert "## Why jobs waited" in md and "## The host's CPU over each replay" in md and "no ceilings measured" in md
+    # strict-fifo: Kubernetes' side is the replay's own objects; Slurm's is the cluster's, which runs site
+    capsys.readouterr()
+    assert main(["scale", "replay", str(trace), "--results", str(tmp_path / "out"), "--name", "fifo", "-p", "k8s",
+                 "--queue-policy", "strict-fifo", "-o", "json"], env={}) == 0
+    k8s = json.loads((tmp_path / "out" / "fifo" / "k8s.json").read_text())["settings"]
+    assert k8s["queueing_strategy"] == "StrictFIFO" and k8s["cluster_queues"] == "one ClusterQueue for every tenant"
+    capsys.readouterr()
+    assert main(["scale", "replay", str(trace), "--results", str(tmp_path / "out"), "--name", "fifo-s", "-p", "slurm",
+                 "--queue-policy", "strict-fifo"], env={}) == 2
+    err = capsys.readouterr().err
+    assert "does not run the Slurm side of queue policy strict-fifo" in err and "--queue-policy strict-fifo" in err

@@ -213,6 +213,7 @@ def kueue_config(L: Layout) -> Path:
     client = rate_limits.kueue_client_connection(L)    # `poc cluster up --client-qps`; else Kueue's default
     if client:
         cfg["clientConnection"] = client
+    cfg |= rate_limits.kueue_fair_sharing(L)           # `poc cluster up --kueue-fair-sharing on`; else off
     path = L.config / "kueue.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path

@@ -27,6 +27,7 @@ DEFAULTS: dict[str, tuple[int, int]] = {"kueue": (20, 30), "kube-controller-mana
 FIXED = {"kube-scheduler": "50/100 (clientConnection, default)", "jobset": "500 (--kube-api-qps, default)"}
 HOW = {"kueue": "Configuration clientConnection", "kube-controller-manager": "--kube-api-qps/--kube-api-burst"}
 FILE = "client-rate-limits.json"
+FAIR_FILE = "kueue-fair-sharing.json"   # Kueue's fairSharing.enable, a setting of its process as the limits are
 _PAIR = re.compile(r"^(\d+)(?:/(\d+))?$")
 _TIP = "--client-qps kueue=200/300,kube-controller-manager=200/300 (QPS/BURST; a burst below the QPS is raised to it)"
 
@@ -83,6 +84,26 @@ def with_kcm_flags(argv: list[str], L: Layout) -> list[str]:
     return [a for a in argv if not a.startswith(("--kube-api-qps=", "--kube-api-burst="))] + kcm_flags(L)
 
 
+def fair_sharing(L: Layout) -> bool:
+    """Whether Kueue's fair sharing is set on for this cluster (off: Kueue's default)."""
+    path = L.config / FAIR_FILE
+    try:
+        return bool(json.loads(path.read_text()).get("enable")) if path.is_file() else False
+    except (ValueError, AttributeError):
+        return False
+
+
+def save_fair_sharing(L: Layout, enable: bool) -> None:
+    L.config.mkdir(parents=True, exist_ok=True)
+    (L.config / FAIR_FILE).write_text(json.dumps({"enable": bool(enable)}))
+
+
+def kueue_fair_sharing(L: Layout) -> dict:
+    """What Kueue's Configuration gets for fair sharing: ``fairSharing: {enable: true}`` when set on (ClusterQueues
+    of a cohort are then admitted in order of their dominant resource share), nothing at the default (off)."""
+    return {"fairSharing": {"enable": True}} if fair_sharing(L) else {}
+
+
 def describe(L: Layout) -> dict[str, str]:
     """Every controller's limit as a replay records it: QPS/burst, how it is set, set here or default."""
     got = load(L)
@@ -90,7 +111,7 @@ def describe(L: Layout) -> dict[str, str]:
     for name, (qps, burst) in DEFAULTS.items():
         q, b = got.get(name, (qps, burst))
         out[name] = f"{q}/{b} ({HOW[name]}, {'set by poc cluster up --client-qps' if name in got else 'default'})"
-    return {**out, **FIXED}
+    return {**out, **FIXED, "kueue fairSharing": "enable" if fair_sharing(L) else "off (Kueue's default)"}
 
 
 def changed(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:

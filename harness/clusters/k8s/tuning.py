@@ -28,3 +28,17 @@ def apply_rate_limits(L: Layout, limits: dict[str, tuple[int, int]]) -> list[str
         stopped.append(name)
     save_state(L, state)
     return stopped
+
+
+def apply_fair_sharing(L: Layout, enable: bool) -> list[str]:
+    """Save Kueue's fair sharing setting; stop Kueue when it changes (its next start reads it). The
+    controllers stopped, for the caller to bring the cluster up again."""
+    if rate_limits.fair_sharing(L) == bool(enable):
+        return []
+    rate_limits.save_fair_sharing(L, enable)
+    components.kueue_config(L)
+    entry = (load_state(L).get("components") or {}).get("kueue")
+    if entry and procs.alive(entry):
+        host.stop_pid(entry["pid"], entry.get("exe"), grace=5)
+        return ["kueue"]
+    return []

@@ -86,6 +86,10 @@ class EmulatedShape:
     # 0 at 56 s, live at the first pass after a minute).
     priority_weight_fairshare: int = 10_000
     priority_weight_age: int = 1_000
+    # job size favours big jobs (1000 here, Slurm's default 0); sched/builtin is strict priority order with
+    # no backfill: the queue policy pairs of render/replay_policy.py set these three with the weights above
+    priority_weight_job_size: int = 1_000
+    scheduler_type: str = "sched/backfill"
     priority_decay_half_life_min: int = 7 * 24 * 60
     priority_max_age_min: int = 7 * 24 * 60
     priority_calc_period_min: int = 1
@@ -100,7 +104,10 @@ class EmulatedShape:
             if getattr(self, name) < 1:
                 raise ConfigError(f"emulated Slurm: {name.replace('_', ' ')} must be at least 1 (Slurm counts "
                                   f"whole minutes), not {getattr(self, name)}", tip="e.g. a half-life of 60 minutes")
-        for name in ("priority_weight_fairshare", "priority_weight_age"):
+        if self.scheduler_type not in ("sched/backfill", "sched/builtin"):
+            raise ConfigError(f"emulated Slurm: SchedulerType {self.scheduler_type!r}",
+                              tip="sched/backfill or sched/builtin")
+        for name in ("priority_weight_fairshare", "priority_weight_age", "priority_weight_job_size"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"emulated Slurm: {name.replace('_', ' ')} must be 0 or more, "
                                   f"not {getattr(self, name)}", tip="e.g. 10000 for fair share, 1000 for age")
@@ -181,14 +188,14 @@ def render_slurm_conf(shape: EmulatedShape) -> str:
         "Waittime=0",
         # the node lines claim the emulated machine's CPUs and memory, not this host's
         "SlurmdParameters=config_overrides",
-        "SchedulerType=sched/backfill",
+        f"SchedulerType={shape.scheduler_type}",
         f"SchedulerParameters={shape.scheduler_parameters}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "PriorityType=priority/multifactor",
         f"PriorityWeightFairshare={shape.priority_weight_fairshare}",
         f"PriorityWeightAge={shape.priority_weight_age}",
-        "PriorityWeightJobSize=1000",
+        f"PriorityWeightJobSize={shape.priority_weight_job_size}",
         # A QOS's priority outweighs fair share and age, as a Workload's priority orders Kueue's queues
         # before its creation time (render/replay_priority.py); every job of a replay without
         # --preemption priority is in `normal`, priority 0, so then it weighs nothing.

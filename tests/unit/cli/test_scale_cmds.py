@@ -38,6 +38,20 @@ def test_import_reads_either_sacct_form(tmp_path, name, capsys):
     assert tr.load(out).jobs
 
 
+def test_import_reads_alibabas_gpu_trace_by_its_header_and_slices_only_it(tmp_path, capsys):
+    src = FIXTURES / "scale" / "alibaba" / "openb_excerpt.csv"
+    out = tmp_path / "t.jsonl"
+    assert main(["scale", "import", str(src), "--out", str(out), "--start", "12701000", "--end", "12710000",
+                 "--cpu-jobs", "drop", "--name", "openb-slice", "-q"], env={}) == 0, capsys.readouterr().err
+    t = tr.load(out)
+    assert t.name == "openb-slice" and t.params["cpu_jobs"] == "drop" and t.params["start_s"] == 12701000
+    assert {j.gpus_per_node for j in t.jobs} == {1} and any(j.recorded_wait_s is not None for j in t.jobs)
+    capsys.readouterr()
+    assert main(["scale", "import", str(FIXTURES / "scale" / "sacct" / "sacct.json"), "--out", str(out),
+                 "--start", "5"], env={}) == 2
+    assert "--start/--end slice a history that records its own clock" in capsys.readouterr().err
+
+
 def test_a_stored_replay_rederives_and_a_changed_figure_is_named(tmp_path, capsys):
     rec = json.loads((FIXTURES / "replay" / "k8s_records.json").read_text())
     trace = tr.loads(rec["trace"])
@@ -163,8 +177,15 @@ def test_replay_passes_the_preemption_mode_and_the_classes_priorities_to_both(tm
     assert main(["scale", "replay", str(trace_file), "--results", str(tmp_path / "res"), "--name", "r", "-q",
                  "--preemption", "priority", "--qos-priority", "urgent=50000,low=1"], env={}) == 0
     want = {"low": 1, "normal": 1000, "high": 10000, "urgent": 50000}
-    assert seen["slurm"] == {"preemption": "priority", "priorities": want}
-    assert seen["k8s"] == {"preemption": "priority", "priorities": want, "topology": "preferred"}
+    assert seen["slurm"] == {"preemption": "priority", "priorities": want, "policy": "site"}
+    assert seen["k8s"] == {"preemption": "priority", "priorities": want, "topology": "preferred", "policy": "site"}
+    # a named queue policy pair reaches both sides
+    assert main(["scale", "replay", str(trace_file), "--results", str(tmp_path / "res"), "--name", "r2", "-q",
+                 "--queue-policy", "strict-fifo", "--replay-set", "fifo-16n"], env={}) == 0
+    assert seen["slurm"]["policy"] == seen["k8s"]["policy"] == "strict-fifo"
+    # and the replay set it joined is kept with each platform's record, for the report to group the traces by
+    stored = [json.loads(f.read_text()) for f in (tmp_path / "res" / "r2").glob("*.json") if f.name != "trace.json"]
+    assert stored and {b["settings"].get("replay_set") for b in stored} == {"fifo-16n"}
 
 
 def test_synth_draws_the_qos_classes_by_weight(tmp_path, capsys):

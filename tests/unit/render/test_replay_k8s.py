@@ -46,12 +46,13 @@ def test_equal_quotas_split_the_gpus_and_hand_the_remainder_out_in_name_order():
 
 def test_each_tenant_is_a_local_queue_on_its_own_cluster_queue_in_one_cohort():
     objs = rr.queue_objects(TARGET, [rr.TenantQuota("Team A", 64, borrow_gpus=32), rr.TenantQuota("b", 64)])
-    assert [o["kind"] for o in objs] == ["Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue",
-                                          "ClusterQueue", "LocalQueue"]
+    # the ClusterQueues first, then the LocalQueues that feed them (one ClusterQueue may take several)
+    assert [o["kind"] for o in objs] == ["Namespace", "ResourceFlavor", "ClusterQueue", "ClusterQueue",
+                                          "LocalQueue", "LocalQueue"]
     flavor = objs[1]
     assert flavor["spec"]["nodeLabels"] == {"type": "kwok"}
     assert flavor["spec"]["tolerations"] == list(TARGET.tolerations)
-    cq_a, lq_a, cq_b = objs[2], objs[3], objs[4]
+    cq_a, cq_b, lq_a = objs[2], objs[3], objs[4]
     assert cq_a["spec"]["cohort"] == cq_b["spec"]["cohort"] == "poc-replay"
     gpu_a = cq_a["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2]
     assert gpu_a == {"name": rr.GPU, "nominalQuota": "64", "borrowingLimit": "32"}

@@ -45,7 +45,8 @@ class FakeSlurm:
         elif argv[0] == "sshare":
             out = "".join(f"{a}\n" for a in sorted(self.accounts))
         elif argv[:3] == ["scontrol", "show", "config"]:
-            out = "PriorityWeightFairShare = 10000\nPriorityDecayHalfLife   = 7-00:00:00\nOther = x\n"
+            out = ("SchedulerType = sched/backfill\nPriorityWeightFairShare = 10000\nPriorityWeightAge = 1000\n"
+                   "PriorityWeightJobSize = 1000\nPriorityDecayHalfLife   = 7-00:00:00\nOther = x\n")
         return subprocess.CompletedProcess(argv, rc, out, "")
 
 
@@ -148,3 +149,13 @@ def test_preemption_on_a_cluster_started_without_preempt_qos_is_refused_before_a
         local.replay_slurm(trace("a"), "n", timeout_s=5, say=lambda _: None, shell=fake, preemption="priority")
     assert "preempt/qos" in e.value.message and "down --slurm --emulated" in e.value.tip
     assert not [c for c in fake.calls if c[:2] == ["sacctmgr", "-i"]]
+
+
+def test_a_cluster_that_does_not_run_the_pairs_slurm_side_is_refused_before_anything_is_made():
+    """The Slurm side of a queue policy pair is the cluster's configuration: a replay labelled strict-fifo on a
+    cluster running backfill with size weight would compare the wrong policies."""
+    fake = FakeSlurm()
+    with pytest.raises(ConfigError, match="does not run the Slurm side of queue policy strict-fifo") as e:
+        local.replay_slurm(trace("a"), "n", timeout_s=5, say=lambda _: None, shell=fake, policy="strict-fifo")
+    assert "--queue-policy strict-fifo" in e.value.tip
+    assert not any(c[:3] == ["sacctmgr", "-i", "add"] for c in fake.calls)

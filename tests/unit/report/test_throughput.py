@@ -69,3 +69,29 @@ def test_the_table_has_a_row_per_replay_with_its_costs():
     assert lines[2] == "| Kubernetes | 1 | 1 | 1 | 1 | 2 | 1 | 0 | n/a | 0.75 |"   # control plane summed
     assert lines[5] == "| Slurm | 1 | 1 | 1 | 1 | 2 | 1 | 0 | n/a | 0.12 |"
     assert "| Slurm | 2 | n/a | 2 |" in lines[6]
+
+
+def sweep_row(platform, nodes, limits, repeat, rate, achieved, host=(0.5, 1.2)):
+    r = row(platform, rate, float(rate), achieved, nodes=nodes, limits=limits, repeat=repeat, harness_cpu_s=1.5,
+            host_cpu={"host_cpus": 2, "host": {"mean_cores": host[0], "peak_cores": host[1]},
+                      "components": {"kube-apiserver": {"mean_cores": 0.3, "peak_cores": 0.9},
+                                     "other": {"mean_cores": 0.4, "peak_cores": 1.0}}})
+    r["offered"], r["achieved"] = rt.offered(r), rt.achieved(r)
+    return r
+
+
+def test_the_sweep_report_puts_the_ceilings_first_and_every_replay_with_its_host_cpu(tmp_path):
+    from harness.scale import ceiling as cl
+    lim = cl.DEFAULT_K8S_LIMITS
+    rows = [sweep_row("k8s", 16, lim, 1, 1, 1.0), sweep_row("k8s", 16, lim, 1, 2, 1.2),
+            sweep_row("k8s", 16, lim, 2, 1, 0.98), sweep_row("slurm", 16, "-", 1, 1, 1.0),
+            sweep_row("slurm", 16, "-", 1, 2, 2.0), sweep_row("slurm", 64, "-", 1, 2, 2.0)]
+    found = cl.ceilings(rows)
+    md = rt.sweep_markdown(rows, found, {"seconds": 10.0, "runtime_s": {"16": 3}, "repeat": 2, "stop_below": 0.75})
+    assert md.index("## Ceilings") < md.index("## Every replay") and "jobs of 3 s at 16 nodes, gangs" in md
+    assert f"| Kubernetes | 16 | {lim} | 1 | 1.2 | 3 | 2 |" in md           # repeat 2 placed 0.98 of 1: kept up
+    assert "| Slurm | 16 | - | 2+ | 2 | 2 | 1 |" in md                      # no rate missed: a lower bound
+    assert "| 0.50 / 1.20 | kube-apiserver 0.30 / 0.90 | 1.50 |" in md        # the busiest named component
+    png = rt.sweep_chart(rows, found, tmp_path / "sweep.png")
+    img = mpimg.imread(png)
+    assert img.shape[1] > 2 * img.shape[0] * 0.5 and img[..., :3].std() > 0.05   # two size columns, drawn
