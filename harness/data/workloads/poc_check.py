@@ -348,50 +348,59 @@ def main(argv: list[str] | None = None) -> int:
     ev.emit("check_start", part=args.part, form=args.form)
     rc = 1
     try:
-        rc = run(args, ev, place, t0)
+        if args.part == "allreduce" and args.form == "mpi":     # an srun task of the MPI step: no gloo group
+            rc = mpi_task(args, ev, place, t0)
+            return rc
+        import torch.distributed as dist
+        gloo_if = w.default_gloo_ifname()
+        open_group(dist, args.master, place["rank"], place["world"], args.timeout_s)
+        rc = run(args, ev, place, dist, gloo_if)
         return rc
     finally:
         ev.emit("check_done", part=args.part, rc=rc, seconds=time.perf_counter() - t0)
         ev.close()
 
 
-def run(args, ev, place: dict, t0: float) -> int:
-    if args.part == "allreduce" and args.form == "mpi":     # an srun task of the MPI step: no gloo group
-        res = run_mpi_task(args)
-        if place["rank"] != 0:
-            return res["rc"] or 0
-        names = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST") or ev.host
-        return allreduce_report(ev, args, res, place["world"], [names], t0)
+def mpi_task(args, ev, place: dict, t0: float) -> int:
+    res = run_mpi_task(args)
+    if place["rank"] != 0:
+        return res["rc"] or 0
+    names = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST") or ev.host
+    return allreduce_report(ev, args, res, place["world"], [names], t0)
+
+
+def run(args, ev, place: dict, dist, gloo_if: dict) -> int:
+    """The gate and the all-reduce over the check's gloo group: every node's exit status, decided alike."""
     import torch
-    import torch.distributed as dist
-    gloo_if = w.default_gloo_ifname()
-    open_group(dist, args.master, place["rank"], place["world"], args.timeout_s)
-    try:
-        rc, nodes = 0, None
-        if args.part in ("gate", "all"):
-            rc, nodes = gate(args, ev, dist, place, gloo_if)
-        if rc == 0 and args.part in ("allreduce", "all"):
-            if nodes is None:
-                nodes = gathered(dist, {"node": ev.node or ev.host, "ip": w.ipv4_of(os.environ.get(
-                    "GLOO_SOCKET_IFNAME") or "") or os.environ.get("POC_POD_IP")}, place["world"])
-            t1 = time.perf_counter()
-            if args.form == "mpirun-ssh":
-                res = mpirun_over_ssh(args, dist, place, nodes)
-            else:
-                text = gloo_table(dist, torch, parse_bench_args(args.args), place["world"])
-                res = {"argv": ["gloo"], "rc": 0, "out": text}
-                if place["rank"] == 0:
-                    print(text, end="", flush=True)
-            verdict = [allreduce_report(ev, args, res, place["world"], [n["node"] for n in nodes], t1)
-                       if place["rank"] == 0 else None]
-            dist.broadcast_object_list(verdict, src=0)   # every node stops alike
-            rc = verdict[0]
-        dist.barrier()
-        return rc
-    finally:
-        with contextlib.suppress(Exception):
-            dist.destroy_process_group()
+    rc, nodes = 0, None
+    if args.part in ("gate", "all"):
+        rc, nodes = gate(args, ev, dist, place, gloo_if)
+    if rc == 0 and args.part in ("allreduce", "all"):
+        if nodes is None:
+            nodes = gathered(dist, {"node": ev.node or ev.host, "ip": w.ipv4_of(os.environ.get(
+                "GLOO_SOCKET_IFNAME") or "") or os.environ.get("POC_POD_IP")}, place["world"])
+        t1 = time.perf_counter()
+        if args.form == "mpirun-ssh":
+            res = mpirun_over_ssh(args, dist, place, nodes)
+        else:
+            text = gloo_table(dist, torch, parse_bench_args(args.args), place["world"])
+            res = {"argv": ["gloo"], "rc": 0, "out": text}
+            if place["rank"] == 0:
+                print(text, end="", flush=True)
+        verdict = [allreduce_report(ev, args, res, place["world"], [n["node"] for n in nodes], t1)
+                   if place["rank"] == 0 else None]
+        dist.broadcast_object_list(verdict, src=0)   # every node stops alike
+        rc = verdict[0]
+    dist.barrier()
+    return rc
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Out at once, the gloo group left to the exit: every node has passed the last barrier and the verdict
+    # and the events are out. Tearing it down (destroy_process_group, or the interpreter's shutdown running
+    # its destructors) once kept the first pod's check from ever returning after its peer had exited (the
+    # lab's Kubernetes under load), and the JobSet was restarted 165 s later for nothing.
+    os._exit(code)

@@ -153,3 +153,27 @@ def test_every_node_gets_its_clock_offset_from_the_first_and_a_far_one_is_refuse
     assert [r["node"] for r in refused] == ["c3"] and "-3.000 s off the first node's" in refused[0]["why"][0]
     assert c.judge([{"node": "c1", "host": "h", "t": 5.0, "problems": ["no GPU"]}], 0) == [
         {"node": "c1", "host": "h", "why": ["no GPU"]}]
+
+
+def test_two_processes_check_their_allocation_and_exit_with_its_status(tmp_path):
+    """The whole step as a batch script starts it, on two processes of this machine (gloo over loopback, ranks
+    from Slurm's variables): both pass the gate and the all-reduce, both say so and exit 0 on their own."""
+    import json
+    import subprocess
+    script = ROOT / "harness" / "data" / "workloads" / "poc_check.py"
+    port = free_port()
+    procs = []
+    for rank in (0, 1):
+        env = {**os.environ, "SLURM_PROCID": str(rank), "SLURM_NTASKS": "2", "SLURM_LOCALID": "0",
+               "GLOO_SOCKET_IFNAME": "lo", "POC_RUN_ID": "two-procs"}
+        procs.append(subprocess.Popen(
+            [sys.executable, str(script), "all", "--events-dir", str(tmp_path), "--master", f"127.0.0.1:{port}",
+             "--ranks-from", "slurm", "--nodes", "2", "--form", "gloo", "--args", "-b 1K -e 64K -f 4 -n 2 -w 1",
+             "--timeout-s", "60"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    events = [json.loads(ln) for f in sorted(tmp_path.glob("*.jsonl")) for ln in f.read_text().splitlines()]
+    done = sorted((e["rank"], e["rc"]) for e in events if e["kind"] == "check_done")
+    assert done == [(0, 0), (1, 0)], events
+    (ar,) = [e for e in events if e["kind"] == "allocation_allreduce"]
+    assert ar["ok"] and ar["world"] == 2 and ar["bytes"] == 64 << 10 and ar["busbw_gbps"] > 0, ar
