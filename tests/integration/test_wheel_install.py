@@ -99,9 +99,11 @@ def test_wheel_renders_what_the_repository_renders(installs, plat):
 
 
 def test_wheel_renders_the_local_baseline(installs):
-    """The same commands but for where each install keeps its Python and its copy of the workload."""
+    """The same commands but for where each install keeps its Python and its copy of the workload (the folder:
+    the modules shipped beside ddp_train.py are mounted from it too)."""
     def neutral(files: dict, probe: dict) -> dict:
-        return {name: text.replace(probe["workload"], "WORKLOAD").replace(probe["python"], "PYTHON")
+        folder = str(Path(probe["workload"]).parent)
+        return {name: text.replace(folder, "WORKLOADS").replace(probe["python"], "PYTHON")
                 for name, text in files.items()}
 
     wheel, repo = installs["wheel_local"], installs["repo_local"]
