@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,14 +39,8 @@ LIGHT = 20.0            # a replay compressed at most this much is "lightly comp
 CEILINGS_FILE = "ceilings.json"
 
 
-@dataclass(frozen=True)
-class SetFigure:
-    key: str
-    label: str
-    unit: str
-    get: Callable[[dict], float | None]
-    lower_is_better: bool
-    resolution: float
+# a figure compared across a set is a replay's figure, as replay_verdict compares them
+SetFigure = replay_verdict.Figure
 
 
 def _bsld(f: dict) -> float | None:
