@@ -22,7 +22,7 @@ import bisect
 import heapq
 import itertools
 
-from .outcome import JobOutcome, nearest_rank
+from .outcome import JobOutcome, nearest_rank, tenant_shares
 from .trace import SIZE_CLASSES, size_class
 
 TAU_S = 10.0
@@ -134,17 +134,13 @@ def arrival_window_utilisation(outcomes: list[JobOutcome], runtime_s: dict[str, 
 
 def per_tenant(outcomes: list[JobOutcome]) -> dict[str, dict]:
     """Per tenant: jobs, started, queue p50 / p99 / max (s), share of the allocated GPU-seconds."""
-    used: dict[str, float] = {}
-    for o in outcomes:
-        if o.start is not None and o.end is not None:
-            used[o.tenant] = used.get(o.tenant, 0.0) + o.gpus * (o.end - o.start)
-    total = sum(used.values())
+    shares = tenant_shares(outcomes)
     out = {}
     for t in sorted({o.tenant for o in outcomes}):
         waits = [o.queue_s for o in outcomes if o.tenant == t and o.queue_s is not None]
         out[t] = {"jobs": sum(o.tenant == t for o in outcomes), "started": len(waits),
                   "p50_s": nearest_rank(waits, 50), "p99_s": nearest_rank(waits, 99),
-                  "max_s": max(waits, default=None), "gpu_share": used.get(t, 0.0) / total if total else 0.0}
+                  "max_s": max(waits, default=None), "gpu_share": shares.get(t, 0.0)}
     return out
 
 
